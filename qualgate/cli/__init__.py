@@ -1,0 +1,92 @@
+"""The ``qualgate`` command line: a thin layer over the library.
+
+Each command lives in its own module and is imported only when it runs, so that
+``qualgate power`` never imports pandas or torch. Exit codes are decided here, once,
+for every command (see :class:`qualgate.errors.ExitCode`):
+
+- a command returns an ``int`` (or an ``ExitCode``) to set the exit code;
+- :class:`qualgate.errors.DataError` becomes exit 3 with its message on stderr;
+- any other ``ValueError`` from the library (an invalid argument value) becomes exit 2;
+- click's own usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from ..errors import DataError, ExitCode
+
+__all__ = ["cli", "main"]
+
+# command name -> "module:attribute"
+_COMMANDS = {
+    "power": "qualgate.cli.power:power",
+    "gate": "qualgate.cli.gate:gate",
+    "calibrate": "qualgate.cli.gate:calibrate",
+    "suites": "qualgate.cli.suites:suites",
+    "run": "qualgate.cli.run:run",
+    "report": "qualgate.cli.run:report",
+    "demo": "qualgate.cli.demo:demo",
+    "reanalyze": "qualgate.cli.reanalyze:reanalyze",
+    "lint": "qualgate.cli.ci:lint",
+    "check": "qualgate.cli.ci:check",
+    "audit-log": "qualgate.cli.ci:audit_log",
+    "admission": "qualgate.cli.ci:admission",
+}
+
+
+class _DataErrorExit(click.ClickException):
+    exit_code = int(ExitCode.DATA)
+
+    def format_message(self) -> str:
+        return f"invalid data: {self.message}"
+
+
+class _ValueErrorExit(click.ClickException):
+    exit_code = int(ExitCode.USAGE)
+
+    def format_message(self) -> str:
+        return f"invalid value: {self.message}"
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx):
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = _COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx):
+        try:
+            rv = super().invoke(ctx)
+        except DataError as exc:
+            raise _DataErrorExit(str(exc)) from exc
+        except click.ClickException:
+            raise
+        except ValueError as exc:
+            raise _ValueErrorExit(str(exc)) from exc
+        if isinstance(rv, int) and rv:
+            ctx.exit(int(rv))
+        return rv
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="qualgate")
+def cli():
+    """Decide, with paired statistics, whether an inference configuration loses quality.
+
+    \b
+    Exit codes: 0 success / PASS, 1 FAIL or findings, 2 usage error,
+                3 invalid data or configuration, 4 INCONCLUSIVE.
+    """
+
+
+def main(argv=None):
+    """Console-script entry point."""
+    cli.main(args=argv, prog_name="qualgate")

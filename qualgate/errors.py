@@ -1,0 +1,46 @@
+"""Errors and the exit codes of the command line, decided in one place.
+
+Library code raises :class:`DataError` for invalid data or configuration (a records file,
+a suite or config YAML, a published table) and plain :class:`ValueError` for invalid
+arguments. The CLI maps them to exit codes in :mod:`qualgate.cli`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["DataError", "ExitCode"]
+
+
+class ExitCode(enum.IntEnum):
+    """Exit codes of every ``qualgate`` command."""
+
+    OK = 0  #: success, gate PASS, nothing found
+    FAIL = 1  #: gate FAIL, findings at or above the threshold, evidence refused
+    USAGE = 2  #: bad command line or argument value
+    DATA = 3  #: invalid data or configuration (file, line, field, value named)
+    INCONCLUSIVE = 4  #: the gate could not decide with the evidence given
+
+
+class DataError(ValueError):
+    """Invalid data or configuration.
+
+    The message names where the problem is: ``file``, ``line`` and ``field`` when known, and
+    the offending ``value``.
+    """
+
+    def __init__(self, message: str, *, file=None, line=None, field=None, value=None):
+        self.file, self.line, self.field, self.value = file, line, field, value
+        where = ""
+        if file is not None:
+            where = f"{file}"
+            if line is not None:
+                where += f":{line}"
+            where += ": "
+        what = ""
+        if field is not None:
+            what = f"field {field!r}"
+            if value is not None:
+                what += f" = {value!r}"
+            what += ": "
+        super().__init__(f"{where}{what}{message}")
