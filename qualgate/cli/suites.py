@@ -1,0 +1,93 @@
+"""``qualgate suites list`` and ``qualgate suites show NAME``."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..errors import ExitCode
+
+_FORMAT = click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+
+
+@click.group()
+def suites():
+    """List the built-in benchmark suites, or render a suite's prompts and gold answers."""
+
+
+def _source_text(source: dict) -> str:
+    if "generator" in source:
+        params = ", ".join(f"{k}={v!r}" for k, v in (source.get("params") or {}).items())
+        return f"generator {source['generator']}({params})"
+    if "data_files" in source:
+        return "local " + ", ".join(source["data_files"])
+    where = "/".join(p for p in (source.get("config"), source["split"]) if p)
+    return f"{source['dataset']} [{where}] @ {source['revision']}"
+
+
+@suites.command("list")
+@_FORMAT
+def list_(fmt):
+    """List the built-in suites: name, version, source, deciding extraction."""
+    from ..suites import list_suites, suite_path
+    from ..suites._spec import read_spec
+
+    specs = [read_spec(suite_path(name)) for name in list_suites()]
+    if fmt == "json":
+        out = [
+            {"name": s.name, "version": s.version, "source": s.source, "decides": s.decides,
+             "description": s.description, "path": s.path}
+            for s in specs
+        ]  # fmt: skip
+        click.echo(json.dumps(out, indent=2))
+        return ExitCode.OK
+    rows = [("NAME", "VERSION", "DECIDES", "SOURCE")]
+    rows += [(s.name, str(s.version), s.decides, _source_text(s.source)) for s in specs]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
+    return ExitCode.OK
+
+
+@suites.command("show")
+@click.argument("name")
+@click.option("--limit", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Number of questions to render.")  # fmt: skip
+@click.option("--data-file", "data_files", multiple=True, type=click.Path(dir_okay=False),
+              help="Local JSONL/Parquet/CSV copy of the data (repeatable); default: the Hub.")
+@click.option("--revision", default=None, help="Hub revision instead of the pinned one.")
+@_FORMAT
+def show(name, limit, data_files, revision, fmt):
+    """Render the prompts and gold answers of the first questions of suite NAME.
+
+    NAME is a built-in suite (see `qualgate suites list`) or the path of a suite YAML file.
+    """
+    import datasets
+
+    from ..suites import load_suite
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    suite = load_suite(
+        name, data_files=list(data_files) or None, revision=revision, limit=limit
+    )
+    if fmt == "json":
+        click.echo(json.dumps(suite.to_dict(), indent=2, ensure_ascii=False))
+        return ExitCode.OK
+    gen = ", ".join(f"{k}={v}" for k, v in suite.generation.items())
+    click.echo(f"{suite.name} (version {suite.version}): {suite.description}")
+    click.echo(f"source: {_source_text(suite.source)}")
+    click.echo(f"decides: {suite.decides}; generation: {gen}")
+    for q in suite.questions:
+        click.echo("")
+        click.echo(f"=== {q.id}  (prompt sha256 {q.prompt_hash[:16]})")
+        for m in q.prompt:
+            click.echo(f"[{m['role']}]")
+            click.echo(m["content"])
+        if q.meta:
+            click.echo("meta: " + ", ".join(f"{k}={v}" for k, v in q.meta.items()))
+        click.echo(f"gold: {q.gold}")
+    return ExitCode.OK

@@ -1,0 +1,99 @@
+"""Comparers ``(pred, gold, **params) -> bool`` for numbers, integers, letters and strings.
+
+A comparer gets an extracted answer (never ``None``: no extraction is ``no_answer`` before
+any comparison) and the gold answer string. It never raises on any ``str`` input.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from ._extract import normalize_text
+
+__all__ = ["choice", "exact", "integer", "numeric", "to_number"]
+
+_LATEX_FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+_LATEX_TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}")
+_DROP = re.compile(r"\\[$%!,;: ]|\\left|\\right|[$%€£¥*]|\^\s*\{?\\circ\}?|\\circ|\\boxed")
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d*)?|[-+]?\.\d+"
+_VALUE = re.compile(rf"({_NUM})(?:\s*/\s*({_NUM}))?", re.ASCII)
+
+
+def _clean(text: str) -> str:
+    s = normalize_text(text).replace("{,}", ",")
+    s = _LATEX_FRAC.sub(r"\1/\2", s)
+    s = _LATEX_TEXT.sub(r" \1 ", s)
+    s = _DROP.sub("", s).replace("{", "").replace("}", "")
+    # A sign separated from its number ("- 5", "-$5") joins it.
+    return re.sub(r"(^|[\s(=])([-+])\s+(?=[\d.])", r"\1\2", s.strip())
+
+
+def _fraction(num: str, den: str | None) -> Fraction | None:
+    try:
+        value = Fraction(num.replace(",", "").rstrip("."))
+        if den is not None:
+            d = Fraction(den.replace(",", "").rstrip("."))
+            value = value / d if d else None
+        return value
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def to_number(text: str, *, whole: bool = False) -> Fraction | None:
+    r"""The number written in ``text``, as an exact fraction, or ``None``.
+
+    Normalises Unicode digits and minus signs, thousands commas (also LaTeX ``{,}``),
+    currency symbols, ``%``, degree signs, ``\frac``/``\dfrac``, ``\text{}`` and a trailing
+    ``.0``. With ``whole=False`` the first number is read and the rest (units, words) is
+    ignored; with ``whole=True`` the cleaned text must be a number and nothing else.
+
+    >>> to_number("$1,250.00 per week")
+    Fraction(1250, 1)
+    >>> to_number(r"-\dfrac{3}{4}")
+    Fraction(-3, 4)
+    >>> to_number("2^6", whole=True) is None
+    True
+    """
+    s = _clean(text)
+    found = _VALUE.fullmatch(s) if whole else _VALUE.search(s)
+    if found is None:
+        return None
+    return _fraction(found.group(1), found.group(2))
+
+
+def numeric(pred: str, gold: str) -> bool:
+    """Exact numeric equality of the first number in each, after :func:`to_number`.
+
+    ``"$18.00"``, ``"18 dollars"``, ``"18.0"`` and ``"+18"`` all equal ``"18"``; ``"1,000"``
+    equals ``"1000"``; ``"50%"`` equals ``"50"``.
+    """
+    a, b = to_number(pred), to_number(gold)
+    return a is not None and b is not None and a == b
+
+
+def integer(pred: str, gold: str, *, timeout_s: float = 5.0) -> bool:
+    """Integer equality (AIME): ``pred`` is read as a whole number (``"070"``, ``"70.0"``,
+    ``"70^\\circ"`` equal ``70``); anything else (``"2^{6}"``, ``"\\frac{140}{2}"``) is
+    compared with :func:`qualgate.graders.math_verify` against the integer gold.
+    """
+    g = to_number(gold, whole=True)
+    if g is None or g.denominator != 1:
+        return False
+    p = to_number(pred, whole=True)
+    if p is not None:
+        return p == g
+    from ._math import math_verify
+
+    return math_verify(pred, str(g.numerator), timeout_s=timeout_s)
+
+
+def choice(pred: str, gold: str) -> bool:
+    """Letter equality, ignoring case, surrounding space, parentheses and ``*``."""
+    return pred.strip().strip("()*. ").upper() == gold.strip().upper()
+
+
+def exact(pred: str, gold: str, *, case_sensitive: bool = False) -> bool:
+    """String equality after stripping surrounding space (case-insensitive by default)."""
+    a, b = pred.strip(), gold.strip()
+    return a == b if case_sensitive else a.casefold() == b.casefold()

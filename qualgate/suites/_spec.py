@@ -1,0 +1,251 @@
+"""Reading and validating a suite YAML file (the schema is in the package docstring)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from .. import graders
+from ..errors import DataError
+
+_TOP = {
+    "name", "version", "description", "source", "id", "fields", "gold", "choices", "meta",
+    "prompt", "extract", "grader", "decides", "generation",
+}  # fmt: skip
+_REQUIRED = {"name", "version", "source", "id", "fields", "prompt", "extract", "grader",
+             "decides", "generation"}  # fmt: skip
+_SOURCE = {"dataset", "config", "split", "revision", "generator", "params"}
+_ID = {"field", "rule", "fields", "prefix"}
+_ID_RULES = ("content_hash", "row_index")
+_GOLD = {"field", "parse"}
+_CHOICES = {"correct", "incorrect", "salt"}
+_PROMPT = {"system", "user"}
+_EXTRACT = {"strict", "lenient"}
+_GENERATION = {"max_tokens", "temperature", "top_p", "top_k", "min_p", "stop"}
+_SPEC = {"name", "params"}
+_NAME = re.compile(r"[a-z0-9_]+")
+_REVISION = re.compile(r"[0-9a-f]{40}")
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+LETTERS = "ABCDEFGHIJKLMNOPQRST"
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """A validated suite file; functions are already resolved with their params bound."""
+
+    path: str
+    name: str
+    version: int
+    description: str
+    source: dict
+    id: dict
+    fields: dict
+    gold: dict | None
+    gold_parse: Callable | None
+    choices: dict | None
+    meta: tuple
+    system: str | None
+    user: str
+    strict: tuple
+    lenient: tuple
+    grader: Callable
+    decides: str
+    generation: dict
+    raw: dict
+
+
+class _Reader:
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, message, key=None, value=None):
+        raise DataError(message, file=self.path, field=key, value=value)
+
+    def mapping(self, value, key, allowed, required=()):
+        if not isinstance(value, dict):
+            self.fail("must be a mapping", key, value)
+        for k in value:
+            if k not in allowed:
+                where = f"{key}.{k}" if key else k
+                self.fail(f"unknown key; valid keys: {sorted(allowed)}", where, value[k])
+        for k in sorted(required):
+            if k not in value:
+                self.fail("required key is missing", f"{key}.{k}" if key else k)
+        return value
+
+    def string(self, value, key, *, empty=False):
+        if not isinstance(value, str) or (not empty and not value.strip()):
+            self.fail("must be a non-empty string", key, value)
+        return value
+
+    def strings(self, value, key):
+        if not isinstance(value, list) or not value:
+            self.fail("must be a non-empty list of strings", key, value)
+        return tuple(self.string(v, f"{key}[{i}]") for i, v in enumerate(value))
+
+    def function(self, value, key, registry, n_positional):
+        if isinstance(value, str):
+            name, params = value, {}
+        else:
+            spec = self.mapping(value, key, _SPEC, {"name"})
+            name = self.string(spec["name"], f"{key}.name")
+            params = spec.get("params") or {}
+            if not isinstance(params, dict):
+                self.fail("must be a mapping", f"{key}.params", params)
+        if name not in registry:
+            self.fail(f"unknown function; valid names: {sorted(registry)}", key, name)
+        fn = registry[name]
+        try:
+            inspect.signature(fn).bind(*([None] * n_positional), **params)
+        except TypeError as exc:
+            self.fail(f"invalid params for {name!r}: {exc}", f"{key}.params", params)
+        return functools.partial(fn, **params) if params else fn
+
+    def functions(self, value, key, registry, n_positional):
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            self.fail("must name at least one function", key, value)
+        return tuple(
+            self.function(v, f"{key}[{i}]" if isinstance(value, list) else key, registry,
+                          n_positional)
+            for i, v in enumerate(items)
+        )
+
+
+def read_spec(path: str | Path) -> SuiteSpec:
+    """Read and validate a suite file; raise :class:`DataError` naming file, key and value."""
+    path = str(path)
+    r = _Reader(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = yaml.safe_load(f)
+    except OSError as exc:
+        raise DataError(f"cannot read suite file: {exc.strerror}", file=path) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise DataError(
+            f"invalid YAML: {getattr(exc, 'problem', exc)}",
+            file=path,
+            line=None if mark is None else mark.line + 1,
+        ) from None
+    doc = r.mapping(raw, "", _TOP, _REQUIRED)
+
+    name = r.string(doc["name"], "name")
+    if not _NAME.fullmatch(name):
+        r.fail("must match [a-z0-9_]+", "name", name)
+    version = doc["version"]
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        r.fail("must be an integer >= 1", "version", version)
+    description = r.string(doc.get("description", ""), "description", empty=True)
+
+    source = r.mapping(doc["source"], "source", _SOURCE)
+    if ("dataset" in source) == ("generator" in source):
+        r.fail("give exactly one of 'dataset' and 'generator'", "source", source)
+    if "dataset" in source:
+        for k in ("generator", "params"):
+            if k in source:
+                r.fail("only with 'generator'", f"source.{k}", source[k])
+        r.mapping(source, "source", _SOURCE, {"dataset", "split", "revision"})
+        for k in ("dataset", "split"):
+            r.string(source[k], f"source.{k}")
+        if "config" in source and source["config"] is not None:
+            r.string(source["config"], "source.config")
+        if not isinstance(source["revision"], str) or not _REVISION.fullmatch(source["revision"]):
+            r.fail("must be a pinned 40-hex commit", "source.revision", source["revision"])
+    else:
+        for k in ("dataset", "config", "split", "revision"):
+            if k in source:
+                r.fail("only with 'dataset'", f"source.{k}", source[k])
+        from ._load import GENERATORS
+
+        if source["generator"] not in GENERATORS:
+            r.fail(f"unknown generator; valid names: {sorted(GENERATORS)}", "source.generator",
+                   source["generator"])
+        if not isinstance(source.get("params", {}), dict):
+            r.fail("must be a mapping", "source.params", source["params"])
+
+    id_ = r.mapping(doc["id"], "id", _ID)
+    if ("field" in id_) == ("rule" in id_):
+        r.fail("give exactly one of 'field' and 'rule'", "id", id_)
+    if "field" in id_:
+        r.string(id_["field"], "id.field")
+        for k in ("fields", "prefix"):
+            if k in id_:
+                r.fail("only with 'rule'", f"id.{k}", id_[k])
+    else:
+        if id_["rule"] not in _ID_RULES:
+            r.fail(f"unknown rule; valid rules: {list(_ID_RULES)}", "id.rule", id_["rule"])
+        if id_["rule"] == "content_hash":
+            r.strings(id_.get("fields"), "id.fields")
+        elif "fields" in id_:
+            r.fail("only with rule content_hash", "id.fields", id_["fields"])
+        r.string(id_.get("prefix", ""), "id.prefix", empty=True)
+
+    fields = doc["fields"]
+    if not isinstance(fields, dict) or not fields:
+        r.fail("must map at least one template variable to a column", "fields", fields)
+    for var, col in fields.items():
+        if not isinstance(var, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+            r.fail("template variable names must be identifiers", "fields", var)
+        r.string(col, f"fields.{var}")
+
+    if ("gold" in doc) == ("choices" in doc):
+        r.fail("give exactly one of 'gold' and 'choices'", "gold")
+    gold = gold_parse = choices = None
+    variables = set(fields)
+    if "gold" in doc:
+        gold = r.mapping(doc["gold"], "gold", _GOLD, {"field"})
+        r.string(gold["field"], "gold.field")
+        gold_parse = r.function(gold.get("parse", "text"), "gold.parse", graders.GOLD_PARSERS, 1)
+    else:
+        choices = r.mapping(doc["choices"], "choices", _CHOICES, {"correct", "incorrect"})
+        r.string(choices["correct"], "choices.correct")
+        incorrect = r.strings(choices["incorrect"], "choices.incorrect")
+        if len(incorrect) + 1 > len(LETTERS):
+            r.fail(f"at most {len(LETTERS)} options", "choices.incorrect", choices["incorrect"])
+        r.string(choices.get("salt", name), "choices.salt")
+        variables |= set(LETTERS[: len(incorrect) + 1]) | {"choices"}
+
+    meta = doc.get("meta", [])
+    meta = r.strings(meta, "meta") if meta else ()
+
+    prompt = r.mapping(doc["prompt"], "prompt", _PROMPT, {"user"})
+    user = r.string(prompt["user"], "prompt.user")
+    system = prompt.get("system")
+    if system is not None:
+        r.string(system, "prompt.system")
+    for key, template in (("prompt.system", system), ("prompt.user", user)):
+        for var in PLACEHOLDER.findall(template or ""):
+            if var not in variables:
+                r.fail(f"unknown template variable; known: {sorted(variables)}", key, var)
+
+    extract = r.mapping(doc["extract"], "extract", _EXTRACT, _EXTRACT)
+    strict = r.functions(extract["strict"], "extract.strict", graders.EXTRACTORS, 1)
+    lenient = r.functions(extract["lenient"], "extract.lenient", graders.EXTRACTORS, 1)
+    grader = r.function(doc["grader"], "grader", graders.GRADERS, 2)
+    if doc["decides"] not in ("strict", "lenient"):
+        r.fail("must be 'strict' or 'lenient'", "decides", doc["decides"])
+
+    generation = r.mapping(doc["generation"], "generation", _GENERATION, {"max_tokens"})
+    mt = generation["max_tokens"]
+    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
+        r.fail("must be an integer >= 1", "generation.max_tokens", mt)
+
+    return SuiteSpec(
+        path=path, name=name, version=version, description=description.strip(),
+        source=dict(source), id=dict(id_), fields=dict(fields), gold=gold,
+        gold_parse=gold_parse, choices=choices, meta=meta, system=system, user=user,
+        strict=strict, lenient=lenient, grader=grader, decides=doc["decides"],
+        generation=dict(generation), raw=doc,
+    )  # fmt: skip
+
+
+def render(template: str, variables: dict[str, Any]) -> str:
+    """Replace each ``{{name}}`` by ``variables[name]`` (single braces are literal text)."""
+    return PLACEHOLDER.sub(lambda m: variables[m.group(1)], template)
