@@ -1,0 +1,447 @@
+"""Question-level (clustered) paired tests: several seeds or samples per question.
+
+With several seeds per question, the (question, seed) pairs of one question are not
+independent: a question the candidate gets wrong under one seed it tends to get wrong under
+the others. Treating the pairs as independent understates the variance and makes a gate pass
+(or fail) too easily. Here the question is the independent unit (the *cluster*).
+
+Notation: question k has ``n_k`` pairs, ``b_k`` lost and ``c_k`` gained, ``d_k = b_k − c_k``;
+``N = Σ n_k`` pairs, ``B = Σ b_k``, ``C = Σ c_k`` and the estimated loss ``δ̂ = (B − C)/N``
+(see :mod:`qualgate` for the conventions).
+
+Design effect
+    The ratio of the cluster-robust variance of δ̂ to its variance for N independent pairs,
+    ``deff = K/(K−1)·Σ_k (d_k − n_k·δ̂)² / Σ_i (d_i − δ̂)²`` (the numerator is the usual
+    sandwich / ratio-estimator variance of Obuchowski 1998; the denominator equals
+    ``B + C − N·δ̂²``). It is floored at 1, so a clustered design is never credited with less
+    variance than independent pairs, and set to the mean cluster size ``Σ n_k²/N`` (questions
+    counted once each) when nothing is discordant, where the within-question correlation
+    cannot be estimated.
+
+Non-inferiority (:func:`clustered_noninferiority`)
+    H0: loss ≥ margin against H1: loss < margin. The restricted-maximum-likelihood score
+    statistic for paired proportions (Nam 1997; Tango 1998; see
+    :func:`qualgate.stats.noninferiority`) is divided by ``sqrt(deff)``:
+    ``Z(δ0) = (δ̂ − δ0) / sqrt(deff · (2·q̃ + δ0·(1 − δ0)) / N)``, q̃ the restricted ML estimate of
+    P(gained) under loss = δ0. This is the design-effect (Rao & Scott 1992) or "ICC-adjusted"
+    adjustment that Eliasziw & Donner (1991) proposed for McNemar's test on clustered
+    matched pairs and that Yang, Sun & Hardin (2012) found to hold the nominal level for
+    clustered non-inferiority with equal cluster sizes. Keeping the *restricted* variance
+    (rather than a Wald variance, as in Durkalski et al. 2003 for non-inferiority) keeps the
+    score test's good behaviour at few discordant pairs: with no discordant pair at all the
+    bound is not zero but the score (rule-of-three-like) bound. With ``deff = 1`` the statistic,
+    p-value and bound are exactly those of the unclustered score test. The upper confidence
+    bound of the loss is the root of ``Z(δ0) = −z_{1−α}``. ``benchmarks/gate_calibration.py``
+    checks by simulation (10,000 gates per scenario, three correlated seeds per question) that
+    the type-I error at the margin stays within alpha + 2 Monte Carlo standard errors.
+
+    With strata (suites) weighted equally, the stratified form
+    ``Z(δ0) = Σ_s w_s (δ̂_s − δ0) / sqrt(Σ_s w_s² deff_s V_s(δ0)/N_s)`` is used, each stratum with
+    its own restricted variance V_s and design effect (a weighted stratified score test in the
+    style of Nam 2006).
+
+Clustered McNemar (:func:`clustered_mcnemar`)
+    An exact sign-flip permutation test on the per-question differences: under H0 the labels
+    baseline/candidate are exchangeable within a question, so each ``d_k`` is symmetric about
+    0 and ``T = Σ_k (c_k − b_k)`` is distributed as ``Σ_k s_k·|d_k|`` with independent random
+    signs s_k. Its distribution is a convolution of binomials (one per value of ``|d_k|``),
+    computed exactly. With one pair per question it *is* the exact McNemar test. Unlike the
+    asymptotic clustered McNemar statistics (Obuchowski 1998; Durkalski et al. 2003, whose
+    statistic ``(B − C)²/Σ d_k²`` is the normal approximation of this test), it needs no
+    large-sample approximation, which matters when few questions are discordant.
+
+References
+----------
+.. [1] Obuchowski NA. On the comparison of correlated proportions for clustered data.
+   Stat Med 1998;17:1495-1507.
+.. [2] Durkalski VL, Palesch YY, Lipsitz SR, Rust PF. Analysis of clustered matched-pair data.
+   Stat Med 2003;22:2417-2428.
+.. [3] Eliasziw M, Donner A. Application of the McNemar test to non-independent matched pair
+   data. Stat Med 1991;10:1981-1991.
+.. [4] Rao JNK, Scott AJ. A simple method for the analysis of clustered binary data.
+   Biometrics 1992;48:577-585.
+.. [5] Yang Z, Sun X, Hardin JW. Testing non-inferiority for clustered matched-pair binary
+   data in diagnostic medicine. Comput Stat Data Anal 2012;56:1301-1320.
+.. [6] Nam J. Establishing equivalence of two treatments and sample size requirements in
+   matched-pairs design. Biometrics 1997;53:1422-1430.
+.. [7] Tango T. Equivalence test and confidence interval for the difference in proportions
+   for the paired-sample design. Stat Med 1998;17:891-908.
+.. [8] Nam J. Non-inferiority of new procedure to standard procedure in stratified
+   matched-pair design. Biom J 2006;48:966-977.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import optimize, signal, stats
+
+from . import _checks
+from ._paired_ci import ConfidenceInterval
+from ._score import restricted_p21, score_z
+
+__all__ = [
+    "ClusteredTable",
+    "ClusteredMcNemarResult",
+    "ClusteredNoninferiorityResult",
+    "clustered_difference_ci",
+    "clustered_mcnemar",
+    "clustered_noninferiority",
+    "design_effect",
+    "stratified_score_test",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusteredTable:
+    """Sufficient statistics of paired outcomes grouped by question.
+
+    Attributes
+    ----------
+    clusters : int
+        Number of questions K.
+    n, both_correct, lost, gained, both_wrong : int
+        Pair counts (``n`` = all pairs).
+    sum_d2, sum_nd, sum_n2 : int
+        ``Σ d_k²``, ``Σ n_k·d_k`` and ``Σ n_k²`` with ``d_k = lost_k − gained_k``.
+    abs_d : tuple of int
+        ``abs_d[j − 1]`` questions have ``|d_k| = j``.
+    max_cluster_size : int
+        Largest ``n_k``.
+    """
+
+    clusters: int
+    n: int
+    both_correct: int
+    lost: int
+    gained: int
+    both_wrong: int
+    sum_d2: int
+    sum_nd: int
+    sum_n2: int
+    abs_d: tuple[int, ...]
+    max_cluster_size: int
+
+    @classmethod
+    def from_outcomes(cls, cluster, baseline_correct, candidate_correct) -> ClusteredTable:
+        """Tabulate per-pair outcomes; ``cluster`` labels each pair's question (any integers).
+
+        Examples
+        --------
+        >>> t = ClusteredTable.from_outcomes([0, 0, 1, 1], [1, 1, 1, 0], [0, 0, 1, 1])
+        >>> t.lost, t.gained, t.clusters, t.abs_d
+        (2, 1, 2, (1, 1))
+        """
+        b = np.asarray(baseline_correct, dtype=bool)
+        c = np.asarray(candidate_correct, dtype=bool)
+        cluster = np.asarray(cluster)
+        if not (b.shape == c.shape == cluster.shape) or b.ndim != 1:
+            raise ValueError(
+                "cluster, baseline_correct and candidate_correct must be 1-d and of equal length, "
+                f"got shapes {cluster.shape}, {b.shape}, {c.shape}"
+            )
+        _, k = np.unique(cluster, return_inverse=True)
+        sizes = np.bincount(k)
+        d = np.bincount(k, weights=(b & ~c).astype(np.int64) - (~b & c)).astype(np.int64)
+        absd = np.bincount(np.abs(d))[1:] if len(d) else np.zeros(0, np.int64)
+        return cls(
+            clusters=len(sizes),
+            n=len(b),
+            both_correct=int(np.sum(b & c)),
+            lost=int(np.sum(b & ~c)),
+            gained=int(np.sum(~b & c)),
+            both_wrong=int(np.sum(~b & ~c)),
+            sum_d2=int(d @ d),
+            sum_nd=int(sizes @ d),
+            sum_n2=int(sizes @ sizes),
+            abs_d=tuple(int(x) for x in absd),
+            max_cluster_size=int(sizes.max()) if len(sizes) else 0,
+        )
+
+    @property
+    def design_effect(self) -> float:
+        """Variance inflation of the loss estimate due to clustering (>= 1); see the module doc."""
+        return float(
+            design_effect(self.n, self.lost, self.gained, self.clusters, self.sum_d2, self.sum_nd, self.sum_n2)
+        )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self) | {"abs_d": list(self.abs_d), "design_effect": self.design_effect}
+
+
+def design_effect(n, lost, gained, clusters, sum_d2, sum_nd, sum_n2):
+    """Design effect of the loss estimate, vectorised over every argument (see module doc).
+
+    Examples
+    --------
+    Three seeds per question, each discordant question losing or gaining on all three:
+
+    >>> round(float(design_effect(300, 9, 3, 100, 4 * 9, 3 * 6, 100 * 9)), 3)
+    3.03
+    """
+    n, lost, gained, clusters, sum_d2, sum_nd, sum_n2 = (
+        np.asarray(x, dtype=float) for x in (n, lost, gained, clusters, sum_d2, sum_nd, sum_n2)
+    )
+    loss = (lost - gained) / n
+    naive = lost + gained - n * loss**2
+    robust = clusters / np.maximum(clusters - 1, 1) * (sum_d2 - 2 * loss * sum_nd + loss**2 * sum_n2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(naive > 0, robust / naive, sum_n2 / n)
+    # one question only: no between-question variation to estimate from; count it once
+    ratio = np.where(clusters < 2, sum_n2 / n, ratio)
+    return np.maximum(ratio, 1.0)
+
+
+def _score_z(lost, gained, n, delta, deff, weights=None):
+    """Design-effect-adjusted restricted score statistic for H0: loss = delta (vectorised).
+
+    Without ``weights``: :func:`~qualgate.stats._score.score_z` divided by ``sqrt(deff)``,
+    every argument broadcasting. With ``weights``: the last axis of ``lost``, ``gained``,
+    ``n`` and ``deff`` indexes strata, combined with those weights.
+    """
+    if weights is None:
+        return score_z(lost, gained, n, delta) / np.sqrt(deff)
+    lost, gained, n, deff = (np.asarray(x, dtype=float) for x in (lost, gained, n, deff))
+    d0 = np.asarray(delta, dtype=float)[..., None]
+    q = restricted_p21(lost / n, gained / n, d0)
+    var = deff * (2 * q + d0 * (1 - d0)) / n
+    w = np.asarray(weights, dtype=float)
+    num = np.sum(w * ((lost - gained) / n - d0), axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(num == 0, 0.0, num / np.sqrt(np.sum(w * w * var, axis=-1)))
+    return z if z.ndim else float(z)
+
+
+def _bound(f, est, crit, upper):
+    """Root of ``f(δ) = ±crit`` on the far side of ``est`` (f decreasing, f(est) = 0)."""
+    if upper:
+        hi = 1.0 - 1e-12
+        g = lambda x: f(x) + crit  # noqa: E731
+        return 1.0 if g(hi) > 0 else optimize.brentq(g, est, hi, xtol=1e-12)
+    lo = -1.0 + 1e-12
+    g = lambda x: f(x) - crit  # noqa: E731
+    return -1.0 if g(lo) < 0 else optimize.brentq(g, lo, est, xtol=1e-12)
+
+
+def _tables(table):
+    tables = [table] if isinstance(table, ClusteredTable) else list(table)
+    if not tables or not all(isinstance(t, ClusteredTable) for t in tables):
+        raise ValueError(f"table must be a ClusteredTable or a sequence of them, got {table!r}")
+    if any(t.n == 0 for t in tables):
+        raise ValueError("every table must hold at least one pair")
+    return tables
+
+
+def _weights(tables, weights):
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (len(tables),) or np.any(w < 0) or not np.isclose(w.sum(), 1.0):
+        raise ValueError(f"weights must be {len(tables)} non-negative numbers summing to 1, got {weights!r}")
+    return w
+
+
+def _stat_fn(tables, weights, deff):
+    """(statistic as a function of δ0, point estimate of the loss)."""
+    if weights is None and len(tables) > 1:
+        raise ValueError("several tables need weights (pool the counts into one table instead)")
+    lost = np.array([t.lost for t in tables], dtype=float)
+    gained = np.array([t.gained for t in tables], dtype=float)
+    n = np.array([t.n for t in tables], dtype=float)
+    if weights is None:
+        lost, gained, n, deff = lost[0], gained[0], n[0], deff[0]
+        est = (lost - gained) / n
+    else:
+        est = float(np.sum(weights * (lost - gained) / n))
+    return (lambda d: _score_z(lost, gained, n, d, deff, weights)), est
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusteredNoninferiorityResult:
+    """Result of :func:`clustered_noninferiority` (H0: loss >= margin; H1: loss < margin).
+
+    ``upper_bound`` is the one-sided upper confidence bound of the loss at level 1 − alpha;
+    ``noninferior`` is ``upper_bound < margin`` (equivalently ``pvalue < alpha``).
+    """
+
+    statistic: float
+    pvalue: float
+    upper_bound: float
+    noninferior: bool
+    loss: float
+    margin: float
+    alpha: float
+    design_effect: float
+    method: str = "score-clustered"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def clustered_noninferiority(table, *, margin, alpha=0.05, weights=None, design_effect=None):
+    """Non-inferiority test of the loss with questions as clusters.
+
+    Parameters
+    ----------
+    table : ClusteredTable or sequence of ClusteredTable
+        One table, or one per stratum (suite) with ``weights``.
+    margin : float
+        Largest tolerable loss, in (0, 1).
+    alpha : float
+        One-sided level; the bound is at confidence 1 − alpha.
+    weights : sequence of float, optional
+        Stratum weights summing to 1 (for example equal weights per suite).
+    design_effect : float or sequence of float, optional
+        Override the estimated design effect (1 gives the unclustered score test).
+
+    Returns
+    -------
+    ClusteredNoninferiorityResult
+        ``design_effect`` is the table's (or, with strata, the weighted mean of the strata's).
+
+    Examples
+    --------
+    >>> t = ClusteredTable.from_outcomes(range(500), [1] * 500, [1] * 500)
+    >>> r = clustered_noninferiority(t, margin=0.02)
+    >>> r.noninferior, round(r.upper_bound, 4)
+    (True, 0.0054)
+    """
+    tables = _tables(table)
+    margin = _checks.real("margin", margin, low=0.0, high=1.0)
+    alpha = _checks.fraction("alpha", alpha)
+    weights = _weights(tables, weights)
+    deff = _deffs(tables, design_effect)
+    f, est = _stat_fn(tables, weights, deff)
+    z = f(margin)
+    crit = stats.norm.isf(alpha)
+    upper = _bound(f, est, crit, upper=True)
+    pooled_deff = float(deff[0] if weights is None else weights @ deff)
+    return ClusteredNoninferiorityResult(
+        float(z), float(stats.norm.cdf(z)), float(upper), bool(z < -crit), float(est), margin, alpha, pooled_deff
+    )
+
+
+def _deffs(tables, override):
+    if override is None:
+        return np.array([t.design_effect for t in tables])
+    d = np.broadcast_to(np.asarray(override, dtype=float), (len(tables),))
+    if np.any(~np.isfinite(d)) or np.any(d < 1e-12):
+        raise ValueError(f"design_effect must be positive, got {override!r}")
+    return d.copy()
+
+
+def clustered_difference_ci(table, *, confidence_level=0.95, weights=None, design_effect=None):
+    """Two-sided confidence interval of the difference accuracy(C) − accuracy(B), clustered.
+
+    Inverts the statistic of :func:`clustered_noninferiority` (with ``design_effect=1`` this is
+    Tango's score interval). Returns ``(low, high)``.
+
+    Examples
+    --------
+    >>> t = ClusteredTable.from_outcomes(range(100), [1] * 60 + [0] * 40, [1] * 50 + [0] * 50)
+    >>> tuple(round(x, 3) for x in clustered_difference_ci(t, design_effect=1))
+    (-0.174, -0.055)
+    """
+    tables = _tables(table)
+    level = _checks.fraction("confidence_level", confidence_level)
+    weights = _weights(tables, weights)
+    f, est = _stat_fn(tables, weights, _deffs(tables, design_effect))
+    crit = stats.norm.isf((1 - level) / 2)
+    loss_low, loss_high = _bound(f, est, crit, upper=False), _bound(f, est, crit, upper=True)
+    return ConfidenceInterval(-loss_high, -loss_low)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusteredMcNemarResult:
+    """Result of :func:`clustered_mcnemar`: exact sign-flip test on per-question differences.
+
+    ``statistic`` is ``T = gained − lost`` (for :func:`stratified_score_test`, its signed
+    score statistic); ``alternative`` refers to the difference C − B (``'less'``: the
+    candidate is worse).
+    """
+
+    lost: int
+    gained: int
+    clusters: int
+    statistic: float
+    pvalue: float
+    alternative: str
+    method: str = "sign-flip-exact"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _signflip_pmf(abs_d: Sequence[int]) -> np.ndarray:
+    """pmf of U = Σ_j j·X_j, X_j ~ Bin(abs_d[j−1], 1/2) independent, on 0..Σ j·abs_d[j−1]."""
+    pmf = np.ones(1)
+    for j, count in enumerate(abs_d, 1):
+        if not count:
+            continue
+        spread = np.zeros(j * count + 1)
+        spread[::j] = stats.binom.pmf(np.arange(count + 1), count, 0.5)
+        if len(pmf) * len(spread) > 4_000_000:
+            pmf = np.clip(signal.fftconvolve(pmf, spread), 0.0, None)
+        else:
+            pmf = np.convolve(pmf, spread)
+    return pmf / pmf.sum()
+
+
+def clustered_mcnemar(table: ClusteredTable, *, alternative="two-sided") -> ClusteredMcNemarResult:
+    """Exact sign-flip (permutation) test that candidate and baseline are exchangeable.
+
+    H0: within each question the labels baseline/candidate are exchangeable (each d_k is
+    symmetric about 0). ``alternative='less'``: the candidate is worse (p = P(T <= t));
+    ``'greater'``: better; ``'two-sided'``: ``min(1, 2·min(one-sided p))``, as for the exact
+    McNemar test, which this test equals with one pair per question.
+
+    Examples
+    --------
+    >>> t = ClusteredTable.from_outcomes(range(27), [1] * 25 + [0] * 2, [0] * 25 + [1] * 2)
+    >>> f"{clustered_mcnemar(t, alternative='less').pvalue:.3g}"  # exact McNemar 25 vs 2
+    '2.82e-06'
+    """
+    if not isinstance(table, ClusteredTable):
+        raise ValueError(f"table must be a ClusteredTable, got {table!r}")
+    _checks.choice("alternative", alternative, _checks.ALTERNATIVES)
+    t = table.gained - table.lost
+    pmf = _signflip_pmf(table.abs_d)
+    total = len(pmf) - 1  # M = Σ |d_k|
+    u = (t + total) // 2  # U = (T + M)/2 at the observed T
+    cdf = np.cumsum(pmf)
+    sf = np.cumsum(pmf[::-1])[::-1]
+    less, greater = float(min(1.0, cdf[u])), float(min(1.0, sf[u]))
+    p = {"less": less, "greater": greater, "two-sided": min(1.0, 2 * min(less, greater))}[alternative]
+    return ClusteredMcNemarResult(table.lost, table.gained, table.clusters, t, p, alternative)
+
+
+def stratified_score_test(tables, *, weights, design_effect=None, alternative="two-sided"):
+    """Score test of no loss with strata (suites) combined by fixed weights.
+
+    H0: Σ_s w_s·loss_s = 0. The statistic is the stratified, design-effect-adjusted score
+    statistic of :func:`clustered_noninferiority` at loss 0, referred to the standard normal
+    (``alternative`` as for :func:`clustered_mcnemar`). ``statistic`` is −Z, so that, as for
+    the other tests, small values point to a worse candidate.
+
+    Examples
+    --------
+    Suite a: 12 lost, 4 gained of 200; suite b: 3 lost, 5 gained of 100. Equal weights give
+    Z = (0.02 − 0.01) / sqrt(0.25·0.08/200 + 0.25·0.08/100) = 0.577:
+
+    >>> a = ClusteredTable.from_outcomes(range(200), [1] * 12 + [0] * 188, [0] * 12 + [1] * 4 + [0] * 184)
+    >>> b = ClusteredTable.from_outcomes(range(100), [1] * 3 + [0] * 97, [0] * 3 + [1] * 5 + [0] * 92)
+    >>> r = stratified_score_test([a, b], weights=[0.5, 0.5], design_effect=1, alternative="less")
+    >>> round(r.statistic, 3), round(r.pvalue, 4)
+    (-0.577, 0.2819)
+    """
+    tables = _tables(tables)
+    _checks.choice("alternative", alternative, _checks.ALTERNATIVES)
+    w = _weights(tables, weights)
+    f, _ = _stat_fn(tables, w, _deffs(tables, design_effect))
+    t = -float(f(0.0))
+    less, greater = float(stats.norm.cdf(t)), float(stats.norm.sf(t))
+    p = {"less": less, "greater": greater, "two-sided": min(1.0, 2 * min(less, greater))}[alternative]
+    lost, gained = sum(x.lost for x in tables), sum(x.gained for x in tables)
+    return ClusteredMcNemarResult(lost, gained, sum(x.clusters for x in tables), t, p, alternative, "score-stratified")

@@ -1,0 +1,554 @@
+"""Power and sample size for the paired (McNemar) design and the non-inferiority gate.
+
+Design parameters, as fractions of the questions:
+
+- ``loss`` δ = P(lost) − P(gained), the drop in accuracy of the candidate (δ > 0);
+- ``discordant`` ψ = P(lost) + P(gained), the fraction of questions whose outcome flips
+  either way. Necessarily δ ≤ ψ (which implies the textbook condition δ² ≤ ψ).
+
+Methods
+-------
+``normal``
+    Connor's (1987) normal approximation for McNemar's test,
+    ``n = ceil((z_a·sqrt(ψ) + z_power·sqrt(ψ − δ²))² / δ²)`` with ``z_a = z_{1−α/2}``
+    (two-sided) or ``z_{1−α}`` (one-sided), and its inverses for power and detectable loss.
+``exact``
+    The exact unconditional power of the exact conditional test (:func:`mcnemar` with
+    ``method='exact'``): the number of discordant questions is M ~ Bin(n, ψ); given M = m the
+    number gained is Bin(m, (ψ − δ)/(2ψ)) and the test rejects when its exact p-value is
+    ``<= alpha``. Power is the sum over m, computed for many n at once (no Python loop over n).
+
+Power is the probability that the test rejects *with the candidate worse* (the rejections of
+a two-sided test in the other direction are not counted; the normal formula ignores them too).
+
+The sawtooth
+------------
+Because the test is discrete, exact power is not monotone in n: adding a question can lower
+it. Given m discordant questions the conditional power jumps by a few points from one m to the
+next; the unconditional power mixes over M ~ Bin(n, ψ), which smooths the jumps unless M is
+nearly fixed. In practice the dips cross a target only when almost every question is
+discordant (ψ ≳ 0.95: for δ = 0.4, ψ = 1, power first reaches 0.8 at n = 49 but dips below it
+until n = 54); for evaluation-sized designs (ψ of a few percent) ``n_stable == n``.
+:func:`mcnemar_sample_size` with ``method='exact'`` therefore reports ``n``, the smallest n
+whose power reaches the target, and ``n_stable``, the smallest n from which power stays at or
+above the target for *every* n up to ``n_checked`` = 4·(normal-approximation n) + 200. Both are found without evaluating every n:
+the running maximum (from the left) and minimum (from the right) of the conditional power
+g(m) are non-decreasing in m, so the powers they give are non-decreasing in n and bracket the
+exact power; bisection on them bounds the region where the target is crossed, and only that
+region is evaluated n by n (vectorised).
+
+References
+----------
+.. [1] Connor RJ. Sample size for testing differences in proportions for the paired-sample
+   design. Biometrics 1987;43:207-211.
+.. [2] Nam J. Establishing equivalence of two treatments and sample size requirements in
+   matched-pairs design. Biometrics 1997;53:1422-1430.
+.. [3] Liu J-p, Hsueh H-m, Hsieh E, Chen JJ. Tests for equivalence or non-inferiority for
+   paired binary data. Stat Med 2002;21:231-245.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from scipy import special
+
+from . import _checks
+from ._score import restricted_p21
+
+__all__ = [
+    "PowerResult",
+    "mcnemar_detectable_loss",
+    "mcnemar_power",
+    "mcnemar_sample_size",
+    "noninferiority_power",
+    "noninferiority_sample_size",
+]
+
+_METHODS = ("normal", "exact")
+_POWER_ALTERNATIVES = ("two-sided", "less")
+#: the exact search refuses designs needing more questions than this (use method='normal')
+_EXACT_MAX_N = 2_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerResult:
+    """A solved power calculation: one of ``n``, ``power`` or ``loss`` was the unknown.
+
+    Attributes
+    ----------
+    solved_for : {'n', 'power', 'loss'}
+        Which quantity was computed; the others are the design given.
+    n : int
+        Number of paired questions.
+    power : float
+        Power achieved at ``n`` and ``loss`` (for ``solved_for='loss'`` with no reachable
+        loss: the power at ``loss = discordant``, the most any loss can give).
+    loss : float
+        True loss δ = P(lost) − P(gained). In a non-inferiority design, the expected loss.
+        ``nan`` when ``solved_for='loss'`` and no loss up to ``discordant`` reaches the target.
+    discordant : float
+        ψ = P(lost) + P(gained).
+    alpha : float
+        Significance level as given (two-sided for ``alternative='two-sided'``).
+    alternative : {'two-sided', 'less'}
+        The test's alternative; a non-inferiority test is one-sided (``'less'``).
+    method : {'normal', 'exact'}
+    target_power : float or None
+        The power asked for (``None`` when power was the unknown).
+    n_stable : int or None
+        Sample size only: the smallest n from which power stays >= target for every n up to
+        ``n_checked`` (the sawtooth, see the module notes). Equal to ``n`` for the normal
+        method, whose power is monotone.
+    n_checked : int or None
+        Exact sample size only: upper end of the range over which ``n_stable`` is proved.
+    margin : float or None
+        Non-inferiority margin (H0: loss >= margin); ``None`` for a McNemar design.
+    """
+
+    solved_for: str
+    n: int
+    power: float
+    loss: float
+    discordant: float
+    alpha: float
+    alternative: str
+    method: str
+    target_power: float | None = None
+    n_stable: int | None = None
+    n_checked: int | None = None
+    margin: float | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (``nan`` becomes ``None``)."""
+        out = dataclasses.asdict(self)
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _check_design(loss, discordant, alpha, alternative, method):
+    discordant = _checks.real("discordant", discordant, low=0.0, high=1.0, high_open=False)
+    if loss is not None:
+        loss = _checks.real("loss", loss, low=0.0, high=1.0, low_open=False, high_open=False)
+        if loss > discordant:
+            raise ValueError(
+                f"loss must not exceed discordant (loss = P(lost) - P(gained) <= "
+                f"P(lost) + P(gained) = discordant, so also discordant >= loss**2), got "
+                f"loss={loss!r}, discordant={discordant!r}"
+            )
+    alpha = _checks.fraction("alpha", alpha)
+    _checks.choice("alternative", alternative, _POWER_ALTERNATIVES)
+    _checks.choice("method", method, _METHODS)
+    # one tail of the test carries alpha/2 (two-sided) or alpha (one-sided 'less')
+    tail = alpha / 2 if alternative == "two-sided" else alpha
+    return loss, discordant, alpha, tail
+
+
+def _check_target(power):
+    return _checks.real("power", power, low=0.5, high=1.0, low_open=False)
+
+
+# ----------------------------------------------------------------------------- normal method
+
+
+def _normal_power(n, loss, discordant, tail):
+    z_a = -special.ndtri(tail)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        arg = (loss * np.sqrt(n) - z_a * math.sqrt(discordant)) / math.sqrt(discordant - loss**2)
+    return special.ndtr(arg)
+
+
+def _smallest_n(approx, power_of, target):
+    """Smallest integer n >= 1 with power_of(n) >= target, given a real approximation."""
+    n = max(1, math.ceil(approx))
+    while n > 1 and power_of(n - 1) >= target:  # at most a step or two: float rounding only
+        n -= 1
+    while power_of(n) < target:
+        n += 1
+    return n
+
+
+# ----------------------------------------------------------------------------- exact method
+
+
+def _critical_gained(m, tail):
+    """Largest g with P(Bin(m, 1/2) <= g) <= tail (-1 if none), as :func:`mcnemar` decides.
+
+    Starts from the normal quantile with continuity correction and steps each m until
+    ``special.bdtr`` (the binomial cdf that :func:`mcnemar` uses, so that the decisions agree
+    exactly) is <= tail at g and > tail at g + 1; a step or two at most.
+    """
+    m = np.asarray(m, dtype=np.int64)
+    g = np.floor(m / 2 + special.ndtri(tail) * np.sqrt(m) / 2 - 0.5).clip(-1, m)
+
+    def cdf(k, rows):
+        return np.where(k >= 0, special.bdtr(np.maximum(k, 0), m[rows], 0.5), 0.0)
+
+    rows = np.flatnonzero(cdf(g, slice(None)) > tail)
+    while rows.size:  # too high: step down
+        g[rows] -= 1
+        rows = rows[cdf(g[rows], rows) > tail]
+    rows = np.flatnonzero((g < m) & (cdf(g + 1, slice(None)) <= tail))
+    while rows.size:  # too low: step up
+        g[rows] += 1
+        rows = rows[(g[rows] < m[rows]) & (cdf(g[rows] + 1, rows) <= tail)]
+    return g
+
+
+def _binom_cdf(k, m, p):
+    """P(Bin(m, p) <= k), 0 for k < 0 (vectorised)."""
+    return np.where(k >= 0, special.bdtr(np.maximum(k, 0), m, p), 0.0)
+
+
+def _m_window(n_lo, n_hi, discordant):
+    """Discordant counts holding all but ~1e-18 of Bin(n, ψ) for every n in [n_lo, n_hi]."""
+    sd = math.sqrt(n_hi * discordant * (1 - discordant))
+    lo = max(0, math.floor(n_lo * discordant - 9 * sd - 10))
+    hi = min(n_hi, math.ceil(n_hi * discordant + 9 * sd + 10))
+    return lo, hi
+
+
+class _ExactDesign:
+    """Exact power of the conditional test for many n at once.
+
+    ``g[m]`` is the conditional power given m discordant questions (the probability that the
+    exact test rejects with the candidate worse); power(n) = Σ_m P(Bin(n, ψ) = m)·g[m],
+    computed as a matrix product over a block of n and the window of m that carries the mass.
+    """
+
+    def __init__(self, loss, discordant, tail, n_max):
+        """Prepare for every n <= ``n_max``."""
+        self.loss, self.discordant, self.tail = loss, discordant, tail
+        ms = np.arange(_m_window(n_max, n_max, discordant)[1] + 1)
+        self.p_gain = (discordant - loss) / (2 * discordant)
+        self.critical = _critical_gained(ms, tail)
+        self.g = _binom_cdf(self.critical, ms, self.p_gain)
+        self._log_factorial = special.gammaln(np.arange(n_max + 1) + 1.0)  # log k!, k <= n_max
+
+    def weights(self, ns, ms):
+        """P(Bin(n, ψ) = m) for n in ``ns`` (rows) and m in ``ms`` (columns)."""
+        psi = self.discordant
+        ns, ms = ns[:, None], ms[None, :]
+        nm = np.maximum(ns - ms, 0)
+        log_pmf = (
+            self._log_factorial[ns] - self._log_factorial[ms] - self._log_factorial[nm]
+            + ms * math.log(psi) + special.xlog1py(nm, -psi)
+        )  # fmt: skip
+        return np.where(ms <= ns, np.exp(log_pmf), 0.0)
+
+    def power(self, ns, g=None):
+        """Σ_m P(Bin(n, ψ) = m)·g[m] for each n in ``ns`` (default g: the exact test's)."""
+        g = self.g if g is None else g
+        ns = np.atleast_1d(np.asarray(ns, dtype=np.int64))
+        if self.discordant == 1.0:  # every question is discordant: M = n
+            return g[ns]
+        out = np.empty(ns.size)
+        # blocks of n small enough that the (n, m) weight matrix stays a few MB
+        step = max(16, int(min(2e6 / (20 * math.sqrt(ns.max() * self.discordant) + 20),
+                               math.sqrt(2e6 / self.discordant))))  # fmt: skip
+        for i in range(0, ns.size, step):
+            block = ns[i : i + step]
+            lo, hi = _m_window(int(block.min()), int(block.max()), self.discordant)
+            ms = np.arange(lo, hi + 1)
+            out[i : i + step] = self.weights(block, ms) @ g[lo : hi + 1]
+        return out
+
+
+def _first_reaching(power_of, target, lo, hi):
+    """Smallest n in [lo, hi] with power_of(n) >= target (None if none); power_of non-decreasing."""
+    if power_of(hi) < target:
+        return None
+    while lo < hi:  # bisection: O(log n) evaluations, each vectorised over m
+        mid = (lo + hi) // 2
+        if power_of(mid) >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _exact_sample_size(loss, discordant, tail, target):
+    approx = _normal_n_real(loss, discordant, tail, target)
+    n_checked = 4 * math.ceil(approx) + 200
+    if n_checked > _EXACT_MAX_N:
+        raise ValueError(
+            f"method='exact' would search up to {n_checked} questions for loss={loss!r}, "
+            f"discordant={discordant!r}; the limit is {_EXACT_MAX_N}: use method='normal'"
+        )
+    design = _ExactDesign(loss, discordant, tail, n_checked)
+    # Envelopes of the conditional power g(m): the running maximum from the left and minimum
+    # from the right are non-decreasing in m, so their powers are non-decreasing in n and
+    # bracket the exact power: upper(n) >= power(n) >= lower(n).
+    upper = np.maximum.accumulate(design.g)
+    lower = np.minimum.accumulate(design.g[::-1])[::-1]
+    n_up = _first_reaching(lambda k: design.power([k], upper)[0], target, 1, n_checked)
+    n_low = _first_reaching(lambda k: design.power([k], lower)[0], target, n_up or 1, n_checked)
+    if n_up is None or n_low is None:  # pragma: no cover - 4x the normal n always suffices
+        raise RuntimeError("exact power did not reach the target within the search range")
+    # Below n_up power < target; from n_low on power >= target: scan only [n_up, n_low].
+    ns = np.arange(n_up, n_low + 1)
+    powers = design.power(ns)
+    reached = np.flatnonzero(powers >= target)
+    n_first = int(ns[reached[0]])
+    below = np.flatnonzero((powers < target) & (ns > n_first))
+    n_stable = int(ns[below[-1]]) + 1 if below.size else n_first
+    return n_first, float(powers[reached[0]]), n_stable, n_checked
+
+
+def _normal_n_real(loss, discordant, tail, target):
+    z_a, z_p = -special.ndtri(tail), special.ndtri(target)
+    return (z_a * math.sqrt(discordant) + z_p * math.sqrt(discordant - loss**2)) ** 2 / loss**2
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def mcnemar_sample_size(
+    loss, discordant, *, alpha=0.05, power=0.8, alternative="two-sided", method="normal"
+):
+    """Number of paired questions for McNemar's test to detect a loss.
+
+    H0: P(lost) = P(gained); H1 (``alternative='less'``): the candidate is worse, or
+    (``'two-sided'``) the two differ, tested at ``alpha`` split over both tails. Power counts
+    rejections with the candidate worse.
+
+    Parameters
+    ----------
+    loss : float
+        True loss δ = P(lost) − P(gained) to detect, 0 < δ <= ``discordant``.
+    discordant : float
+        ψ = P(lost) + P(gained), the fraction of questions that flip, 0 < ψ <= 1.
+    alpha : float, optional
+        Significance level, in (0, 1).
+    power : float, optional
+        Target power, in [0.5, 1).
+    alternative : {'two-sided', 'less'}, optional
+        ``'greater'`` is refused: the design is for detecting a loss.
+    method : {'normal', 'exact'}, optional
+        See the module documentation; ``exact`` also reports ``n_stable`` (the sawtooth).
+        ``exact`` refuses designs that would search beyond 2,000,000 questions.
+
+    Returns
+    -------
+    PowerResult
+        ``solved_for='n'``; ``n`` and the ``power`` achieved there.
+
+    Examples
+    --------
+    >>> r = mcnemar_sample_size(0.02, 0.06)
+    >>> r.n, round(r.power, 4)
+    (1175, 0.8)
+    >>> r = mcnemar_sample_size(0.02, 0.06, method="exact")
+    >>> r.n, r.n_stable
+    (1244, 1244)
+    """
+    loss, discordant, alpha, tail = _check_design(loss, discordant, alpha, alternative, method)
+    if loss == 0:
+        raise ValueError("loss must be > 0, got 0")
+    target = _check_target(power)
+    if method == "normal":
+        n = _smallest_n(
+            _normal_n_real(loss, discordant, tail, target),
+            lambda k: _normal_power(k, loss, discordant, tail),
+            target,
+        )
+        achieved, n_stable, n_checked = float(_normal_power(n, loss, discordant, tail)), n, None
+    else:
+        n, achieved, n_stable, n_checked = _exact_sample_size(loss, discordant, tail, target)
+    return PowerResult(
+        "n", n, achieved, loss, discordant, alpha, alternative, method,
+        target_power=target, n_stable=n_stable, n_checked=n_checked,
+    )  # fmt: skip
+
+
+def mcnemar_power(n, loss, discordant, *, alpha=0.05, alternative="two-sided", method="normal"):
+    """Power of McNemar's test with ``n`` paired questions at a true ``loss``.
+
+    Parameters are those of :func:`mcnemar_sample_size`, with ``n`` (>= 1) given and
+    ``0 <= loss <= discordant`` (``loss=0`` gives the one-tail size of the test). The normal
+    approximation Φ((δ·sqrt(n) − z_a·sqrt(ψ))/sqrt(ψ − δ²)) rises with the loss only where it is
+    at least 1/2, which covers every planning target; exact power rises with the loss everywhere.
+
+    Returns
+    -------
+    PowerResult
+        ``solved_for='power'``.
+
+    Examples
+    --------
+    >>> round(mcnemar_power(1175, 0.02, 0.06).power, 4)
+    0.8
+    >>> round(mcnemar_power(1175, 0.02, 0.06, method="exact").power, 4)
+    0.776
+    """
+    n = _checks.positive_count("n", n)
+    loss, discordant, alpha, tail = _check_design(loss, discordant, alpha, alternative, method)
+    if method == "normal":
+        achieved = float(_normal_power(n, loss, discordant, tail))
+    else:
+        design = _ExactDesign(loss, discordant, tail, n)
+        achieved = float(design.power([n])[0])
+    return PowerResult("power", n, achieved, loss, discordant, alpha, alternative, method)
+
+
+def mcnemar_detectable_loss(
+    n, discordant, *, alpha=0.05, power=0.8, alternative="two-sided", method="normal"
+):
+    """Smallest loss that McNemar's test with ``n`` questions detects with the target power.
+
+    Power rises with the loss for fixed n and ψ, so the answer is unique. When even
+    ``loss = discordant`` (every discordant question lost) falls short, ``loss`` is ``nan``
+    and ``power`` is the power at ``loss = discordant``.
+
+    Returns
+    -------
+    PowerResult
+        ``solved_for='loss'``.
+
+    Examples
+    --------
+    >>> round(mcnemar_detectable_loss(1175, 0.06).loss, 5)
+    0.02
+    >>> round(mcnemar_detectable_loss(1175, 0.06, method="exact").loss, 5)
+    0.02056
+    """
+    n = _checks.positive_count("n", n)
+    _, discordant, alpha, tail = _check_design(None, discordant, alpha, alternative, method)
+    target = _check_target(power)
+    if method == "normal":
+        z_a, z_p = -special.ndtri(tail), special.ndtri(target)
+        root = n - z_a**2 + z_p**2
+        loss = (
+            math.sqrt(discordant) * (z_a * math.sqrt(n) + z_p * math.sqrt(root)) / (n + z_p**2)
+            if root >= 0
+            else math.inf
+        )
+        loss = float(loss) if loss <= discordant else math.nan
+        at = discordant if math.isnan(loss) else loss
+        achieved = float(_normal_power(n, at, discordant, tail))
+    else:
+        lo, hi = _m_window(n, n, discordant)
+        ms = np.arange(lo, hi + 1)
+        design = _ExactDesign(discordant / 2, discordant, tail, n)  # for its critical values
+        weights = design.weights(np.array([n]), ms)[0]
+        critical = design.critical[lo:]
+
+        def exact_power(d):
+            return float(weights @ _binom_cdf(critical, ms, (discordant - d) / (2 * discordant)))
+
+        if exact_power(discordant) < target:
+            loss, achieved = math.nan, exact_power(discordant)
+        else:
+            from scipy.optimize import brentq  # imported here: keeps `qualgate power` start-up fast
+
+            loss = brentq(lambda d: exact_power(d) - target, 0.0, discordant, xtol=1e-13)
+            if exact_power(loss) < target:  # land on the side that reaches the target
+                loss = min(discordant, loss + 1e-12)
+            achieved = exact_power(loss)
+    return PowerResult(
+        "loss", n, achieved, loss, discordant, alpha, alternative, method, target_power=target
+    )
+
+
+def _noninferiority_design(margin, discordant, expected_loss, alpha):
+    margin = _checks.real("margin", margin, low=0.0, high=1.0)
+    discordant = _checks.real("discordant", discordant, low=0.0, high=1.0, high_open=False)
+    expected_loss = _checks.real("expected_loss", expected_loss, low=-1.0, high=1.0, low_open=False)
+    if abs(expected_loss) > discordant:
+        raise ValueError(
+            f"expected_loss must lie in [-discordant, discordant], got expected_loss="
+            f"{expected_loss!r}, discordant={discordant!r}"
+        )
+    if expected_loss >= margin:
+        raise ValueError(
+            f"expected_loss must be below margin (otherwise H1: loss < margin is false), got "
+            f"expected_loss={expected_loss!r}, margin={margin!r}"
+        )
+    alpha = _checks.fraction("alpha", alpha)
+    # standard deviations of one pair's (lost - gained) at the H0 boundary (restricted ML
+    # limit, Nam 1997) and under the expected design
+    p_lost, p_gained = (discordant + expected_loss) / 2, (discordant - expected_loss) / 2
+    q = restricted_p21(p_lost, p_gained, margin)
+    sd0 = math.sqrt(2 * q + margin * (1 - margin))
+    sd1 = math.sqrt(discordant - expected_loss**2)
+    return margin, discordant, expected_loss, alpha, sd0, sd1
+
+
+def _ni_power(n, margin, expected_loss, alpha, sd0, sd1):
+    z_a = -special.ndtri(alpha)
+    with np.errstate(divide="ignore"):
+        return special.ndtr((np.sqrt(n) * (margin - expected_loss) - z_a * sd0) / sd1)
+
+
+def noninferiority_sample_size(margin, discordant, *, expected_loss=0.0, alpha=0.05, power=0.8):
+    """Number of paired questions for the non-inferiority score test to pass.
+
+    H0: loss >= ``margin``; H1: loss < ``margin``, one-sided at level ``alpha`` with the
+    restricted-ML score statistic of :func:`noninferiority`. Normal approximation of Nam
+    (1997) and Liu et al. (2002): ``n = ceil(((z_{1-α}·σ0 + z_power·σ1)/(margin − δ1))²)``,
+    σ1² = ψ − δ1² under the expected design (loss δ1 = ``expected_loss``) and
+    σ0² = 2·q̃ + margin·(1 − margin) at the H0 boundary, q̃ the restricted-ML limit of
+    P(gained).
+
+    Parameters
+    ----------
+    margin : float
+        Largest tolerable loss, in (0, 1).
+    discordant : float
+        Expected ψ = P(lost) + P(gained), in (0, 1].
+    expected_loss : float, optional
+        Expected true loss δ1, ``-discordant <= δ1 < margin``; 0 (no loss) by default.
+    alpha : float, optional
+        One-sided significance level.
+    power : float, optional
+        Target probability of declaring non-inferiority, in [0.5, 1).
+
+    Returns
+    -------
+    PowerResult
+        ``solved_for='n'``, ``alternative='less'``, ``method='normal'``, ``margin`` set and
+        ``loss`` = ``expected_loss``.
+
+    Examples
+    --------
+    >>> noninferiority_sample_size(0.02, 0.06).n
+    982
+    """
+    margin, discordant, expected_loss, alpha, sd0, sd1 = _noninferiority_design(
+        margin, discordant, expected_loss, alpha
+    )
+    target = _check_target(power)
+    z_a, z_p = -special.ndtri(alpha), special.ndtri(target)
+
+    def power_of(k):
+        return _ni_power(k, margin, expected_loss, alpha, sd0, sd1)
+
+    n = _smallest_n(((z_a * sd0 + z_p * sd1) / (margin - expected_loss)) ** 2, power_of, target)
+    return PowerResult(
+        "n", n, float(power_of(n)), expected_loss, discordant, alpha, "less", "normal",
+        target_power=target, n_stable=n, margin=margin,
+    )  # fmt: skip
+
+
+def noninferiority_power(n, margin, discordant, *, expected_loss=0.0, alpha=0.05):
+    """Probability that the non-inferiority score test with ``n`` questions passes.
+
+    Same design and approximation as :func:`noninferiority_sample_size`.
+
+    Examples
+    --------
+    >>> round(noninferiority_power(982, 0.02, 0.06).power, 3)
+    0.8
+    """
+    n = _checks.positive_count("n", n)
+    margin, discordant, expected_loss, alpha, sd0, sd1 = _noninferiority_design(
+        margin, discordant, expected_loss, alpha
+    )
+    achieved = float(_ni_power(n, margin, expected_loss, alpha, sd0, sd1))
+    return PowerResult(
+        "power", n, achieved, expected_loss, discordant, alpha, "less", "normal", margin=margin
+    )

@@ -1,0 +1,346 @@
+"""Sequential non-inferiority: stop as soon as the verdict is decided, valid under continuous monitoring.
+
+Data
+    Questions arrive one at a time (in a stated or seeded random order). Question ``i`` gives
+    ``d_i`` = the mean over its seeds of (candidate correct − baseline correct), in [−1, 1];
+    with one seed ``d_i`` is −1 (lost), 0 or +1 (gained). The loss is ``L = −E[d]`` (see
+    :mod:`qualgate` for the conventions). The question is the unit, so several seeds per
+    question are handled by averaging within the question (clustering) and need no further
+    correction.
+
+Method: two betting e-processes (test supermartingales)
+    ``E⁺_t = Π_{i≤t} (1 + λ⁺_i (d_i + m))`` tests H0: L ≥ m (the candidate loses at least the
+    margin m). For every ``λ⁺_i ≥ 0`` chosen from ``d_1 … d_{i−1}`` alone, ``E⁺`` is a
+    non-negative supermartingale under *every* distribution in H0, whatever the discordance
+    and however the seeds of a question are correlated, so by Ville's inequality
+    ``P(sup_t E⁺_t ≥ 1/α) ≤ α``: **PASS** when ``E⁺_t ≥ 1/α`` is valid however often the gate
+    looks and whenever it stops. ``E⁻_t = Π (1 − λ⁻_i d_i)`` tests H0: L ≤ 0 the same way:
+    **FAIL** (a significant loss) when ``E⁻_t ≥ 1/α``.
+
+    Bets. ``λ⁺ = m / v̂`` is the growth-optimal bet (to second order) against the design
+    alternative L = 0, with ``v̂`` a predictable estimate of ``E[d²]`` (prior ``discordant``
+    with the weight of ``prior_weight`` questions); ``λ⁻ = L̂ / v̂`` bets on the loss observed so
+    far (the predictable plug-in of Waudby-Smith & Ramdas 2024). Both are capped at
+    ``0.8/(1 ± m)`` so that no single question can cost more than 80 % of the capital.
+
+    Futility. Stopping early *without* passing can only lower the probability of a PASS, so
+    any futility rule keeps the type-I error. Once 10 questions were discordant, the gate
+    stops as **INCONCLUSIVE (futility)** when ``log E⁺`` falls below the level from which a
+    random walk would reach ``log(1/α)`` first with probability less than the target power
+    (Wald's SPRT boundary ``β/(1 − α)`` generalised to a walk whose drift-to-variance ratio θ
+    is not 1, with Siegmund's 0.583-step-deviation correction for overshoot). The walk's
+    drift and variance are those of the bets actually placed, with each question's
+    difference given a fair-coin sign, i.e. what the steps would be under the design
+    alternative (loss 0). Without a futility rule, E⁺ needs as many questions on average as
+    the fixed-n gate; the 10-question burn-in keeps a single early loss from ending the gate
+    (without it the power fell to 0.60 at 4 % discordance in the calibration).
+
+    Reporting. The always-valid (1 − α) bounds of the loss at the stop are the ends of the
+    confidence sequence built from the same families of bets (``λ(ℓ) = ℓ / v̂`` for the upper
+    bound, ``λ(ℓ) = (L̂ − ℓ)⁺ / v̂`` for the lower), so PASS ⟺ upper bound < m and FAIL ⟺ lower
+    bound > 0, up to the grid step.
+
+Why this and not a group-sequential design
+    An alpha-spending design (O'Brien–Fleming, Pocock) or Wald's SPRT on the normal score
+    statistic needs a normal approximation with the discordance as a nuisance parameter, and
+    at 4 % discordance the early looks rest on a handful of discordant pairs. A seeded
+    simulation of the normal-theory SPRT with estimated variance, monitored after every
+    question (4,000 runs per cell, margin 0.02), gave a type-I error of 0.121 at 4 %
+    discordance, 0.086 at 6 % and 0.053 at 10 % against a nominal 0.05; the e-processes above
+    stay below 0.05 in every cell of ``benchmarks/sequential_calibration.py`` by
+    construction. The price is efficiency: a bounded-outcome e-process cannot use the
+    likelihood ratio of a known discordance, so against a good candidate it saves less than
+    the ~38 % that Wald's SPRT would at α = 0.05 and power 0.8; against a clearly lossy one
+    it stops several times sooner than the fixed-n gate. The measured numbers are in the
+    benchmark's table.
+
+References
+----------
+.. [1] Waudby-Smith I, Ramdas A. Estimating means of bounded random variables by betting.
+   J R Stat Soc B 2024;86:1-27.
+.. [2] Ramdas A, Grünwald P, Vovk V, Shafer G. Game-theoretic statistics and safe
+   anytime-valid inference. Stat Sci 2023;38:576-601.
+.. [3] Ville J. Étude critique de la notion de collectif. Gauthier-Villars, 1939.
+.. [4] Wald A. Sequential tests of statistical hypotheses. Ann Math Stat 1945;16:117-186.
+.. [5] Jennison C, Turnbull BW. Group Sequential Methods with Applications to Clinical
+   Trials. Chapman & Hall/CRC, 2000.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ._checks import positive_count, real
+
+__all__ = ["SequentialResult", "sequential_noninferiority"]
+
+_CAP = 0.8
+_BURN_IN = 10  # discordant questions before a futility stop is considered
+_PASS, _FAIL, _FUTILE, _BUDGET, _EXHAUSTED = 1, 2, 3, 4, 5
+_REASONS = {
+    _PASS: "pass",
+    _FAIL: "fail",
+    _FUTILE: "futility",
+    _BUDGET: "budget",
+    _EXHAUSTED: "exhausted",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SequentialResult:
+    """Outcome of :func:`sequential_noninferiority`.
+
+    Attributes
+    ----------
+    verdict : {'PASS', 'FAIL', 'INCONCLUSIVE'}
+    reason : {'pass', 'fail', 'futility', 'budget', 'exhausted'}
+        Why the gate stopped: a boundary, futility, the question budget, or the data ran out.
+    n_questions : int
+        Questions used up to and including the stop.
+    n_available : int
+        Questions that were available.
+    loss : float
+        Estimated loss at the stop, ``−mean(d)``.
+    lower_bound, upper_bound : float
+        Always-valid (1 − alpha) bounds of the loss at the stop (grid step 1e-4).
+    e_pass, e_fail : float
+        The e-values ``E⁺`` (against loss ≥ margin) and ``E⁻`` (against no loss) at the stop.
+    """
+
+    verdict: str
+    reason: str
+    n_questions: int
+    n_available: int
+    loss: float
+    lower_bound: float
+    upper_bound: float
+    e_pass: float
+    e_fail: float
+    margin: float
+    alpha: float
+    power: float
+    max_questions: int | None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _variance(sq, t, prior, weight):
+    return np.clip((weight * prior + sq) / (weight + t), 1e-3, 1.0)
+
+
+def _pass_bet(margin, v):
+    return np.minimum(margin / v, _CAP / (1.0 - margin))
+
+
+def _futility_level(drift, spread, alpha, beta):
+    """log E⁺ below which a PASS before futility has probability < 1 − beta (see module doc).
+
+    ``drift`` and ``spread`` are the mean and variance of one step of ``log E⁺`` under the
+    design alternative (loss 0): a random walk with drift-to-variance ratio θ = 2·drift/spread
+    first reaches ``log(1/α)`` before ``−b`` with probability
+    ``(1 − e^{θb}) / (e^{−θ log(1/α)} − e^{θb})``; ``b`` solves that = 1 − beta.
+    """
+    theta = np.maximum(2.0 * drift / np.maximum(spread, 1e-12), 1e-6)
+    # discrete steps overshoot a boundary by about 0.583 step standard deviations
+    # (Siegmund 1985): the walk must climb that much further, and may fall that much further
+    shift = 0.583 * np.sqrt(np.maximum(spread, 0.0))
+    ea = np.exp(-theta * (np.log(1.0 / alpha) + shift))
+    return shift - np.log(ea + (1.0 - ea) / beta) / theta
+
+
+def _design_step(lam, margin, x):
+    """Mean and second moment of a step of log E⁺ if x's sign were a fair coin (loss 0)."""
+    a = np.abs(x)
+    up = np.log1p(lam * (margin + a))
+    down = np.log1p(lam * (margin - a))
+    return 0.5 * (up + down), 0.5 * (up * up + down * down)
+
+
+def _paths(d, margin, alpha, beta, prior, weight, max_questions):
+    """Run the gate on every row of ``d`` (replicates × questions); vectorised over rows.
+
+    Returns the 1-based stop index, the reason code and the final log e-values per row.
+    """
+    d = np.asarray(d, dtype=float)
+    reps, n = d.shape
+    horizon = n if max_questions is None else min(n, max_questions)
+    log_pass = np.zeros(reps)
+    log_fail = np.zeros(reps)
+    sq = np.zeros(reps)
+    total = np.zeros(reps)
+    informative = np.zeros(reps)
+    # running moments of a design-alternative step, with a prior of `weight` steps at the
+    # prior discordance (x = +-1 with probability `prior`, else 0)
+    lam0 = _pass_bet(margin, np.float64(prior))
+    m0, s0 = _design_step(lam0, margin, np.array([1.0, 0.0]))
+    step_mean = np.full(reps, weight * (prior * m0[0] + (1 - prior) * m0[1]))
+    step_sq = np.full(reps, weight * (prior * s0[0] + (1 - prior) * s0[1]))
+    stop = np.full(reps, horizon)
+    reason = np.full(reps, _BUDGET if max_questions is not None and max_questions <= n else _EXHAUSTED)
+    active = np.ones(reps, dtype=bool)
+    threshold = np.log(1.0 / alpha)
+    for t in range(horizon):
+        v = _variance(sq, t, prior, weight)
+        lam_pass = _pass_bet(margin, v)
+        lam_fail = np.clip(-total / (t + weight) / v, 0.0, _CAP)
+        drift = step_mean / (t + weight)
+        futile = _futility_level(drift, step_sq / (t + weight) - drift**2, alpha, beta)
+        x = d[:, t]
+        mean_x, sq_x = _design_step(lam_pass, margin, x)
+        step_mean += mean_x
+        step_sq += sq_x
+        log_pass = np.where(active, log_pass + np.log1p(lam_pass * (x + margin)), log_pass)
+        log_fail = np.where(active, log_fail + np.log1p(-lam_fail * x), log_fail)
+        sq += x * x
+        total += x
+        informative += x != 0
+        passed = active & (log_pass >= threshold)
+        failed = active & ~passed & (log_fail >= threshold)
+        dropped = active & ~passed & ~failed & (log_pass <= futile) & (informative >= _BURN_IN)
+        for mask, code in ((passed, _PASS), (failed, _FAIL), (dropped, _FUTILE)):
+            reason[mask] = code
+            stop[mask] = t + 1
+        active &= ~(passed | failed | dropped)
+        if not active.any():
+            break
+    return stop, reason, log_pass, log_fail
+
+
+def _bounds(d, alpha, prior, weight, step=1e-4):
+    """Always-valid (1 − alpha) lower and upper bounds of the loss after all of ``d``."""
+    n = len(d)
+    threshold = np.log(1.0 / alpha)
+    t = np.arange(n)
+    sq_before = np.concatenate([[0.0], np.cumsum(d * d)[:-1]])
+    sum_before = np.concatenate([[0.0], np.cumsum(d)[:-1]])
+    v = _variance(sq_before, t, prior, weight)
+    loss_before = -sum_before / (t + weight)
+
+    def rejected_above(ell):
+        # H0: loss >= ell, bet against it with the design alternative loss 0
+        lam = np.minimum(np.maximum(ell, 0.0) / v, _CAP / (1.0 - min(ell, 0.999)))
+        return np.max(np.cumsum(np.log1p(lam * (d + ell)))) >= threshold
+
+    def rejected_below(ell):
+        # H0: loss <= ell, bet on the loss observed so far
+        lam = np.clip((loss_before - ell) / v, 0.0, _CAP / (1.0 + max(ell, -0.999)))
+        return np.max(np.cumsum(np.log1p(-lam * (d + ell)))) >= threshold
+
+    grid = np.arange(-1.0, 1.0 + step / 2, step)
+    upper = _search(grid, rejected_above, rejected_when="high")
+    lower = _search(grid, rejected_below, rejected_when="low")
+    return lower, upper
+
+
+def _search(grid, rejected, *, rejected_when):
+    """Bisection on the grid for the boundary of the region of rejected values."""
+    lo, hi = 0, len(grid) - 1
+    if rejected_when == "high":
+        # smallest ell with every ell' >= ell rejected; 1.0 when none is
+        if not rejected(grid[hi - 1]):
+            return 1.0
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if rejected(grid[mid]):
+                hi = mid
+            else:
+                lo = mid
+        return round(float(grid[hi]), 4)
+    if not rejected(grid[1]):
+        return -1.0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if rejected(grid[mid]):
+            lo = mid
+        else:
+            hi = mid
+    return round(float(grid[lo]), 4)
+
+
+def sequential_noninferiority(
+    differences,
+    *,
+    margin: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    max_questions: int | None = None,
+    discordant: float = 0.1,
+    prior_weight: float = 20.0,
+) -> SequentialResult:
+    """Sequential paired non-inferiority gate on questions in arrival order.
+
+    H0: loss ≥ ``margin`` against H1: loss < ``margin``. PASS rejects H0 with an
+    always-valid test; FAIL rejects "no loss" with an always-valid test; otherwise the gate
+    stops for futility, at the budget, or when the data run out (INCONCLUSIVE). See the
+    module docstring for the method.
+
+    Parameters
+    ----------
+    differences : array_like of float
+        Per question, in arrival order: mean over its seeds of (candidate correct − baseline
+        correct), each in [−1, 1].
+    margin : float
+        Non-inferiority margin on the loss, in (0, 1).
+    alpha : float
+        Type-I error of PASS (and of FAIL against a candidate with no loss), in (0, 0.5).
+    power : float
+        Target power against a candidate with no loss; sets the futility boundary.
+    max_questions : int, optional
+        Budget; the gate stops INCONCLUSIVE when it is used up.
+    discordant, prior_weight : float
+        Prior guess of ``E[d²]`` (the discordant fraction with one seed) and its weight in
+        questions, used only to size the early bets.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> d = rng.choice([-1.0, 0.0, 1.0], p=[0.03, 0.94, 0.03], size=3000)
+    >>> r = sequential_noninferiority(d, margin=0.02)
+    >>> r.verdict, r.reason, r.n_questions < 3000
+    ('PASS', 'pass', True)
+    """
+    d = np.asarray(differences, dtype=float)
+    if d.ndim != 1:
+        raise ValueError(f"differences must be one-dimensional, got shape {d.shape}")
+    if d.size and (not np.all(np.isfinite(d)) or d.min() < -1 or d.max() > 1):
+        raise ValueError("differences must be finite and in [-1, 1]")
+    margin = real("margin", margin, low=0.0, high=1.0)
+    alpha = real("alpha", alpha, low=0.0, high=0.5)
+    power = real("power", power, low=alpha, high=1.0)
+    if max_questions is not None:
+        max_questions = positive_count("max_questions", max_questions)
+    discordant = real("discordant", discordant, low=0.0, high=1.0, high_open=False)
+    prior_weight = real("prior_weight", prior_weight, low=0.0)
+
+    if d.size == 0:
+        return SequentialResult(
+            "INCONCLUSIVE", _REASONS[_EXHAUSTED], 0, 0, float("nan"), -1.0, 1.0, 1.0, 1.0,
+            float(margin), float(alpha), float(power), max_questions,
+        )
+    stop, reason, log_pass, log_fail = _paths(
+        d[None, :], margin, alpha, 1.0 - power, discordant, prior_weight, max_questions
+    )
+    n_used = int(stop[0])
+    code = int(reason[0])
+    used = d[:n_used]
+    lower, upper = _bounds(used, alpha, discordant, prior_weight)
+    verdict = {_PASS: "PASS", _FAIL: "FAIL"}.get(code, "INCONCLUSIVE")
+    return SequentialResult(
+        verdict=verdict,
+        reason=_REASONS[code],
+        n_questions=n_used,
+        n_available=int(d.size),
+        loss=float(-used.mean()),
+        lower_bound=lower,
+        upper_bound=upper,
+        e_pass=float(np.exp(log_pass[0])),
+        e_fail=float(np.exp(log_fail[0])),
+        margin=float(margin),
+        alpha=float(alpha),
+        power=float(power),
+        max_questions=max_questions,
+    )
