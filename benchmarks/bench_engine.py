@@ -1,0 +1,255 @@
+"""Speed of the reference engine against Hugging Face ``generate``, and what coupling buys.
+
+Prints one table: output tokens/s of target-only decoding vs HF ``generate`` at equal batch
+sizes, of standard and FLy speculative decoding (batch 1 and batched) vs HF assisted
+generation (``generate(assistant_model=...)``, batch 1 only), with the mean acceptance length
+of each mode; then the discordance between lossless modes (fraction of sequences whose
+tokens differ from target-only with the same seeds) with independent and with coupled noise.
+
+    python benchmarks/bench_engine.py --device cpu --quick            # smoke check
+    python benchmarks/bench_engine.py --device cuda                    # built-in tiny pair
+    python benchmarks/bench_engine.py --device cuda --target T --drafter D [--prompts FILE]
+
+``--prompts FILE``: one prompt per line, plain text or a JSON list of chat messages.
+
+Every run ignores EOS (both engines generate exactly ``--max-tokens`` tokens per prompt).
+The built-in pair is a random-weight Llama target (6 layers, width 256, vocabulary 64:
+about 5M parameters) whose layers after the first have their residual branches damped
+(x0.1), and a one-layer drafter sharing its embeddings, first layer and head (about 0.8M),
+so that the drafter agrees with the target about as often as a trained drafter would (mean
+acceptance length near 2.8 at K=4, greedy); prompts are random token ids unless
+``--prompts`` gives one text per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from qualgate.engines.reference import ReferenceEngine  # noqa: E402
+
+
+def builtin_pair(vocab=64, init=0.3, damp=0.1, seed=0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    common = dict(
+        vocab_size=vocab,
+        hidden_size=256,
+        intermediate_size=688,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        max_position_embeddings=2048,
+        initializer_range=init,
+        tie_word_embeddings=False,
+        eos_token_id=None,
+        bos_token_id=None,
+        pad_token_id=0,
+    )
+    target = LlamaForCausalLM(LlamaConfig(num_hidden_layers=6, **common)).eval()
+    with torch.no_grad():  # damp layers 2..6 so that the one-layer drafter often agrees
+        for layer in target.model.layers[1:]:
+            layer.self_attn.o_proj.weight.mul_(damp)
+            layer.mlp.down_proj.weight.mul_(damp)
+    drafter = LlamaForCausalLM(LlamaConfig(num_hidden_layers=1, **common)).eval()
+    drafter.load_state_dict(target.state_dict(), strict=False)
+    return target, drafter
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def make_prompts(args, engine, n):
+    if args.prompts:
+        with open(args.prompts, encoding="utf-8") as f:
+            lines = [line.rstrip("\n") for line in f if line.strip()]
+        # a line holding a JSON list is a chat (rendered with the tokenizer's chat template)
+        ids = [engine._encode(i, json.loads(t) if t.startswith("[") else t) for i, t in enumerate(lines)]
+        return [ids[i % len(ids)] for i in range(n)]
+    g = torch.Generator().manual_seed(n)
+    return torch.randint(1, engine._target.vocab, (n, args.prompt_len), generator=g).tolist()
+
+
+def best(fn, repeats):
+    """Run ``fn() -> (tokens/s, ...)`` ``repeats`` times; keep the fastest run."""
+    return max((fn() for _ in range(repeats)), key=lambda r: r[0])
+
+
+def ours(engine, prompts, sampling, speculative, device):
+    sync(device)
+    t = time.perf_counter()
+    out = engine.generate(prompts, sampling=sampling, speculative=speculative)
+    sync(device)
+    wall = time.perf_counter() - t
+    return out.num_output_tokens / wall, out.metrics.mean_acceptance_length, out
+
+
+def hf(engine, prompts, args, device, assistant=False):
+    """HF generate on equal-length prompts (one call), or assisted generation one prompt at a time."""
+    model = engine.target
+    kwargs = dict(max_new_tokens=args.max_tokens, pad_token_id=0)
+    if args.temperature > 0:
+        kwargs.update(do_sample=True, temperature=args.temperature, top_p=args.top_p, top_k=0)
+    else:
+        kwargs.update(do_sample=False)
+    calls = [prompts] if not assistant else [[p] for p in prompts]
+    if assistant:
+        kwargs.update(
+            assistant_model=engine.drafter,
+            num_assistant_tokens=args.k,
+            num_assistant_tokens_schedule="constant",
+        )
+    tokens = 0
+    sync(device)
+    t = time.perf_counter()
+    with torch.inference_mode():
+        for batch in calls:
+            ids = torch.tensor(batch, device=device)
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+            tokens += (out.shape[1] - ids.shape[1]) * ids.shape[0]
+    sync(device)
+    return (tokens / (time.perf_counter() - t),)
+
+
+def discordance(engine, args, n, speculative_base):
+    """Fraction of sequences differing from target-only (same seeds), independent vs coupled."""
+    prompts = make_prompts(args, engine, n)
+    temperature = args.temperature if args.temperature > 0 else 0.8
+    sampling = [
+        {"temperature": temperature, "top_p": args.top_p, "max_tokens": args.max_tokens,
+         "seed": 10_000 + i, "ignore_eos": True}
+        for i in range(n)
+    ]
+    base = [o.token_ids for o in engine.generate(prompts, sampling=sampling)]
+    rows = []
+    for name, spec in speculative_base.items():
+        for coupled in (False, True):
+            out = engine.generate(prompts, sampling=sampling, speculative=dict(spec, coupled=coupled))
+            diff = sum(o.token_ids != b for o, b in zip(out, base)) / n
+            rows.append((name, "coupled" if coupled else "independent", diff, out.metrics.mean_acceptance_length))
+    return temperature, rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", help="target model path (default: built-in tiny pair)")
+    ap.add_argument("--drafter", help="drafter model path (with --target)")
+    ap.add_argument("--prompts", help="file with one prompt per line: text or a JSON chat list")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16"])
+    ap.add_argument("--quick", action="store_true", help="small sizes for a smoke check")
+    ap.add_argument("--max-tokens", type=int, default=None, help="tokens per prompt (128; quick: 16)")
+    ap.add_argument("--prompt-len", type=int, default=32)
+    ap.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
+    ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    ap.add_argument("--top-p", type=float, default=0.95)
+    ap.add_argument("--fly-window", type=int, default=2)
+    ap.add_argument("--fly-threshold", type=float, default=0.3)
+    ap.add_argument("--batches", default=None, help="comma-separated batch sizes (1,64,256; quick: 1,8)")
+    ap.add_argument("--assisted-prompts", type=int, default=None, help="prompts for HF assisted (4; quick: 2)")
+    ap.add_argument("--coupling-seeds", type=int, default=None, help="sequences for discordance (256; quick: 32)")
+    ap.add_argument("--repeats", type=int, default=2, help="timed runs per cell; the fastest is kept")
+    args = ap.parse_args(argv)
+    args.max_tokens = args.max_tokens or (16 if args.quick else 128)
+    batches = [int(b) for b in (args.batches or ("1,8" if args.quick else "1,64,256")).split(",")]
+    n_assisted = args.assisted_prompts or (2 if args.quick else 4)
+    n_coupling = args.coupling_seeds or (32 if args.quick else 256)
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    dtype = getattr(torch, args.dtype) if args.dtype else None
+
+    if args.target:
+        if not args.drafter:
+            ap.error("--drafter is required with --target")
+        engine = ReferenceEngine(args.target, args.drafter, device=device, dtype=dtype, max_num_seqs=max(batches))
+        pair = f"{args.target} + {args.drafter}"
+    else:
+        target, drafter = builtin_pair()
+        engine = ReferenceEngine(target, drafter, device=device, dtype=dtype, max_num_seqs=max(batches))
+        pair = "built-in random tiny pair"
+    for m in (engine.target, engine.drafter):
+        m.generation_config.eos_token_id = None  # HF: no early stop (ours: ignore_eos)
+    n_t = sum(p.numel() for p in engine.target.parameters())
+    n_d = sum(p.numel() for p in engine.drafter.parameters())
+
+    sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_tokens": args.max_tokens,
+                "ignore_eos": True, "seed": 0}
+    standard = {"num_speculative_tokens": args.k}
+    fly = dict(standard, rejection_sample_method="fly", fly_window_size=args.fly_window,
+               fly_entropy_threshold=args.fly_threshold)
+
+    # noise: the hash must give the same bits on the device as on the CPU
+    from qualgate.engines._sampling import exponential, noise_keys
+
+    keys = torch.arange(64, dtype=torch.long)
+    same_noise = torch.equal(
+        exponential(noise_keys(keys, keys, 1, keys), 97),
+        exponential(noise_keys(keys.to(device), keys.to(device), 1, keys.to(device)), 97).cpu(),
+    )
+
+    warm = make_prompts(args, engine, 2)
+    for spec in (None, standard, fly):
+        engine.generate(warm, sampling=dict(sampling, max_tokens=4), speculative=spec)
+    short = argparse.Namespace(**{**vars(args), "max_tokens": 4})
+    hf(engine, warm, short, device)
+    hf(engine, warm[:1], short, device, assistant=True)
+
+    rows = []
+    greedy_match = [0, 0]
+    for b in batches:
+        prompts = make_prompts(args, engine, b)
+        t_ours, _, base = best(lambda: ours(engine, prompts, sampling, None, device), args.repeats)
+        (t_hf,) = best(lambda: hf(engine, prompts, args, device), args.repeats)
+        rows.append(("target-only", b, "reference", t_ours, None, f"{t_ours / t_hf:.2f}x HF generate"))
+        rows.append(("target-only", b, "HF generate", t_hf, None, ""))
+        for name, spec in (("standard", standard), ("fly", fly)):
+            t_s, mal, out = best(lambda: ours(engine, prompts, sampling, spec, device), args.repeats)
+            rows.append((name, b, "reference", t_s, mal, None))
+            if name == "standard":
+                greedy_match[0] += sum(o.token_ids == r.token_ids for o, r in zip(out, base))
+                greedy_match[1] += b
+    assisted_prompts = make_prompts(args, engine, n_assisted)
+    (assisted,) = best(lambda: hf(engine, assisted_prompts, args, device, assistant=True), args.repeats)
+    rows.append(("standard", 1, "HF assisted", assisted, None, ""))
+    rows = [(m, b, e, t, mal, note if note is not None else f"{t / assisted:.1f}x HF assisted")
+            for m, b, e, t, mal, note in rows]
+
+    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (1 thread)"
+    print(f"# bench_engine: {pair}; target {n_t / 1e6:.2f}M params, drafter {n_d / 1e6:.2f}M")
+    print(f"# device {dev_name}; torch {torch.__version__}; dtype {dtype or 'model default'}; "
+          f"prompts {args.prompts or f'of {args.prompt_len} random tokens'}, {args.max_tokens} new tokens, "
+          f"temperature {args.temperature}, "
+          f"K={args.k}, FLy W={args.fly_window} tau={args.fly_threshold}; HF assisted: K={args.k} constant, "
+          f"{n_assisted} prompts one at a time")
+    print(f"# noise hash bit-identical on {device.type} and cpu: {same_noise}")
+    if args.temperature == 0:
+        print(f"# greedy standard == target-only on {greedy_match[0]}/{greedy_match[1]} sequences")
+    print()
+    print(f"| {'mode':<11} | {'batch':>5} | {'engine':<11} | {'tokens/s':>10} | {'mean acc. len':>13} | {'ratio':<20} |")
+    print(f"|{'-' * 13}|{'-' * 7}|{'-' * 13}|{'-' * 12}|{'-' * 15}|{'-' * 22}|")
+    for m, b, e, t, mal, note in rows:
+        mal_s = f"{mal:.2f}" if mal is not None else "-"
+        print(f"| {m:<11} | {b:>5} | {e:<11} | {t:>10.1f} | {mal_s:>13} | {note:<20} |")
+
+    temperature, disc = discordance(engine, args, n_coupling, {"standard": standard, "fly": fly})
+    print()
+    print(f"# discordance vs target-only, same seeds: {n_coupling} sequences, temperature {temperature}, "
+          f"top_p {args.top_p}, {args.max_tokens} tokens")
+    print(f"| {'mode':<8} | {'noise':<11} | {'differ from target-only':>23} | {'mean acc. len':>13} |")
+    print(f"|{'-' * 10}|{'-' * 13}|{'-' * 25}|{'-' * 15}|")
+    for name, noise, diff, mal in disc:
+        print(f"| {name:<8} | {noise:<11} | {diff:>23.3f} | {mal:>13.2f} |")
+
+
+if __name__ == "__main__":
+    main()
