@@ -1,0 +1,148 @@
+"""Rendering helpers shared by every command: tables, JSON, atomic writes, step summaries.
+
+Numbers are formatted by the caller (every cell is a string or a number); these helpers only
+lay them out. Text tables right-align cells that look numeric and left-align the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+__all__ = [
+    "append_step_summary",
+    "fmt_p",
+    "fmt_points",
+    "fmt_pct",
+    "json_ready",
+    "markdown_table",
+    "text_table",
+    "to_json",
+    "write_atomic",
+]
+
+_NUMERIC = re.compile(r"^[-+−]?[\d.,]+(e[-+]?\d+)?%?$|^[<>≤≥]\s?[\d.e-]+$|^[-—]$|^\[.*\]$|^\d+/\d+$")
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def text_table(rows: Sequence[Sequence], headers: Sequence[str], *, indent: str = "") -> str:
+    """An aligned plain-text table: numeric-looking cells right-aligned, others left-aligned.
+
+    Examples
+    --------
+    >>> print(text_table([["gsm8k", "1,319", "88.1%"]], ["suite", "n", "acc"]))
+    suite      n    acc
+    gsm8k  1,319  88.1%
+    """
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    numeric = [bool(cells) and all(_NUMERIC.match(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(values):
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]
+        return (indent + "  ".join(parts)).rstrip()
+
+    return "\n".join([line(list(headers))] + [line(r) for r in cells])
+
+
+def markdown_table(rows: Sequence[Sequence], headers: Sequence[str]) -> str:
+    """A GitHub-flavoured markdown table (``|`` in cells escaped).
+
+    Examples
+    --------
+    >>> print(markdown_table([["a|b", 1]], ["x", "n"]))
+    | x | n |
+    | --- | ---: |
+    | a\\|b | 1 |
+    """
+    cells = [[_cell(v).replace("|", "\\|") for v in row] for row in rows]
+    numeric = [bool(cells) and all(_NUMERIC.match(r[i]) for r in cells) for i in range(len(headers))]
+    out = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---:" if n else "---" for n in numeric) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in cells]
+    return "\n".join(out)
+
+
+def json_ready(obj):
+    """Recursively convert to JSON-ready values: NaN/inf become ``None``, tuples lists,
+    numpy scalars Python numbers, objects with ``to_dict()`` their dict."""
+    if hasattr(obj, "to_dict") and not isinstance(obj, type):
+        return json_ready(obj.to_dict())
+    if isinstance(obj, Mapping):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def to_json(obj, *, indent: int | None = 2) -> str:
+    """One JSON document (NaN and inf written as ``null``)."""
+    return json.dumps(json_ready(obj), indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def write_atomic(path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: a temporary file beside it, fsync, ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Append ``markdown`` to the file named by ``GITHUB_STEP_SUMMARY``, if it is set.
+
+    Returns the path written, or ``None`` when the variable is unset or empty.
+    """
+    target = (os.environ if environ is None else environ).get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    with open(target, "a", encoding="utf-8") as fh:
+        fh.write(markdown.rstrip("\n") + "\n\n")
+    return target
+
+
+def fmt_pct(x, digits: int = 1) -> str:
+    """A fraction as a percentage: ``0.8812 -> '88.1%'``; ``None``/NaN -> '—'."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{100 * x:.{digits}f}%"
+
+
+def fmt_points(x, digits: int = 2, *, sign: bool = False) -> str:
+    """A difference of fractions in percentage points: ``-0.0123 -> '-1.23'``."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{100 * x:{'+' if sign else ''}.{digits}f}"
+
+
+def fmt_p(p) -> str:
+    """A p-value: 3 significant digits, ``<1e-10`` below that."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "—"
+    if p < 1e-10:
+        return "<1e-10"
+    return f"{p:.3g}" if p < 0.001 else f"{p:.3f}"

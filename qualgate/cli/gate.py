@@ -1,0 +1,125 @@
+"""``qualgate gate`` (the verdict) and ``qualgate calibrate`` (A/A runs)."""
+
+from __future__ import annotations
+
+import click
+
+_FRACTION = click.FloatRange(0, 1, min_open=True, max_open=True)
+_ALPHA = click.FloatRange(0, 0.5, min_open=True, max_open=True)
+_PATH = click.Path(exists=True, path_type=str)
+_OUT = click.Path(dir_okay=False, path_type=str)
+
+
+def _records_options(f):
+    """Options shared by ``gate`` and ``calibrate`` about reading and pairing records."""
+    for decorator in reversed([
+        click.option("--on-missing", type=click.Choice(["error", "drop"]), default="error", show_default=True,
+                     help="Keys present on one side only: refuse (exit 3), or drop them and pair the rest."),
+        click.option("--max-errors", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Drop up to this many pairs with an 'error' outcome (engine failure); more is exit 3."),
+        click.option("--drop-truncated", is_flag=True,
+                     help="Drop an incomplete last line of a records file (a crashed writer) instead of refusing."),
+        click.option("--allow-unknown-fields", "allow_unknown", is_flag=True,
+                     help="Ignore record fields the schema does not define instead of refusing them."),
+        click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True),
+        click.option("--output", "-o", type=_OUT, help="Also write the JSON report to this file (atomically)."),
+        click.option("--markdown", type=_OUT, help="Also write the report as markdown to this file."),
+    ]):  # fmt: skip
+        f = decorator(f)
+    return f
+
+
+def _emit(report, fmt, output, markdown, text, md):
+    from .._render import append_step_summary, to_json, write_atomic
+
+    doc = to_json(report)
+    click.echo(doc if fmt == "json" else text(report), nl=fmt == "json")
+    if output:
+        write_atomic(output, doc + "\n")
+    page = md(report)
+    if markdown:
+        write_atomic(markdown, page)
+    append_step_summary(page)
+    return report.exit_code
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("baseline", type=_PATH)
+@click.argument("candidates", nargs=-1, required=True, type=_PATH)
+@click.option("--margin", type=_FRACTION, required=True,
+              help="Largest tolerable loss as a fraction (0.02 = 2 accuracy points).")
+@click.option("--alpha", type=_ALPHA, default=0.05, show_default=True, help="One-sided significance level.")
+@click.option("--policy", type=click.Choice(["noninferiority", "mcnemar"]), default="noninferiority",
+              show_default=True, help="Non-inferiority (PASS/FAIL/INCONCLUSIVE) or the McNemar gate (PASS/FAIL).")
+@click.option("--inconclusive", type=click.Choice(["inconclusive", "fail", "pass"]), default="inconclusive",
+              show_default=True, help="Exit code of an INCONCLUSIVE verdict: 4, or that of FAIL (1) or PASS (0).")
+@click.option("--weighting", type=click.Choice(["pooled", "equal"]), default="pooled", show_default=True,
+              help="Pooled decision over suites: counts summed, or suites weighted equally.")
+@_records_options
+def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, on_missing, max_errors,
+         drop_truncated, allow_unknown, fmt, output, markdown):  # fmt: skip
+    """Decide whether each CANDIDATE loses quality against BASELINE.
+
+    BASELINE and each CANDIDATE are record files (.jsonl, .parquet, .csv) or directories of
+    them, paired on (suite, question_id, seed, sample_index). With several seeds per question
+    the question is the unit (clustered tests). Write the evidence for `qualgate check` with
+    --output REPORT.json. When GITHUB_STEP_SUMMARY is set, the markdown report is appended there.
+
+    \b
+    Exit codes: 0 PASS, 1 FAIL, 4 INCONCLUSIVE (see --inconclusive),
+                2 usage error, 3 invalid or unpairable records.
+    """
+    from ..gate import render_markdown, render_text, run_gate
+
+    report = run_gate(
+        baseline, list(candidates), policy=policy, margin=margin, alpha=alpha, weighting=weighting,
+        inconclusive=inconclusive, on_missing=on_missing, max_errors=max_errors,
+        drop_truncated=drop_truncated, allow_unknown=allow_unknown,
+    )  # fmt: skip
+    return _emit(report, fmt, output, markdown, render_text, render_markdown)
+
+
+class _Losses(click.ParamType):
+    name = "FRACTION[,...]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        try:
+            out = [float(x) for x in str(value).split(",")]
+        except ValueError:
+            self.fail(f"{value!r} is not a comma list of numbers", param, ctx)
+        if not all(0 < x < 1 for x in out):
+            self.fail(f"{value!r}: every loss must be a fraction in (0, 1) (0.02 = 2 points)", param, ctx)
+        return out
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("run_a", type=_PATH)
+@click.argument("run_b", type=_PATH)
+@click.option("--loss", "losses", type=_Losses(), default="0.01,0.02,0.03", show_default=True,
+              help="Losses to size a gate for (fractions).")
+@click.option("--alpha", type=_ALPHA, default=0.05, show_default=True,
+              help="Level of the A/A test (two-sided) and of the gates sized; 1 - alpha intervals.")
+@click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8, show_default=True,
+              help="Power of the gates sized.")
+@_records_options
+def calibrate(run_a, run_b, losses, alpha, power, on_missing, max_errors, drop_truncated, allow_unknown, fmt,
+              output, markdown):  # fmt: skip
+    """A/A calibration: two runs that should be equivalent (RUN_A, RUN_B: files or directories).
+
+    Reports the discordant fraction with its confidence interval, tests that the net
+    difference is null (a significant difference points at a harness or engine bug), and
+    the questions a gate needs for each --loss at that discordance and at its upper bound.
+
+    \b
+    Exit codes: 0 consistent, 1 the runs differ significantly,
+                2 usage error, 3 invalid or unpairable records.
+    """
+    from ..gate import render_calibration_markdown, render_calibration_text, run_calibration
+
+    report = run_calibration(
+        run_a, run_b, losses=losses, alpha=alpha, power=power, on_missing=on_missing, max_errors=max_errors,
+        drop_truncated=drop_truncated, allow_unknown=allow_unknown,
+    )  # fmt: skip
+    return _emit(report, fmt, output, markdown, render_calibration_text, render_calibration_markdown)

@@ -1,0 +1,282 @@
+"""Pair baseline and candidate records on ``(suite, question_id, seed, sample_index)``.
+
+:func:`pair_records` never pairs on row order. It refuses, with counts and examples
+(:class:`~qualgate.errors.DataError`, exit 3 on the command line):
+
+- a side whose records carry more than one ``config_id`` (or ``mode``): one file set must
+  hold one configuration;
+- a key present twice on one side;
+- keys present on one side only (unless ``on_missing='drop'``, which pairs the intersection
+  and reports what it dropped);
+- pairs whose ``suite_version`` or ``prompt_hash`` differ between the sides (the two runs did
+  not ask the same question);
+- pairs where either side has outcome ``error`` (an engine failure is not a wrong answer),
+  unless ``max_errors`` allows that many, which are then dropped and reported.
+
+``no_answer`` counts as not correct, and is counted apart on each side.
+
+The result, :class:`Pairing`, holds per-pair arrays (correctness on each side, the suite, the
+question as the cluster) that the gate, the sequential gate and calibration read.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import DataError
+from .records import Record, RecordSet, _gc_paused, read_records
+
+__all__ = ["ON_MISSING", "Pairing", "Side", "load_side", "pair_records"]
+
+ON_MISSING = ("error", "drop")
+_EXAMPLES = 3
+
+
+@dataclass(frozen=True)
+class Side:
+    """What one side's records say about themselves."""
+
+    path: str  #: the file or directory given
+    config_id: str
+    mode: str | None
+    run_ids: tuple[str, ...]
+    files: tuple[str, ...]
+    n_records: int
+    dropped_truncated: tuple[str, ...] = ()  #: incomplete last lines dropped on reading
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "config_id": self.config_id,
+            "mode": self.mode,
+            "run_ids": list(self.run_ids),
+            "files": list(self.files),
+            "records": self.n_records,
+            "dropped_truncated": list(self.dropped_truncated),
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class Pairing:
+    """Paired outcomes of one baseline and one candidate, one entry per pair.
+
+    Pairs are in the baseline's record order. ``question`` numbers the (suite, question_id)
+    clusters from 0; ``suite`` indexes :attr:`suites`.
+    """
+
+    baseline: Side
+    candidate: Side
+    suites: tuple[str, ...]
+    suite: np.ndarray  #: int, index into ``suites``
+    question: np.ndarray  #: int, cluster id of (suite, question_id)
+    baseline_correct: np.ndarray  #: bool
+    candidate_correct: np.ndarray  #: bool
+    baseline_no_answer: np.ndarray  #: bool
+    candidate_no_answer: np.ndarray  #: bool
+    notes: tuple[str, ...] = ()  #: what was dropped, in sentences
+    dropped: dict | None = None  #: counts of what was dropped (JSON-ready)
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.suite)
+
+    @property
+    def n_questions(self) -> int:
+        return int(self.question.max()) + 1 if len(self.question) else 0
+
+    @property
+    def max_cluster_size(self) -> int:
+        """Most pairs sharing one question (seeds × samples); > 1 means a clustered analysis."""
+        return int(np.bincount(self.question).max()) if len(self.question) else 0
+
+
+def load_side(path, *, drop_truncated: bool = False, allow_unknown: bool = False) -> RecordSet:
+    """Read one side (a record file or a directory of them)."""
+    return read_records(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+
+
+_USED = ("suite", "question_id", "seed", "sample_index", "suite_version", "prompt_hash", "outcome",
+         "config_id", "mode", "run_id")  # fmt: skip
+
+
+def _columns(records: Sequence[Record]) -> dict[str, tuple]:
+    """The fields pairing reads, as one tuple per field (one pass over the records)."""
+    rows = list(map(operator.attrgetter(*_USED), getattr(records, "records", records)))
+    return dict(zip(_USED, zip(*rows))) if rows else dict.fromkeys(_USED, ())
+
+
+def _describe(records: Sequence[Record], cols: dict, label: str, path) -> Side:
+    if not records:
+        raise DataError(f"{label} has no records", file=str(path))
+    configs, modes = set(cols["config_id"]), set(cols["mode"])
+    if len(configs) > 1:
+        raise DataError(
+            f"{label} records carry {len(configs)} config ids ({', '.join(sorted(configs)[:5])}): "
+            "a baseline or candidate argument must hold exactly one configuration",
+            file=str(path),
+            field="config_id",
+        )
+    if len(modes) > 1:
+        shown = ", ".join(sorted(str(m) for m in modes))
+        raise DataError(
+            f"{label} records carry {len(modes)} mode labels ({shown}) for one config id",
+            file=str(path),
+            field="mode",
+        )
+    files = getattr(records, "files", (str(path),))
+    dropped = tuple(t.describe() for t in getattr(records, "dropped", ()))
+    return Side(
+        str(path), configs.pop(), modes.pop(), tuple(sorted(set(cols["run_id"]))), tuple(files), len(records), dropped
+    )
+
+
+def _keys(records: Sequence[Record], cols: dict, label: str, path) -> tuple[list, dict]:
+    keys = list(zip(cols["suite"], cols["question_id"], cols["seed"], cols["sample_index"]))
+    index = dict(zip(keys, range(len(keys))))
+    if len(index) == len(keys):
+        return keys, index
+    first: dict = {}
+    duplicates = [(first[k], i) for i, k in enumerate(keys) if first.setdefault(k, i) != i]
+    where = getattr(records, "origin", lambda k: f"record {k}")
+    shown = "; ".join(f"{_fmt_key(keys[i])} at {where(j)} and {where(i)}" for j, i in duplicates[:_EXAMPLES])
+    raise DataError(
+        f"{label}: {len(duplicates)} duplicated keys (suite, question_id, seed, sample_index), e.g. {shown}",
+        file=str(path),
+    )
+
+
+def _fmt_key(key) -> str:
+    suite, qid, seed, sample = key
+    return f"{suite}/{qid} seed {seed} sample {sample}"
+
+
+def pair_records(
+    baseline: Sequence[Record],
+    candidate: Sequence[Record],
+    *,
+    on_missing: str = "error",
+    max_errors: int = 0,
+    baseline_path=None,
+    candidate_path=None,
+) -> Pairing:
+    """Pair two sides' records on their keys; refuse inconsistent data.
+
+    Parameters
+    ----------
+    baseline, candidate : sequence of Record
+        Typically :class:`~qualgate.records.RecordSet` from :func:`load_side` (whose file
+        and line numbers then appear in messages).
+    on_missing : {'error', 'drop'}
+        What to do with keys present on one side only.
+    max_errors : int
+        How many pairs with an ``error`` outcome (on either side) may be dropped; more is an
+        error.
+    baseline_path, candidate_path : str, optional
+        Names for messages; default to the record sets' paths.
+
+    Raises
+    ------
+    qualgate.errors.DataError
+        Listing every problem found, each with a count and examples.
+    ValueError
+        For an invalid ``on_missing`` or ``max_errors``.
+    """
+    if on_missing not in ON_MISSING:
+        raise ValueError(f"on_missing must be one of {', '.join(map(repr, ON_MISSING))}; got {on_missing!r}")
+    if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0:
+        raise ValueError(f"max_errors must be a non-negative integer, got {max_errors!r}")
+    with _gc_paused():
+        return _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_path)
+
+
+def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_path) -> Pairing:
+    bpath = baseline_path or getattr(baseline, "path", "baseline")
+    cpath = candidate_path or getattr(candidate, "path", "candidate")
+    bcols, ccols = _columns(baseline), _columns(candidate)
+    bside = _describe(baseline, bcols, "baseline", bpath)
+    cside = _describe(candidate, ccols, "candidate", cpath)
+    bkeys, bindex = _keys(baseline, bcols, "baseline", bpath)
+    ckeys, cindex = _keys(candidate, ccols, "candidate", cpath)
+
+    # positions of the pairs, in the baseline's order
+    matched = list(map(cindex.get, bkeys))
+    if None in matched:
+        bi = np.flatnonzero(np.array([j is not None for j in matched], dtype=bool))
+        cj = np.array([matched[i] for i in bi], dtype=np.intp)
+    else:
+        bi, cj = np.arange(len(matched)), np.array(matched, dtype=np.intp)
+
+    problems, notes = [], []
+    dropped = {"baseline_only": 0, "candidate_only": 0, "errors": 0}
+    for label, count, keys, other in (
+        ("baseline", len(bkeys) - len(bi), bkeys, cindex),
+        ("candidate", len(ckeys) - len(bi), ckeys, bindex),
+    ):
+        if count:
+            shown = ", ".join(_fmt_key(k) for k in sorted(k for k in keys if k not in other)[:_EXAMPLES])
+            text = f"{count} keys only in the {label} (e.g. {shown})"
+            if on_missing == "error":
+                problems.append(text + "; pass --on-missing drop to pair the intersection")
+            else:
+                notes.append(f"dropped {text}")
+                dropped[f"{label}_only"] = count
+
+    for name in ("suite_version", "prompt_hash"):
+        bv, cv = np.array(bcols[name], dtype=object)[bi], np.array(ccols[name], dtype=object)[cj]
+        bad = np.flatnonzero(bv != cv)
+        if len(bad):
+            shown = "; ".join(f"{_fmt_key(bkeys[bi[k]])}: {bv[k]!r} vs {cv[k]!r}" for k in bad[:_EXAMPLES])
+            problems.append(
+                f"{len(bad)} pairs differ in {name} between baseline and candidate "
+                f"(the runs did not ask the same questions), e.g. {shown}"
+            )
+    bo, co = np.array(bcols["outcome"], dtype=object)[bi], np.array(ccols["outcome"], dtype=object)[cj]
+    errors = np.flatnonzero((bo == "error") | (co == "error"))
+    if len(errors):
+        shown = "; ".join(
+            f"{_fmt_key(bkeys[bi[k]])}: "
+            + ", ".join(
+                f"{side} error {r.error or '(no message)'!r}"
+                for side, r in (("baseline", baseline[bi[k]]), ("candidate", candidate[cj[k]]))
+                if r.outcome == "error"
+            )
+            for k in errors[:_EXAMPLES]
+        )
+        text = f"{len(errors)} pairs have an 'error' outcome (an engine failure, not a wrong answer), e.g. {shown}"
+        if len(errors) > max_errors:
+            problems.append(f"{text}; --max-errors allows {max_errors}")
+        else:
+            notes.append(f"dropped {text}")
+            dropped["errors"] = len(errors)
+    keep = np.ones(len(bi), dtype=bool)
+    keep[errors] = False
+    if not problems and not keep.any():
+        problems.append("no pairs left to compare")
+    if problems:
+        sep = " " if len(problems) == 1 else "\n  - "
+        raise DataError(f"cannot pair {bpath} with {cpath}:{sep}" + "\n  - ".join(problems))
+
+    bi, bo, co = bi[keep], bo[keep], co[keep]
+    qids: dict = {}
+    question = np.array([qids.setdefault(bkeys[i][:2], len(qids)) for i in bi.tolist()], dtype=np.intp)
+    # suites numbered in sorted order, through the (few) questions
+    suites = {suite: 0 for suite, _ in qids}
+    suites = {suite: i for i, suite in enumerate(sorted(suites))}
+    suite_of_question = np.array([suites[suite] for suite, _ in qids], dtype=np.intp)
+    return Pairing(
+        bside,
+        cside,
+        tuple(suites),
+        suite_of_question[question],
+        question,
+        bo == "correct",
+        co == "correct",
+        bo == "no_answer",
+        co == "no_answer",
+        tuple(notes),
+        dropped,
+    )

@@ -1,0 +1,251 @@
+"""The record schema and its JSON Lines / Parquet / CSV storage."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qualgate.errors import DataError
+from qualgate.records import (
+    FIELDS,
+    REQUIRED,
+    Record,
+    RecordWriter,
+    existing_keys,
+    read_records,
+    repair_truncated,
+)
+
+VALID = {
+    "schema_version": 1, "run_id": "r", "config_id": "c", "suite": "gsm8k", "suite_version": "1",
+    "question_id": "q1", "seed": 0, "sample_index": 0, "outcome": "correct", "prompt_hash": "h",
+}  # fmt: skip
+
+text = st.text(min_size=1, max_size=20)
+records = st.builds(
+    Record,
+    schema_version=st.just(1), run_id=text, config_id=text, suite=text, suite_version=text,
+    question_id=text, seed=st.integers(-(2**40), 2**40), sample_index=st.integers(0, 100),
+    outcome=st.sampled_from(["correct", "incorrect", "no_answer", "error"]), prompt_hash=text,
+    mode=st.none() | text, answer_strict=st.none() | st.text(max_size=10), output=st.none() | st.text(),
+    output_tokens=st.none() | st.integers(0, 10**6), latency_s=st.none() | st.floats(0, 1e4),
+    deferred_tokens=st.none() | st.integers(0, 100), error=st.none() | st.text(max_size=30),
+)  # fmt: skip
+
+
+def lines(path, objs):
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    return path
+
+
+def test_schema_lists_the_required_fields_of_issue_3_first():
+    assert REQUIRED == ("schema_version", "run_id", "config_id", "suite", "suite_version", "question_id",
+                        "seed", "sample_index", "outcome", "prompt_hash")  # fmt: skip
+    assert set(FIELDS) - set(REQUIRED) == {
+        "mode", "answer_strict", "answer_lenient", "gold", "output", "output_tokens", "spec_steps",
+        "draft_tokens", "accepted_tokens", "deferred_tokens", "latency_s", "error",
+    }  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(records, max_size=20))
+def test_written_records_read_back_equal(tmp_path_factory, recs):
+    path = tmp_path_factory.mktemp("rt") / "r.jsonl"
+    with RecordWriter(path) as w:
+        w.write_batch(recs)
+    assert list(read_records(path)) == recs
+
+
+def test_writer_appends_and_never_rewrites_existing_lines(tmp_path):
+    path = tmp_path / "r.jsonl"
+    first = Record.from_dict(VALID)
+    with RecordWriter(path) as w:
+        w.write_batch([first])
+    before = path.read_bytes()
+    with RecordWriter(path) as w:
+        w.write_batch([Record.from_dict(VALID | {"seed": 1})])
+    after = path.read_bytes()
+    assert after.startswith(before) and after.count(b"\n") == 2
+
+
+def test_key_is_suite_question_seed_sample():
+    assert Record.from_dict(VALID | {"seed": 3, "sample_index": 2}).key == ("gsm8k", "q1", 3, 2)
+
+
+def test_optional_fields_left_unset_are_not_written():
+    assert Record.from_dict(VALID).to_dict() == VALID
+
+
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("seed", "3", "must be an integer"),
+        ("seed", True, "must be an integer"),
+        ("question_id", 7, "must be a string"),
+        ("outcome", "wrong", "must be one of correct, incorrect, no_answer, error"),
+        ("schema_version", 2, "unsupported schema version"),
+        ("sample_index", -1, "must be an integer >= 0"),
+        ("latency_s", float("nan"), "finite number >= 0"),
+        ("run_id", "", "must not be empty"),
+        ("output_tokens", -5, "integer >= 0"),
+    ],
+)
+def test_invalid_value_names_file_line_field_and_value(tmp_path, field, value, says):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(VALID) + "\n" + json.dumps(VALID | {"seed": 1, field: value}) + "\n")
+    with pytest.raises(DataError) as exc:
+        read_records(path)
+    e = exc.value
+    assert (e.file, e.line, e.field, e.value) == (str(path), 2, field, value) or (
+        value != value and e.field == field and e.line == 2
+    )
+    assert says in str(e) and f"{path}:2" in str(e)
+
+
+def test_missing_required_field_is_named(tmp_path):
+    path = lines(tmp_path / "r.jsonl", [{k: v for k, v in VALID.items() if k != "prompt_hash"}])
+    with pytest.raises(DataError, match="required field is missing") as exc:
+        read_records(path)
+    assert (exc.value.line, exc.value.field) == (1, "prompt_hash")
+
+
+def test_unknown_field_is_an_error_unless_allowed(tmp_path):
+    path = lines(tmp_path / "r.jsonl", [VALID | {"temperature": 0.6}])
+    with pytest.raises(DataError, match="unknown field") as exc:
+        read_records(path)
+    assert (exc.value.field, exc.value.value) == ("temperature", 0.6)
+    assert list(read_records(path, allow_unknown=True)) == [Record.from_dict(VALID)]
+
+
+def test_a_line_that_is_not_json_is_named(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(VALID) + "\n{not json}\n")
+    with pytest.raises(DataError, match="not a JSON object") as exc:
+        read_records(path)
+    assert exc.value.line == 2
+
+
+def test_two_objects_on_one_line_are_refused(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(VALID) + " " + json.dumps(VALID | {"seed": 1}) + "\n")
+    with pytest.raises(DataError, match="line|JSON") as exc:
+        read_records(path)
+    assert exc.value.line == 1
+
+
+def test_blank_lines_are_skipped_and_line_numbers_kept(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(VALID) + "\n\n" + json.dumps(VALID | {"seed": "x"}) + "\n")
+    with pytest.raises(DataError) as exc:
+        read_records(path)
+    assert exc.value.line == 3
+
+
+def test_truncated_last_line_is_refused_not_parsed(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(VALID) + "\n" + json.dumps(VALID | {"seed": 1})[:25])
+    with pytest.raises(DataError, match="incomplete last line") as exc:
+        read_records(path)
+    assert exc.value.line == 2
+
+
+def test_truncated_last_line_is_dropped_and_reported_with_the_flag(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(VALID) + "\n" + json.dumps(VALID | {"seed": 1})[:25])
+    rs = read_records(path, drop_truncated=True)
+    assert len(rs) == 1 and len(rs.dropped) == 1
+    assert rs.dropped[0].line == 2 and rs.dropped[0].nbytes == 25
+
+
+def test_complete_last_object_without_newline_is_read(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(VALID) + "\n" + json.dumps(VALID | {"seed": 1}))
+    assert len(read_records(path)) == 2
+
+
+def test_repair_removes_only_the_incomplete_last_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    good = json.dumps(VALID) + "\n"
+    path.write_text(good + json.dumps(VALID | {"seed": 1})[:30])
+    cut = repair_truncated(path)
+    assert cut is not None and cut.line == 2 and cut.nbytes == 30
+    assert path.read_text() == good
+    assert repair_truncated(path) is None and path.read_text() == good
+
+
+def test_repair_keeps_a_complete_last_object_without_newline(tmp_path):
+    path = tmp_path / "r.jsonl"
+    content = json.dumps(VALID) + "\n" + json.dumps(VALID | {"seed": 1})
+    path.write_text(content)
+    assert repair_truncated(path) is None and path.read_text() == content
+
+
+def test_writer_refuses_to_append_after_an_incomplete_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(VALID)[:20])
+    with pytest.raises(DataError, match="repair_truncated"):
+        RecordWriter(path)
+
+
+def test_writer_terminates_a_complete_last_line_before_appending(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(VALID))
+    with RecordWriter(path) as w:
+        w.write_batch([VALID | {"seed": 1}])
+    assert [r.seed for r in read_records(path)] == [0, 1]
+
+
+def test_writer_validates_before_writing(tmp_path):
+    path = tmp_path / "r.jsonl"
+    with RecordWriter(path) as w, pytest.raises(DataError, match="outcome"):
+        w.write_batch([VALID, VALID | {"outcome": "maybe"}])
+    assert path.read_bytes() == b""
+
+
+def test_existing_keys_for_resume(tmp_path):
+    path = lines(tmp_path / "r.jsonl", [VALID, VALID | {"seed": 4}])
+    assert existing_keys(path) == {("gsm8k", "q1", 0, 0), ("gsm8k", "q1", 4, 0)}
+    assert existing_keys(tmp_path / "absent.jsonl") == set()
+
+
+def test_directory_reads_every_record_file_in_name_order(tmp_path):
+    lines(tmp_path / "b.jsonl", [VALID | {"seed": 2}])
+    lines(tmp_path / "a.jsonl", [VALID | {"seed": 1}])
+    (tmp_path / "notes.txt").write_text("ignored")
+    rs = read_records(tmp_path)
+    assert [r.seed for r in rs] == [1, 2]
+    assert rs.origin(1) == f"{tmp_path / 'b.jsonl'}:1"
+
+
+def test_empty_directory_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match="no record files"):
+        read_records(tmp_path)
+
+
+def test_parquet_export_reads_the_same_records(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    rows = [VALID | {"output_tokens": 12}, VALID | {"seed": 1}]  # the second lacks output_tokens: NaN
+    pd.DataFrame(rows).to_parquet(tmp_path / "r.parquet")
+    assert list(read_records(tmp_path / "r.parquet")) == [Record.from_dict(r) for r in rows]
+
+
+def test_csv_export_reads_the_same_records_and_names_the_line(tmp_path):
+    pd = pytest.importorskip("pandas")
+    rows = [VALID | {"latency_s": 0.5}, VALID | {"seed": 1}]
+    pd.DataFrame(rows).to_csv(tmp_path / "r.csv", index=False)
+    assert list(read_records(tmp_path / "r.csv")) == [Record.from_dict(r) for r in rows]
+    pd.DataFrame([VALID, VALID | {"seed": "x"}]).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(DataError) as exc:
+        read_records(tmp_path / "bad.csv")
+    assert (exc.value.line, exc.value.field, exc.value.value) == (3, "seed", "x")
+
+
+def test_repair_reads_back_past_a_long_incomplete_line(tmp_path):
+    # the incomplete line (150 kB of output) is longer than the 64 kB blocks read from the end
+    path = tmp_path / "r.jsonl"
+    good = json.dumps(VALID) + "\n" + json.dumps(VALID | {"seed": 1}) + "\n"
+    path.write_text(good + json.dumps(VALID | {"seed": 2, "output": "x" * 150_000})[:-2])
+    cut = repair_truncated(path)
+    assert (cut.line, path.read_text()) == (3, good)
