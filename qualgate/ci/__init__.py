@@ -1,0 +1,51 @@
+"""CI integration: lint serving configs, bind gate evidence to them, audit logs, admission.
+
+- :func:`read_serving_config`: a vLLM serving config (YAML/JSON, ``vllm serve`` command
+  line, args file) or a qualgate decoding config, with its config id.
+- :func:`lint`: findings about what the config really does under vLLM 0.33.
+- :func:`check`: whether a config may be deployed: a lossless one always; a lossy one only
+  with a gate report that passed exactly this config id.
+- :func:`audit_log`: the lossy warning, scheduler overrides and config echoes of a server log.
+- :func:`admission` and :func:`running_plateau`: the token-budget arithmetic behind running
+  request caps, and whether measured running requests plateau below ``max_num_seqs``.
+"""
+
+from ._admission import (
+    AdmissionResult,
+    PlateauReport,
+    Scrape,
+    admission,
+    parse_exposition,
+    read_metrics,
+    running_plateau,
+)
+from ._audit import AuditEvent, AuditReport, audit_log, audit_text
+from ._check import CheckResult, check, parse_age
+from ._lint import RULES, SEVERITIES, Finding, LintReport, lint, lint_config, max_topk_entropy
+from ._serving import ServingConfig, read_serving_config
+
+__all__ = [
+    "RULES",
+    "SEVERITIES",
+    "AdmissionResult",
+    "AuditEvent",
+    "AuditReport",
+    "CheckResult",
+    "Finding",
+    "LintReport",
+    "PlateauReport",
+    "Scrape",
+    "ServingConfig",
+    "admission",
+    "audit_log",
+    "audit_text",
+    "check",
+    "lint",
+    "lint_config",
+    "max_topk_entropy",
+    "parse_age",
+    "parse_exposition",
+    "read_metrics",
+    "read_serving_config",
+    "running_plateau",
+]

@@ -1,0 +1,271 @@
+"""``qualgate admission``: how many requests a vLLM scheduler really runs at once.
+
+Token-budget arithmetic. Each running decode request is charged ``charge`` tokens of the
+per-step budget ``max_num_batched_tokens`` (with speculative decoding, one token plus its
+draft slots), so at most ``budget // charge`` requests run, and never more than
+``max_num_seqs``::
+
+    admitted = min(max_num_seqs, budget // charge)
+
+For dflash/dspark drafters vLLM also caps running requests at
+``budget // num_lookahead_tokens`` (and logs "Overriding max_num_active_seqs from A to B"),
+which :func:`admission` applies when ``lookahead`` is given.
+
+:func:`running_plateau` reads Prometheus samples of ``vllm:num_requests_running`` (and
+``vllm:num_requests_waiting``) over time and says whether running requests level off below
+``max_num_seqs`` while requests are waiting, the sign that a cap other than ``max_num_seqs``
+binds.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError
+
+__all__ = [
+    "AdmissionResult",
+    "PlateauReport",
+    "Scrape",
+    "admission",
+    "parse_exposition",
+    "read_metrics",
+    "running_plateau",
+]
+
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class AdmissionResult:
+    """The running-request bounds and the one that binds."""
+
+    budget: int
+    max_num_seqs: int
+    charge: int
+    lookahead: int | None
+    bounds: dict[str, int]  #: name -> value: max_num_seqs, token_budget, lookahead_cap
+    admitted: int
+
+    @property
+    def binding(self) -> tuple[str, ...]:
+        """The bounds equal to ``admitted`` (several when they tie)."""
+        return tuple(k for k, v in self.bounds.items() if v == self.admitted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "qualgate.admission",
+            "budget": self.budget,
+            "max_num_seqs": self.max_num_seqs,
+            "charge": self.charge,
+            "lookahead": self.lookahead,
+            "bounds": dict(self.bounds),
+            "admitted": self.admitted,
+            "binding": list(self.binding),
+        }
+
+
+def admission(budget: int, max_num_seqs: int, charge: int, *,
+              lookahead: int | None = None) -> AdmissionResult:
+    """Running requests admitted by a token budget.
+
+    Parameters
+    ----------
+    budget : int
+        Tokens per scheduler step (``max_num_batched_tokens``).
+    max_num_seqs : int
+        vLLM's ``max_num_seqs``.
+    charge : int
+        Tokens charged per running decode request (e.g. ``1 + num_speculative_tokens``).
+    lookahead : int, optional
+        ``num_lookahead_tokens`` of a dflash/dspark drafter: adds the cap ``budget // lookahead``.
+
+    Examples
+    --------
+    >>> r = admission(512, 128, 6)
+    >>> r.admitted, r.binding
+    (85, ('token_budget',))
+    >>> admission(512, 128, 2, lookahead=8).binding
+    ('lookahead_cap',)
+    """
+    _positive_int("budget", budget)
+    _positive_int("max_num_seqs", max_num_seqs)
+    _positive_int("charge", charge)
+    bounds = {"max_num_seqs": max_num_seqs, "token_budget": budget // charge}
+    if lookahead is not None:
+        _positive_int("lookahead", lookahead)
+        bounds["lookahead_cap"] = budget // lookahead
+    return AdmissionResult(budget, max_num_seqs, charge, lookahead, bounds, min(bounds.values()))
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """One scrape: the gauges of one time point, per label set."""
+
+    time: float | None  #: seconds (a sample's timestamp, or when it was fetched)
+    line: int | None  #: first line of the scrape in its file
+    running: dict[tuple, float]
+    waiting: dict[tuple, float]
+
+
+def parse_exposition(text: str, *, path: str = "<metrics>", fetched_at: float | None = None
+                     ) -> list[Scrape]:
+    """Parse Prometheus text exposition into scrapes of the running/waiting gauges.
+
+    A file may hold several scrapes one after another: a new scrape starts when a sample's
+    timestamp changes, or, without timestamps, when a series already seen reappears. Sample
+    lines are parsed with :mod:`prometheus_client.parser`; an invalid line raises
+    :class:`DataError` naming it.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    scrapes: list[Scrape] = []
+    cur: Scrape | None = None
+    for n, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            samples = [s for fam in text_string_to_metric_families(line + "\n")
+                       for s in fam.samples]
+        except (ValueError, IndexError) as exc:
+            raise DataError(f"not Prometheus text exposition: {exc}", file=path, line=n,
+                            value=raw[:120]) from exc
+        for s in samples:
+            if s.name not in (RUNNING, WAITING):
+                continue
+            key = tuple(sorted(s.labels.items()))
+            ts = s.timestamp if s.timestamp is not None else fetched_at
+            ts = float(ts) if ts is not None else None
+            target = "running" if s.name == RUNNING else "waiting"
+            new = cur is None or (
+                (s.timestamp is not None and cur.time is not None and ts != cur.time)
+                or key in getattr(cur, target)
+            )
+            if new:
+                cur = Scrape(ts, n, {}, {})
+                scrapes.append(cur)
+            getattr(cur, target)[key] = s.value
+    return scrapes
+
+
+def read_metrics(source: str, *, samples: int = 1, interval: float = 1.0,
+                 timeout: float = 10.0, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep) -> list[Scrape]:
+    """Scrapes from a file (all it holds) or a URL (``samples`` fetches ``interval`` s apart)."""
+    if source.startswith(("http://", "https://")):
+        _positive_int("samples", samples)
+        out: list[Scrape] = []
+        for i in range(samples):
+            if i:
+                sleep(interval)
+            try:
+                with urllib.request.urlopen(source, timeout=timeout) as resp:
+                    body = resp.read().decode("utf-8", errors="replace")
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                raise DataError(f"cannot fetch metrics: {getattr(exc, 'reason', exc)}",
+                                file=source) from exc
+            got = parse_exposition(body, path=source, fetched_at=clock())
+            if len(got) > 1:  # one fetch is one scrape, whatever repeats inside it
+                got = [Scrape(got[0].time, None,
+                              {k: v for s in got for k, v in s.running.items()},
+                              {k: v for s in got for k, v in s.waiting.items()})]
+            out.extend(got)
+        return out
+    p = Path(source)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", file=p) from exc
+    return parse_exposition(text, path=str(p))
+
+
+@dataclass(frozen=True)
+class SeriesPlateau:
+    """Running requests of one label set (one engine) over the scrapes."""
+
+    labels: dict[str, str]
+    samples: int
+    loaded: int  #: scrapes with requests waiting
+    peak_running: float
+    plateau: float | None  #: the highest running count among loaded scrapes
+    plateau_count: int
+    capped: bool  #: running stayed below max_num_seqs while requests waited
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class PlateauReport:
+    """Whether running requests plateau below ``max_num_seqs`` under load, per engine."""
+
+    source: str
+    max_num_seqs: int
+    scrapes: int
+    has_waiting: bool
+    series: tuple[SeriesPlateau, ...]
+
+    @property
+    def capped(self) -> bool:
+        return any(s.capped for s in self.series)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "qualgate.running_plateau",
+            "source": self.source,
+            "max_num_seqs": self.max_num_seqs,
+            "scrapes": self.scrapes,
+            "has_waiting_gauge": self.has_waiting,
+            "capped": self.capped,
+            "series": [s.to_dict() for s in self.series],
+        }
+
+
+def running_plateau(scrapes: list[Scrape], max_num_seqs: int, *, source: str = "<metrics>"
+                    ) -> PlateauReport:
+    """Judge whether running requests level off below ``max_num_seqs`` under load.
+
+    A scrape is *under load* for an engine when its ``vllm:num_requests_waiting`` is above 0
+    (without that gauge, every scrape counts). The engine is *capped* when, in every loaded
+    scrape, running requests stay below ``max_num_seqs``: requests were waiting although
+    slots were free, so another bound (the token budget, a max_num_active_seqs override, the
+    KV cache) held them back. The plateau is the highest running count while loaded, and
+    ``plateau_count`` says in how many loaded scrapes running requests sat at it.
+    """
+    _positive_int("max_num_seqs", max_num_seqs)
+    if not scrapes or not any(s.running for s in scrapes):
+        raise DataError(f"no {RUNNING} samples", file=source)
+    has_waiting = any(s.waiting for s in scrapes)
+    keys = list(dict.fromkeys(k for s in scrapes for k in s.running))
+    series = []
+    for key in keys:
+        runs = [(s.running[key], s.waiting.get(key)) for s in scrapes if key in s.running]
+        loaded = [r for r, w in runs if (w is not None and w > 0) or not has_waiting]
+        plateau = max(loaded) if loaded else None
+        series.append(SeriesPlateau(
+            labels=dict(key),
+            samples=len(runs),
+            loaded=len(loaded),
+            peak_running=max(r for r, _ in runs),
+            plateau=plateau,
+            plateau_count=loaded.count(plateau) if loaded else 0,
+            capped=bool(loaded) and max(loaded) < max_num_seqs,
+        ))
+    return PlateauReport(source, max_num_seqs, len(scrapes), has_waiting, tuple(series))

@@ -1,0 +1,196 @@
+"""``qualgate audit-log``: what a vLLM server actually ran, read from its log.
+
+A deployment can drift from its reviewed config without anyone editing the config file (a
+changed image default, an override in a launcher script). The server log says what ran:
+
+- the one-time FLy warning (:data:`~qualgate.speculative.FLY_LOSSY_WARNING`);
+- the scheduler override ``Overriding max_num_active_seqs from A to B`` (dflash/dspark
+  drafters cap running requests at ``max_num_batched_tokens // num_lookahead_tokens``);
+- speculative-config echoes: ``non-default args: {...}`` (``vllm serve``'s arguments,
+  including the ``speculative_config`` dict, from which the config id is computed when the
+  model is named too) and ``speculative_config=SpeculativeConfig(method=..., model=...,
+  num_spec_tokens=...)`` in the engine's "Initializing a V1 LLM engine" line;
+- the vLLM version (``vLLM API server version X`` or ``engine (vX)``).
+
+Every event carries its 1-based line number. A log may hold several server starts.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import IDENTITY_OPTIONS, config_id
+from ..errors import DataError
+from ..speculative import FLY_LOSSY_WARNING, LOSSY_METHODS
+
+__all__ = ["AuditEvent", "AuditReport", "audit_log", "audit_text"]
+
+_OVERRIDE = re.compile(r"Overriding max_num_active_seqs from (\d+) to (\d+)")
+_ARGS = re.compile(r"non-default args: (\{.*\})\s*$")
+_ENGINE_SPEC = re.compile(
+    r"speculative_config=SpeculativeConfig\(method=('[^']*'|None), model=('[^']*'|None), "
+    r"num_spec_tokens=(\d+|None)\)"
+)
+_VERSION = re.compile(r"vLLM API server version (\S+)|LLM engine \(v([^)\s]+)\)")
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One thing found in the log."""
+
+    line: int
+    kind: str  #: lossy_warning | scheduler_override | speculative_config | version
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "kind": self.kind, "text": self.text, **self.data}
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The events of one log, in order, and what they add up to."""
+
+    path: str
+    events: tuple[AuditEvent, ...]
+    expected_id: str | None = None
+
+    def of(self, kind: str) -> tuple[AuditEvent, ...]:
+        return tuple(e for e in self.events if e.kind == kind)
+
+    @property
+    def lossy_lines(self) -> tuple[int, ...]:
+        """Lines showing a lossy verifier: the FLy warning, or an echo with a lossy method."""
+        return tuple(
+            e.line for e in self.events
+            if e.kind == "lossy_warning" or (e.kind == "speculative_config" and e.data.get("lossy"))
+        )
+
+    @property
+    def config_ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(e.data["config_id"] for e in self.of("speculative_config")
+                                   if e.data.get("config_id")))
+
+    @property
+    def drift_lines(self) -> tuple[int, ...]:
+        """Echoes whose config id differs from ``expected_id`` (when one was given)."""
+        if self.expected_id is None:
+            return ()
+        return tuple(e.line for e in self.of("speculative_config")
+                     if e.data.get("config_id") and e.data["config_id"] != self.expected_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "qualgate.audit_report",
+            "version": 1,
+            "path": self.path,
+            "lossy": bool(self.lossy_lines),
+            "lossy_lines": list(self.lossy_lines),
+            "config_ids": list(self.config_ids),
+            "expected_config_id": self.expected_id,
+            "drift_lines": list(self.drift_lines),
+            "events": [e.to_dict() for e in self.events],
+        }
+
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _top_level_entries(text: str) -> list[str]:
+    """The ``key: value`` entries of a dict repr, split at its top-level commas."""
+    entries, depth, quote, skip, start = [], 0, None, False, 1
+    for i, c in enumerate(text):
+        if skip:
+            skip = False
+        elif quote:
+            skip = c == "\\"
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                entries.append(text[start:i])
+        elif c == "," and depth == 1:
+            entries.append(text[start:i])
+            start = i + 1
+    return entries
+
+
+def _args_echo(dict_text: str) -> dict[str, Any]:
+    """The serving args echoed as a Python dict repr; values that are not literals are skipped
+    (e.g. ``LoRAModulePath(...)``)."""
+    args = _literal(dict_text)
+    if isinstance(args, dict):
+        return args
+    out: dict[str, Any] = {}
+    for entry in _top_level_entries(dict_text):
+        key, sep, value = entry.partition(":")
+        key, value = _literal(key.strip()), _literal(value.strip())
+        if sep and isinstance(key, str) and value is not None:
+            out[key] = value
+    return out
+
+
+def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None) -> AuditReport:
+    """Scan the text of a vLLM server log (see the module docstring)."""
+    events: list[AuditEvent] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if FLY_LOSSY_WARNING in line:
+            events.append(AuditEvent(n, "lossy_warning", stripped, {"method": "fly"}))
+        m = _OVERRIDE.search(line)
+        if m:
+            a, b = int(m.group(1)), int(m.group(2))
+            events.append(AuditEvent(n, "scheduler_override", stripped,
+                                     {"from": a, "to": b}))
+        m = _VERSION.search(line)
+        if m:
+            events.append(AuditEvent(n, "version", stripped,
+                                     {"vllm_version": m.group(1) or m.group(2)}))
+        m = _ARGS.search(line)
+        if m:
+            args = _args_echo(m.group(1))
+            spec = args.get("speculative_config")
+            if isinstance(spec, dict):
+                data: dict[str, Any] = {"source": "args", "speculative_config": spec,
+                                        "model": args.get("model")}
+                rsm = spec.get("rejection_sample_method", "standard")
+                data["rejection_sample_method"] = rsm
+                data["lossy"] = rsm in LOSSY_METHODS
+                if isinstance(args.get("model"), str):
+                    numerics = {k: args[k] for k in IDENTITY_OPTIONS if args.get(k) is not None}
+                    try:
+                        data["config_id"] = config_id(args["model"], spec, **numerics)
+                    except ValueError as exc:
+                        data["config_id_error"] = str(exc)
+                events.append(AuditEvent(n, "speculative_config", stripped, data))
+        m = _ENGINE_SPEC.search(line)
+        if m:
+            method, model, k = (_literal(g) if g != "None" else None for g in m.groups())
+            events.append(AuditEvent(n, "speculative_config", m.group(0), {
+                "source": "engine",
+                "speculative_config": {"method": method, "model": model,
+                                       "num_speculative_tokens": k},
+            }))
+    return AuditReport(path, tuple(events), expected_id)
+
+
+def audit_log(path: str | Path, *, expected_id: str | None = None) -> AuditReport:
+    """Read a vLLM server log file and scan it (see :func:`audit_text`)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc.strerror}", file=p) from exc
+    return audit_text(text, path=str(p), expected_id=expected_id)

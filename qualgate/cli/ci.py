@@ -1,0 +1,315 @@
+"""``qualgate lint``, ``check``, ``audit-log`` and ``admission``: the CI commands."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import DataError, ExitCode
+
+FORMATS = ("text", "json")
+
+
+def _emit_json(obj) -> None:
+    from .._render import to_json
+
+    click.echo(to_json(obj))
+
+
+def _where(path, line):
+    return f"{path}:{line}" if line else str(path)
+
+
+# --------------------------------------------------------------------------- lint
+
+
+def _gh_escape(text: str, *, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+@click.command()
+@click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="warning",
+              show_default=True, help="Exit 1 when a finding is at or above this severity.")
+@click.option("--format", "fmt", type=click.Choice([*FORMATS, "github"]), default="text",
+              show_default=True,
+              help="text; json (a list of reports); github (workflow annotations).")
+def lint(configs, fail_on, fmt):
+    """Report what vLLM serving configs really do: lossy verifiers, FLy windows, rejections.
+
+    CONFIG is a YAML/JSON serving config (model, speculative_config), a qualgate decoding
+    config, a `vllm serve ...` command line or an args file. Severities: info < warning <
+    error.
+
+    \b
+    Exit codes: 0 no finding at or above --fail-on, 1 findings, 2 usage error,
+                3 a config cannot be read.
+    """
+    from ..ci import lint as lint_file
+
+    reports, unreadable = [], False
+    for path in configs:
+        try:
+            reports.append(lint_file(path))
+        except DataError as exc:
+            unreadable = True
+            click.echo(f"invalid data: {exc}", err=True)
+    failed = any(r.at_or_above(fail_on) for r in reports)
+    if fmt == "json":
+        _emit_json([r.to_dict() for r in reports])
+    for r in reports if fmt != "json" else ():
+        path = r.config.path
+        for f in r.findings:
+            if fmt == "github":
+                level = {"info": "notice"}.get(f.severity, f.severity)
+                props = f"file={_gh_escape(path, prop=True)}"
+                if f.line:
+                    props += f",line={f.line}"
+                props += f",title={_gh_escape('qualgate ' + f.rule, prop=True)}"
+                click.echo(f"::{level} {props}::{_gh_escape(f.message)}")
+            else:
+                click.echo(f"{_where(path, f.line)}: {f.severity}: {f.message} [{f.rule}]")
+        if fmt == "text":
+            c = r.counts()
+            what = (f"{len(r.findings)} finding(s): {c['error']} error, {c['warning']} warning, "
+                    f"{c['info']} info" if r.findings else "clean")
+            cid = f", config id {r.config_id}" if r.config_id else ""
+            click.echo(f"{path}: {r.config.format}{cid}{', lossy' if r.lossy else ''}: {what}")
+    if unreadable:
+        return ExitCode.DATA
+    return ExitCode.FAIL if failed else ExitCode.OK
+
+
+# --------------------------------------------------------------------------- check
+
+
+def _check_markdown(result) -> str:
+    from .._render import markdown_table
+
+    head = "allowed" if result.allowed else "refused"
+    rows = [["config", f"`{result.config.path}` ({result.config.format})"],
+            ["config id", f"`{result.config_id}`"],
+            ["verifier", f"{result.method} ({'lossy' if result.lossy else 'lossless'})"]]
+    ev = result.evidence
+    if ev:
+        cand = ev.get("candidate") or {}
+        rows += [["evidence", f"`{ev['path']}` created {ev['created_at']}"],
+                 ["gate", f"{ev['policy']}, margin {ev['margin']}, alpha {ev['alpha']}"]]
+        if cand:
+            rows.append(["candidate", f"{cand.get('name')}: {cand.get('verdict')}"])
+    out = [f"### qualgate check: {head}", "", markdown_table(rows, ["", ""])]
+    if result.reasons:
+        out += ["", "Refused because:", ""] + [f"- {r}" for r in result.reasons]
+    if result.notes:
+        out += [""] + [f"- {n}" for n in result.notes]
+    return "\n".join(out) + "\n"
+
+
+@click.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--evidence", type=click.Path(dir_okay=False),
+              help="Gate report JSON (qualgate gate --output REPORT.json).")
+@click.option("--max-margin", type=float, help="Loosest non-inferiority margin accepted, "
+              "e.g. 0.02.")
+@click.option("--max-age", help="Oldest evidence accepted: 30d, 12h, 90m, 2w (bare number: days).")
+@click.option("--allow-key", "allow_keys", multiple=True,
+              help="A speculative_config key outside qualgate's config id that does not change "
+                   "outputs (e.g. draft_tensor_parallel_size); repeatable.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+def check(config, evidence, max_margin, max_age, allow_keys, fmt):
+    """Block a lossy serving config unless a gate report passed exactly this config.
+
+    A lossless CONFIG is allowed without evidence. A lossy one (fly, synthetic) is allowed
+    only if --evidence is a gate report with verdict PASS for a candidate whose config id
+    equals CONFIG's, with a margin no looser than --max-margin and no older than --max-age.
+    With GITHUB_STEP_SUMMARY set, a markdown summary is appended to it.
+
+    \b
+    Exit codes: 0 allowed, 1 refused, 2 usage error, 3 unreadable config or evidence.
+    """
+    from ..ci import check as check_config
+    from ..ci import parse_age
+
+    age = parse_age(max_age) if max_age is not None else None
+    result = check_config(config, evidence, max_margin=max_margin, max_age=age,
+                          allow_keys=tuple(allow_keys))
+    if fmt == "json":
+        _emit_json(result.to_dict())
+    else:
+        head = "allowed" if result.allowed else "refused"
+        kind = "lossy" if result.lossy else "lossless"
+        click.echo(f"{result.config.path}: {head} ({result.method}, {kind}; config id "
+                   f"{result.config_id})")
+        ev = result.evidence
+        if ev and ev.get("candidate"):
+            c = ev["candidate"]
+            click.echo(f"  evidence {ev['path']}: candidate {c['name']} {c['verdict']}, policy "
+                       f"{ev['policy']}, margin {ev['margin']}, created {ev['created_at']}")
+        for reason in result.reasons:
+            click.echo(f"  refused: {reason}")
+        for note in result.notes:
+            click.echo(f"  note: {note}")
+    from .._render import append_step_summary
+
+    append_step_summary(_check_markdown(result))
+    return ExitCode.OK if result.allowed else ExitCode.FAIL
+
+
+# --------------------------------------------------------------------------- audit-log
+
+
+def _describe_spec(spec) -> str:
+    return " ".join(f"{k}={v}" for k, v in spec.items() if v is not None)
+
+
+@click.command()
+@click.argument("logfile", type=click.Path(dir_okay=False))
+@click.option("--forbid-lossy", is_flag=True, help="Exit 1 when a lossy verifier appears.")
+@click.option("--expect", "expect", type=click.Path(dir_okay=False),
+              help="The reviewed serving config: exit 1 when an echoed config id differs.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+def audit_log(logfile, forbid_lossy, expect, fmt):
+    """Scan a vLLM server log for lossy verifiers, scheduler overrides and config echoes.
+
+    Reports the one-time FLy warning, "Overriding max_num_active_seqs from A to B", the
+    speculative config the server echoed (with its config id when the model is echoed too)
+    and the vLLM version, each with its line number: for alerting on silent config drift.
+
+    \b
+    Exit codes: 0 OK, 1 lossy verifier with --forbid-lossy (or a config id other than
+                --expect's), 2 usage error, 3 unreadable log or config.
+    """
+    from ..ci import audit_log as scan
+    from ..ci import read_serving_config
+
+    expected = read_serving_config(expect).config_id() if expect else None
+    report = scan(logfile, expected_id=expected)
+    if fmt == "json":
+        _emit_json(report.to_dict())
+    else:
+        for e in report.events:
+            where = _where(report.path, e.line)
+            if e.kind == "version":
+                click.echo(f"{where}: vLLM version {e.data['vllm_version']}")
+            elif e.kind == "lossy_warning":
+                click.echo(f"{where}: lossy verifier: {e.text}")
+            elif e.kind == "scheduler_override":
+                click.echo(f"{where}: scheduler override: max_num_active_seqs "
+                           f"{e.data['from']} -> {e.data['to']}")
+            else:
+                cid = e.data.get("config_id")
+                click.echo(f"{where}: speculative config ({e.data['source']}): "
+                           f"{_describe_spec(e.data['speculative_config'])}"
+                           + (f" -> {cid}" if cid else ""))
+        parts = []
+        if report.lossy_lines:
+            parts.append("lossy verifier in use (lines "
+                         + ", ".join(map(str, report.lossy_lines)) + ")")
+        else:
+            parts.append("no lossy verifier seen")
+        if report.config_ids:
+            parts.append("config ids: " + ", ".join(report.config_ids))
+        if expected:
+            parts.append(f"expected {expected}: "
+                         + ("drift at lines " + ", ".join(map(str, report.drift_lines))
+                            if report.drift_lines else "matches" if report.config_ids
+                            else "no config id echoed"))
+        click.echo(f"{report.path}: " + "; ".join(parts))
+    if expected and not report.config_ids:
+        click.echo("note: the log echoes no model with a speculative config, so the config id "
+                   "cannot be confirmed", err=True)
+    bad = (forbid_lossy and report.lossy_lines) or report.drift_lines
+    return ExitCode.FAIL if bad else ExitCode.OK
+
+
+# --------------------------------------------------------------------------- admission
+
+_BOUND_TEXT = {
+    "max_num_seqs": "max_num_seqs",
+    "token_budget": "the token budget (budget // charge)",
+    "lookahead_cap": "the lookahead cap (budget // lookahead)",
+}
+
+
+@click.command()
+@click.option("--budget", type=int, help="Tokens per scheduler step (max_num_batched_tokens).")
+@click.option("--max-seqs", "--max-num-seqs", "max_seqs", type=int, help="vLLM's max_num_seqs.")
+@click.option("--charge", type=int,
+              help="Tokens charged per running decode request (e.g. 1 + num_speculative_tokens).")
+@click.option("--lookahead", type=int,
+              help="num_lookahead_tokens of a dflash/dspark drafter: also caps at budget // N.")
+@click.option("--metrics", help="Prometheus text exposition: a file of scrapes or a URL.")
+@click.option("--samples", type=int, default=10, show_default=True,
+              help="Fetches of a --metrics URL.")
+@click.option("--interval", type=float, default=1.0, show_default=True,
+              help="Seconds between fetches of a --metrics URL.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+def admission(budget, max_seqs, charge, lookahead, metrics, samples, interval, fmt):
+    """Running requests a token budget admits, and whether measured ones plateau below it.
+
+    With --budget, --max-seqs and --charge: min(max_seqs, budget // charge), and with
+    --lookahead also budget // lookahead, saying which bound binds. With --metrics and
+    --max-num-seqs: whether vllm:num_requests_running levels off below max_num_seqs while
+    requests wait (vllm:num_requests_waiting > 0).
+
+    \b
+    Exit codes: 0 OK, 2 usage error, 3 unreadable metrics.
+    """
+    from ..ci import admission as compute
+    from ..ci import read_metrics, running_plateau
+
+    arith = budget is not None or charge is not None or lookahead is not None
+    if not arith and metrics is None:
+        raise click.UsageError("give --budget, --max-seqs and --charge, or --metrics with "
+                               "--max-num-seqs")
+    missing = [n for n, v in (("--budget", budget), ("--charge", charge)) if arith and v is None]
+    if max_seqs is None:
+        missing.append("--max-seqs/--max-num-seqs")
+    if missing:
+        raise click.UsageError(f"missing {', '.join(missing)}")
+    out = {}
+    if arith:
+        out["admission"] = compute(budget, max_seqs, charge, lookahead=lookahead)
+    if metrics is not None:
+        scrapes = read_metrics(metrics, samples=samples, interval=interval)
+        out["metrics"] = running_plateau(scrapes, max_seqs, source=metrics)
+    if fmt == "json":
+        _emit_json({k: v.to_dict() for k, v in out.items()})
+        return ExitCode.OK
+    if "admission" in out:
+        a = out["admission"]
+        terms = [f"max_num_seqs {a.max_num_seqs}", f"{a.budget} // {a.charge} = "
+                 f"{a.bounds['token_budget']}"]
+        if a.lookahead is not None:
+            terms.append(f"{a.budget} // {a.lookahead} = {a.bounds['lookahead_cap']}")
+        click.echo(f"admitted running requests: {a.admitted} = min({', '.join(terms)})")
+        click.echo("binding: " + " and ".join(_BOUND_TEXT[b] for b in a.binding))
+        if "lookahead_cap" in a.binding and a.admitted < a.max_num_seqs:
+            click.echo(f"vLLM logs this as: Overriding max_num_active_seqs from "
+                       f"{a.max_num_seqs} to {a.bounds['lookahead_cap']}")
+    if "metrics" in out:
+        m = out["metrics"]
+        click.echo(f"metrics: {m.scrapes} scrape(s) from {m.source}; max_num_seqs "
+                   f"{m.max_num_seqs}" + ("" if m.has_waiting else
+                                          "; no vllm:num_requests_waiting gauge, so every "
+                                          "scrape counts as under load"))
+        for s in m.series:
+            labels = ",".join(f'{k}="{v}"' for k, v in s.labels.items())
+            head = f"  {{{labels}}}: " if labels else "  "
+            if not s.loaded:
+                click.echo(f"{head}never under load in {s.samples} scrape(s); running peaked "
+                           f"at {s.peak_running:g}")
+                continue
+            verdict = (f"capped: running stays below max_num_seqs {m.max_num_seqs} while "
+                       "requests wait, so another bound binds (token budget, "
+                       "max_num_active_seqs override, KV cache)" if s.capped else
+                       f"reaches max_num_seqs {m.max_num_seqs} under load")
+            click.echo(f"{head}under load in {s.loaded} of {s.samples} scrape(s); running "
+                       f"plateaus at {s.plateau:g} ({s.plateau_count} loaded scrape(s)): "
+                       f"{verdict}")
+            if "admission" in out:
+                pred = out["admission"].admitted
+                rel = "matches" if s.plateau == pred else (
+                    "is below" if s.plateau < pred else "is above")
+                click.echo(f"    the plateau {s.plateau:g} {rel} the predicted {pred}")
+    return ExitCode.OK
