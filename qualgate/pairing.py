@@ -79,6 +79,7 @@ class Pairing:
     candidate_no_answer: np.ndarray  #: bool
     notes: tuple[str, ...] = ()  #: what was dropped, in sentences
     dropped: dict | None = None  #: counts of what was dropped (JSON-ready)
+    question_keys: tuple[tuple[str, str], ...] = ()  #: (suite, question_id) of each cluster id
 
     @property
     def n_pairs(self) -> int:
@@ -279,4 +280,5 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
         co == "no_answer",
         tuple(notes),
         dropped,
+        tuple(qids),
     )

@@ -55,9 +55,22 @@ def _emit(report, fmt, output, markdown, text, md):
               show_default=True, help="Exit code of an INCONCLUSIVE verdict: 4, or that of FAIL (1) or PASS (0).")
 @click.option("--weighting", type=click.Choice(["pooled", "equal"]), default="pooled", show_default=True,
               help="Pooled decision over suites: counts summed, or suites weighted equally.")
+@click.option("--sequential", is_flag=True,
+              help="Decide as the questions arrive (always-valid e-process test), stopping at PASS, FAIL, "
+                   "futility or the budget.")
+@click.option("--order", type=click.Choice(["seeded", "records"]), default="seeded", show_default=True,
+              help="With --sequential: arrival order of the questions (as qualgate run --sequential "
+                   "schedules them, or the baseline's record order).")
+@click.option("--order-seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="With --sequential --order seeded: the seed of the arrival order.")
+@click.option("--max-questions", type=click.IntRange(min=1), default=None,
+              help="With --sequential: question budget per candidate.")
+@click.option("--power", type=_FRACTION, default=0.8, show_default=True,
+              help="With --sequential: target power against no loss (sets the futility boundary).")
 @_records_options
-def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, on_missing, max_errors,
-         drop_truncated, allow_unknown, fmt, output, markdown):  # fmt: skip
+def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, sequential, order, order_seed,
+         max_questions, power, on_missing, max_errors, drop_truncated, allow_unknown, fmt, output,
+         markdown):  # fmt: skip
     """Decide whether each CANDIDATE loses quality against BASELINE.
 
     BASELINE and each CANDIDATE are record files (.jsonl, .parquet, .csv) or directories of
@@ -69,12 +82,24 @@ def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, o
     Exit codes: 0 PASS, 1 FAIL, 4 INCONCLUSIVE (see --inconclusive),
                 2 usage error, 3 invalid or unpairable records.
     """
+    records = dict(on_missing=on_missing, max_errors=max_errors, drop_truncated=drop_truncated,
+                   allow_unknown=allow_unknown)
+    if sequential:
+        from .. import sequential as seq
+
+        if policy != "noninferiority":
+            raise click.UsageError("--sequential decides non-inferiority; it cannot be combined with --policy mcnemar")
+        report = seq.run_sequential_gate(
+            baseline, list(candidates), margin=margin, alpha=alpha, power=power, order=order, seed=order_seed,
+            max_questions=max_questions, inconclusive=inconclusive, **records,
+        )  # fmt: skip
+        return _emit(report, fmt, output, markdown, seq.render_text, seq.render_markdown)
+
     from ..gate import render_markdown, render_text, run_gate
 
     report = run_gate(
         baseline, list(candidates), policy=policy, margin=margin, alpha=alpha, weighting=weighting,
-        inconclusive=inconclusive, on_missing=on_missing, max_errors=max_errors,
-        drop_truncated=drop_truncated, allow_unknown=allow_unknown,
+        inconclusive=inconclusive, **records,
     )  # fmt: skip
     return _emit(report, fmt, output, markdown, render_text, render_markdown)
 

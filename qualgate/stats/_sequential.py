@@ -236,10 +236,10 @@ def _bounds(d, alpha, prior, weight, step=1e-4):
 
 
 def _search(grid, rejected, *, rejected_when):
-    """Bisection on the grid for the boundary of the region of rejected values."""
+    """Bisection on the grid for the end of the confidence sequence: the last value not rejected."""
     lo, hi = 0, len(grid) - 1
     if rejected_when == "high":
-        # smallest ell with every ell' >= ell rejected; 1.0 when none is
+        # every ell' >= grid[hi] is rejected: the largest value kept is grid[hi - 1]; 1.0 when none is
         if not rejected(grid[hi - 1]):
             return 1.0
         while hi - lo > 1:
@@ -248,7 +248,7 @@ def _search(grid, rejected, *, rejected_when):
                 hi = mid
             else:
                 lo = mid
-        return round(float(grid[hi]), 4)
+        return round(float(grid[hi - 1]), 4)
     if not rejected(grid[1]):
         return -1.0
     while hi - lo > 1:
@@ -257,7 +257,7 @@ def _search(grid, rejected, *, rejected_when):
             lo = mid
         else:
             hi = mid
-    return round(float(grid[lo]), 4)
+    return round(float(grid[lo + 1]), 4)
 
 
 def sequential_noninferiority(

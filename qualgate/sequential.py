@@ -1,0 +1,290 @@
+"""The sequential gate on paired records: decide as soon as the evidence allows.
+
+Questions are taken in an *arrival order* — the seeded order in which ``qualgate run
+--sequential`` schedules them (:func:`arrival_order`), or the order of the baseline's records
+— and after each one the always-valid test of :func:`qualgate.stats.sequential_noninferiority`
+is updated on that question's mean difference over its seeds (the question is the unit). A
+candidate stops at PASS, FAIL, futility, or its question budget. With several candidates the
+level is split equally among them (Bonferroni), which keeps every e-process valid under any
+monitoring.
+
+The report has the shape of :class:`qualgate.gate.GateReport`'s evidence file
+(``kind: qualgate.gate_report``, ``policy: noninferiority``) with ``design: sequential``, so
+``qualgate check`` accepts a sequential PASS as evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import __version__
+from ._render import fmt_points, markdown_table, text_table
+from .errors import ExitCode
+from .gate import REPORT_KIND, REPORT_VERSION, _names, _now
+from .pairing import Pairing, Side, load_side, pair_records
+from .stats import SequentialResult, sequential_noninferiority
+from .stats._checks import choice, count, real
+
+__all__ = [
+    "SequentialComparison",
+    "SequentialReport",
+    "arrival_order",
+    "question_differences",
+    "run_sequential_gate",
+    "render_markdown",
+    "render_text",
+    "sequential_gate",
+]
+
+ORDERS = ("seeded", "records")
+_EXIT = {"PASS": ExitCode.OK, "FAIL": ExitCode.FAIL, "INCONCLUSIVE": ExitCode.INCONCLUSIVE}
+
+
+def arrival_order(keys: Sequence[tuple[str, str]], *, seed: int) -> np.ndarray:
+    """Positions of ``keys`` (``(suite, question_id)``) in their seeded arrival order.
+
+    Each question's rank is a SHA-256 of (seed, suite, question id), so the order is the same
+    on every machine and in every process, and adding or removing questions never reorders
+    the others: the questions a sequential run used are a prefix of any larger run's order.
+    """
+    def rank(key):
+        return hashlib.sha256(f"{seed}\x00{key[0]}\x00{key[1]}".encode()).hexdigest()
+
+    return np.array(sorted(range(len(keys)), key=lambda i: rank(keys[i])), dtype=np.intp)
+
+
+def question_differences(p: Pairing, order: np.ndarray) -> np.ndarray:
+    """Per question, in ``order``: mean over its pairs of (candidate correct − baseline correct)."""
+    diff = p.candidate_correct.astype(float) - p.baseline_correct.astype(float)
+    sums = np.bincount(p.question, weights=diff, minlength=p.n_questions)
+    sizes = np.bincount(p.question, minlength=p.n_questions)
+    return (sums / sizes)[order]
+
+
+@dataclasses.dataclass(frozen=True)
+class SequentialComparison:
+    """One candidate's sequential test against the baseline."""
+
+    name: str
+    candidate: Side
+    result: SequentialResult
+    pairs_per_question: int
+    reason: str
+
+    @property
+    def verdict(self) -> str:
+        return self.result.verdict
+
+    def to_dict(self) -> dict:
+        r = self.result
+        return {
+            "name": self.name,
+            "config_id": self.candidate.config_id,
+            "mode": self.candidate.mode,
+            "verdict": r.verdict,
+            "reason": self.reason,
+            "stopped_by": r.reason,
+            "questions_used": r.n_questions,
+            "questions_available": r.n_available,
+            "pairs_per_question": self.pairs_per_question,
+            "loss": r.loss,
+            "loss_lower_bound": r.lower_bound,
+            "loss_upper_bound": r.upper_bound,
+            "e_pass": r.e_pass,
+            "e_fail": r.e_fail,
+            "alpha": r.alpha,
+            "side": self.candidate.to_dict(),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class SequentialReport:
+    """Everything ``qualgate gate --sequential`` decides; ``to_dict()`` is the evidence file."""
+
+    created_at: str
+    margin: float
+    alpha: float
+    power: float
+    order: str
+    order_seed: int | None
+    max_questions: int | None
+    inconclusive: str
+    baseline: Side
+    comparisons: tuple[SequentialComparison, ...]
+    verdict: str
+    exit_code: int
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": REPORT_KIND,
+            "version": REPORT_VERSION,
+            "created_at": self.created_at,
+            "qualgate_version": __version__,
+            "policy": "noninferiority",
+            "design": "sequential",
+            "margin": self.margin,
+            "alpha": self.alpha,
+            "power": self.power,
+            "order": self.order,
+            "order_seed": self.order_seed,
+            "max_questions": self.max_questions,
+            "inconclusive": self.inconclusive,
+            "multiplicity": "bonferroni" if len(self.comparisons) > 1 else None,
+            "baseline": self.baseline.to_dict(),
+            "candidates": [c.to_dict() for c in self.comparisons],
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+        }
+
+
+def _sentence(r: SequentialResult, margin: float) -> str:
+    level = f"{1 - r.alpha:.1%}".replace(".0%", "%")
+    used = f"{r.n_questions:,} of {r.n_available:,} questions"
+    ub, lb, m = fmt_points(r.upper_bound), fmt_points(r.lower_bound), fmt_points(margin)
+    if r.reason == "pass":
+        return f"after {used} the always-valid {level} upper bound of the loss ({ub} points) fell below the {m}-point margin"
+    if r.reason == "fail":
+        return f"after {used} the loss is significantly positive (always-valid {level} lower bound {lb} points)"
+    if r.reason == "futility":
+        return (
+            f"stopped for futility after {used}: at the observed loss ({fmt_points(r.loss)} points) a PASS "
+            f"has become unlikely (upper bound {ub} points against the {m}-point margin)"
+        )
+    what = "the budget ran out" if r.reason == "budget" else "the questions ran out"
+    return f"{what} after {used} without a decision (upper bound {ub} points against the {m}-point margin)"
+
+
+def sequential_gate(
+    pairings: Sequence[Pairing],
+    *,
+    names: Sequence[str] | None = None,
+    margin: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    order: str = "seeded",
+    seed: int = 0,
+    max_questions: int | None = None,
+    inconclusive: str = "inconclusive",
+) -> SequentialReport:
+    """Run the sequential test for each candidate's pairing with the (same) baseline.
+
+    Parameters
+    ----------
+    order : {'seeded', 'records'}
+        Arrival order of the questions: :func:`arrival_order` with ``seed``, or the order in
+        which they first appear in the baseline's records.
+    max_questions : int, optional
+        Question budget per candidate.
+    Other parameters as :func:`qualgate.gate.gate` and
+    :func:`qualgate.stats.sequential_noninferiority`.
+    """
+    choice("order", order, ORDERS)
+    choice("inconclusive", inconclusive, ("inconclusive", "fail", "pass"))
+    margin = real("margin", margin, low=0.0, high=1.0)
+    alpha = real("alpha", alpha, low=0.0, high=0.5)
+    seed = count("seed", seed)
+    if not pairings:
+        raise ValueError("pairings must hold at least one candidate's pairing")
+    names = list(names) if names is not None else [p.candidate.path for p in pairings]
+    each = alpha / len(pairings)
+    comparisons = []
+    for p, name in zip(pairings, names):
+        if order == "seeded":
+            positions = arrival_order(p.question_keys, seed=seed)
+        else:
+            positions = np.arange(p.n_questions)
+        d = question_differences(p, positions)
+        r = sequential_noninferiority(
+            d, margin=margin, alpha=each, power=power, max_questions=max_questions
+        )
+        comparisons.append(
+            SequentialComparison(name, p.candidate, r, p.max_cluster_size, _sentence(r, margin))
+        )
+    verdicts = [c.verdict for c in comparisons]
+    overall = "FAIL" if "FAIL" in verdicts else "INCONCLUSIVE" if "INCONCLUSIVE" in verdicts else "PASS"
+    code = _EXIT[overall]
+    if overall == "INCONCLUSIVE" and inconclusive != "inconclusive":
+        code = ExitCode.FAIL if inconclusive == "fail" else ExitCode.OK
+    return SequentialReport(
+        _now(), margin, alpha, float(power), order, seed if order == "seeded" else None,
+        max_questions, inconclusive, pairings[0].baseline, tuple(comparisons), overall, int(code),
+    )  # fmt: skip
+
+
+def run_sequential_gate(
+    baseline,
+    candidates,
+    *,
+    on_missing: str = "error",
+    max_errors: int = 0,
+    drop_truncated: bool = False,
+    allow_unknown: bool = False,
+    **settings,
+) -> SequentialReport:
+    """Read, pair and run :func:`sequential_gate` (``settings`` are its keyword arguments)."""
+    if isinstance(candidates, str):
+        candidates = [candidates]
+    opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+    base = load_side(baseline, **opts)
+    pairings = [
+        pair_records(base, load_side(c, **opts), on_missing=on_missing, max_errors=max_errors)
+        for c in candidates
+    ]
+    return sequential_gate(pairings, names=_names(candidates), **settings)
+
+
+_HEADERS = [
+    "candidate", "questions used", "pairs/question", "loss (pts)", "always-valid bounds (pts)",
+    "stopped by", "verdict",
+]  # fmt: skip
+
+
+def _rows(report: SequentialReport):
+    return [
+        [
+            c.name,
+            f"{c.result.n_questions:,}/{c.result.n_available:,}",
+            c.pairs_per_question,
+            fmt_points(c.result.loss, sign=True),
+            f"[{fmt_points(c.result.lower_bound, sign=True)}, {fmt_points(c.result.upper_bound, sign=True)}]",
+            c.result.reason,
+            c.verdict,
+        ]
+        for c in report.comparisons
+    ]
+
+
+def _header(report: SequentialReport) -> str:
+    b = report.baseline
+    order = f"seeded order (seed {report.order_seed})" if report.order == "seeded" else "record order"
+    budget = f", budget {report.max_questions:,} questions" if report.max_questions else ""
+    split = f", alpha split over {len(report.comparisons)} candidates" if len(report.comparisons) > 1 else ""
+    return (
+        f"qualgate gate --sequential: non-inferiority, margin {fmt_points(report.margin)} points, "
+        f"alpha {report.alpha:g}{split}, target power {report.power:g}, {order}{budget}\n"
+        f"baseline: {b.path} (config {b.config_id}" + (f", mode {b.mode}" if b.mode else "") + ")"
+    )
+
+
+def render_text(report: SequentialReport) -> str:
+    out = [_header(report), "", text_table(_rows(report), _HEADERS), ""]
+    out += [f"{c.name}: {c.verdict}: {c.reason}." for c in report.comparisons]
+    out.append(f"verdict: {report.verdict} (exit {report.exit_code})")
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(report: SequentialReport) -> str:
+    out = [
+        f"### qualgate gate --sequential: {report.verdict}",
+        "",
+        "```\n" + _header(report) + "\n```",
+        "",
+        markdown_table(_rows(report), _HEADERS),
+        "",
+    ]
+    out += [f"- **{c.name}**: {c.verdict}: {c.reason}." for c in report.comparisons]
+    return "\n".join(out) + "\n"
