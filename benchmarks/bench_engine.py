@@ -188,14 +188,15 @@ def main(argv=None):
     fly = dict(standard, rejection_sample_method="fly", fly_window_size=args.fly_window,
                fly_entropy_threshold=args.fly_threshold)
 
-    # noise: the hash must give the same bits on the device as on the CPU
+    # noise: the integer hash must give the same bits on the device as on the CPU; the
+    # exponential noise made from it then differs at most by the last bits of float32 log()
     from qualgate.engines._sampling import exponential, noise_keys
 
     keys = torch.arange(64, dtype=torch.long)
-    same_noise = torch.equal(
-        exponential(noise_keys(keys, keys, 1, keys), 97),
-        exponential(noise_keys(keys.to(device), keys.to(device), 1, keys.to(device)), 97).cpu(),
-    )
+    cpu_keys = noise_keys(keys, keys, 1, keys)
+    dev_keys = noise_keys(keys.to(device), keys.to(device), 1, keys.to(device))
+    same_noise = torch.equal(cpu_keys, dev_keys.cpu())
+    noise_gap = (exponential(cpu_keys, 97) - exponential(dev_keys, 97).cpu()).abs().max().item()
 
     warm = make_prompts(args, engine, 2)
     for spec in (None, standard, fly):
@@ -231,7 +232,8 @@ def main(argv=None):
           f"temperature {args.temperature}, "
           f"K={args.k}, FLy W={args.fly_window} tau={args.fly_threshold}; HF assisted: K={args.k} constant, "
           f"{n_assisted} prompts one at a time")
-    print(f"# noise hash bit-identical on {device.type} and cpu: {same_noise}")
+    print(f"# noise hash bit-identical on {device.type} and cpu: {same_noise}; "
+          f"largest difference of the Exp(1) noise made from it: {noise_gap:.2e}")
     if args.temperature == 0:
         print(f"# greedy standard == target-only on {greedy_match[0]}/{greedy_match[1]} sequences")
     print()

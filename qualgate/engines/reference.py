@@ -36,7 +36,9 @@ Randomness
 ----------
 Every random number is a hash of (request seed, stream, absolute position[, drafting step])
 (:mod:`qualgate.engines._sampling`): no generator state, so a request's output does not
-depend on which requests share its batch, and the noise is bit-identical on CPU and GPU.
+depend on which requests share its batch. The integer hashes are bit-identical on CPU and GPU;
+the uniform and exponential noise made from them can differ in the last bits of float32
+``log`` between devices (``benchmarks/bench_engine.py`` prints both checks).
 Sampling is the exponential race ``argmax(p / E)`` (Gumbel-max), as in vLLM.
 
 - Target-only decoding, and the first token of every mode (sampled from the prefill, as vLLM
