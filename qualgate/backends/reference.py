@@ -1,0 +1,164 @@
+"""``engine: reference``: the PyTorch reference engine behind the backend interface.
+
+Config mapping: ``model`` is the target and ``speculative.model`` the drafter (hub ids, or
+paths, relative paths being read from the config file's folder); ``engine_options``:
+``device`` (default CUDA when available), ``dtype`` (``float32``, ``bfloat16``,
+``float16``), ``max_num_seqs`` (requests decoded together), ``batch_size`` (requests per
+harness batch, default ``max_num_seqs`` or 256), ``tokenizer`` (default: the target's) and
+``coupled`` (coupled sampling noise, see :mod:`qualgate.engines.reference`).
+
+A batch that the engine refuses (``ValueError``: a prompt too long for the model, a token
+outside the vocabulary) is retried request by request, so that only the offending requests
+come back as errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+from ..speculative import FLY_LOSSY_WARNING
+from . import Backend, Generation, Request, package_versions, resolve_model_path
+
+__all__ = ["ReferenceBackend"]
+
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+@contextlib.contextmanager
+def _quiet_loading():
+    """Hide transformers' weight-loading progress bars (they are not the harness's)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+class ReferenceBackend(Backend):
+    """:class:`qualgate.engines.reference.ReferenceEngine` for one decoding config."""
+
+    engine = "reference"
+
+    def __init__(self, config):
+        super().__init__(config)
+        import torch
+
+        from ..engines.reference import ReferenceEngine
+
+        opts = config.engine_options
+        dtype = opts.get("dtype")
+        if dtype is not None and dtype not in _DTYPES:
+            raise ValueError(f"engine_options.dtype must be one of {list(_DTYPES)}, got {dtype!r}")
+        self._target = resolve_model_path(config.model, config.path)
+        spec = dict(config.speculative) if config.speculative else None
+        self._drafter = None
+        if spec is not None:
+            self._drafter = resolve_model_path(spec["model"], config.path)
+            spec["model"] = self._drafter
+            spec["coupled"] = bool(opts.get("coupled", False))
+        self._speculative = spec
+        tokenizer = opts.get("tokenizer")
+        if tokenizer is not None:
+            tokenizer = resolve_model_path(tokenizer, config.path)
+        kwargs = {}
+        if opts.get("max_num_seqs") is not None:
+            kwargs["max_num_seqs"] = int(opts["max_num_seqs"])
+        with _quiet_loading():
+            self.engine_ = ReferenceEngine(
+                self._target,
+                drafter=self._drafter,
+                device=opts.get("device"),
+                tokenizer=tokenizer,
+                dtype=getattr(torch, dtype) if dtype else None,
+                **kwargs,
+            )
+        if self.engine_.tokenizer is None:
+            raise ValueError(
+                f"the target {config.model!r} has no tokenizer; set engine_options.tokenizer"
+            )
+
+    @property
+    def batch_size(self) -> int:
+        opts = self.config.engine_options
+        return int(opts.get("batch_size") or opts.get("max_num_seqs") or 256)
+
+    def _run(self, requests: Sequence[Request]) -> list[Generation]:
+        out = self.engine_.generate(
+            [list(r.messages) for r in requests],
+            sampling=[dict(r.sampling) for r in requests],
+            speculative=self._speculative,
+        )
+        spec = self._speculative is not None
+        gens = []
+        for o in out:
+            m = o.metrics
+            gens.append(
+                Generation(
+                    text=o.text,
+                    output_tokens=len(o.token_ids),
+                    finish_reason=o.finish_reason,
+                    spec_steps=m.num_drafts if spec else None,
+                    draft_tokens=m.num_draft_tokens if spec else None,
+                    accepted_tokens=m.num_accepted_tokens if spec else None,
+                    deferred_tokens=m.num_deferred_tokens if spec else None,
+                    latency_s=m.wall_time_s,
+                )
+            )
+        return gens
+
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        if not requests:
+            return []
+        try:
+            return self._run(requests)
+        except ValueError as exc:
+            if len(requests) == 1:
+                return [Generation.failed(exc)]
+        out = []
+        for r in requests:
+            try:
+                out += self._run([r])
+            except ValueError as exc:
+                out.append(Generation.failed(exc))
+        return out
+
+    def info(self) -> dict[str, Any]:
+        import torch
+
+        dev = self.engine_.device
+        return {
+            "engine": self.engine,
+            "versions": package_versions("torch", "transformers"),
+            "device": str(dev),
+            "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+            "dtype": str(next(self.engine_.target.parameters()).dtype).removeprefix("torch."),
+            "target": self._target,
+            "drafter": self._drafter,
+            "max_num_seqs": self.engine_.max_num_seqs,
+            "coupled": bool(self._speculative and self._speculative.get("coupled")),
+            "threads": torch.get_num_threads(),
+            # the engine logs this once per process, as vLLM does; every lossy config gets it here
+            "warnings": [FLY_LOSSY_WARNING] if self.config.mode == "fly" else [],
+        }
+
+    def close(self) -> None:
+        import gc
+
+        import torch
+
+        if getattr(self, "engine_", None) is None:
+            return
+        cuda = self.engine_.device.type == "cuda"
+        self.engine_ = None
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()

@@ -1,0 +1,108 @@
+"""``qualgate demo``: the embedded default, end to end on CPU."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+__all__ = ["demo"]
+
+
+class _Seeds(click.ParamType):
+    name = "N|S,S,..."
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, list, tuple)):
+            return value
+        try:
+            if "," in str(value):
+                return [int(x) for x in str(value).split(",")]
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a count nor a comma list of seeds", param, ctx)
+
+
+def speed_rows(report):
+    """Rows of the speed table: per config, accuracy, acceptance length, tokens/s, speed-up."""
+    from .._render import fmt_pct
+
+    rows = []
+    for c in report.configs:
+        rows.append([
+            c.name, c.mode, fmt_pct(c.accuracy), fmt_pct(c.no_answer_rate),
+            "—" if c.acceptance_length is None else f"{c.acceptance_length:.2f}",
+            "—" if c.tokens_per_s is None else f"{c.tokens_per_s:,.0f}",
+            "—" if c.speedup is None else f"{c.speedup:.2f}x",
+        ])  # fmt: skip
+    return rows
+
+
+SPEED_HEADERS = ["config", "mode", "accuracy", "no-answer", "accept len", "tok/s", "speed-up"]
+
+
+@click.command()
+@click.option("--out", "-o", type=click.Path(file_okay=False),
+              help="Run directory (default: a new temporary directory).")
+@click.option("--questions", "-n", type=click.IntRange(min=1), default=None,
+              help="Questions of the synthetic suite  [default: the plan's, 1000]")
+@click.option("--seeds", "-s", type=_Seeds(), default=None,
+              help="A count of seeds, or a comma list  [default: the plan's, 1]")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="torch CPU threads (tiny models run fastest on one).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
+def demo(out, questions, seeds, threads, quiet):
+    """Run the embedded demo: target-only, standard speculative decoding, FLy (W=2, τ=0.3,
+    top-k 3) and an aggressive FLy (τ=0) over the same seeded questions of a synthetic
+    arithmetic suite, with the shipped small target and drafter, on CPU; then print the
+    gate table and the speed table.
+    """
+    import tempfile
+
+    import torch
+
+    from ..gate import render_text
+    from ..harness import demo_plan, run_plan
+    from ..report import summarize
+    from .._render import text_table
+    from .run import progress_factory
+
+    from .. import demo as demo_pkg
+    from ..errors import DataError
+
+    t0 = time.perf_counter()
+    for which in demo_pkg.MODELS:
+        try:
+            demo_pkg.model_path(which)
+        except FileNotFoundError as exc:
+            raise DataError(str(exc)) from None
+    torch.set_num_threads(threads)
+    plan = demo_plan(questions=questions, seeds=seeds)
+    # the demo is CPU only, whatever the machine has
+    plan = _on_cpu(plan)
+    out = out or tempfile.mkdtemp(prefix="qualgate-demo-")
+    if not quiet:
+        n = plan.suites[0].limit
+        click.echo(f"qualgate demo: {n} questions x {len(plan.seeds)} seed(s), "
+                   f"{len(plan.configs)} configs, records in {out}", err=True)
+    log = None if quiet else (lambda msg: click.echo(msg, err=True))
+    result = run_plan(plan, out, progress=progress_factory(quiet), log=log)
+    if result.gate is None:  # refused: errors in the records
+        click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
+        return 3
+    click.echo(render_text(result.gate))
+    click.echo("speed (output tokens per second of engine time; speed-up over the baseline)")
+    click.echo(text_table(speed_rows(summarize(out)), SPEED_HEADERS))
+    click.echo(f"\ndemo finished in {time.perf_counter() - t0:.0f} s; records, manifest and "
+               f"gate.json in {out} (qualgate report {out})")
+    return 0
+
+
+def _on_cpu(plan):
+    import dataclasses
+
+    configs = {
+        name: dataclasses.replace(c, engine_options={**c.engine_options, "device": "cpu"})
+        for name, c in plan.configs.items()
+    }
+    return dataclasses.replace(plan, configs=configs)

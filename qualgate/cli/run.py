@@ -1,0 +1,106 @@
+"""``qualgate run PLAN --out DIR`` and ``qualgate report DIR``."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+
+from ..errors import ExitCode
+
+__all__ = ["report", "run"]
+
+
+def progress_factory(quiet: bool):
+    """``progress(label, total)`` for :func:`qualgate.harness.run_plan`: a bar with ETA on
+    stderr (click prints only the label when stderr is not a terminal), or nothing."""
+    if quiet:
+        return None
+
+    def progress(label, total):
+        return click.progressbar(
+            length=total,
+            label=f"{label:<16}" if sys.stderr.isatty() else label,
+            file=sys.stderr,
+            show_eta=True,
+            show_pos=True,
+            width=24,
+        )
+
+    return progress
+
+
+def emit_report(out, fmt: str, markdown: str | None) -> None:
+    """Print the report of run directory ``out`` (text or JSON), write its markdown to
+    ``markdown`` and append it to ``$GITHUB_STEP_SUMMARY`` when that is set."""
+    from .._render import append_step_summary, to_json, write_atomic
+    from ..report import render_markdown, render_text, summarize
+
+    rep = summarize(out)
+    click.echo(to_json(rep) if fmt == "json" else render_text(rep), nl=fmt == "json")
+    md = render_markdown(rep)
+    if markdown:
+        write_atomic(markdown, md)
+    append_step_summary(md)
+
+
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                       show_default=True, help="Report format on stdout.")
+_MARKDOWN = click.option("--markdown", type=click.Path(dir_okay=False, writable=True),
+                         help="Also write the report as markdown to this file.")
+
+
+@click.command()
+@click.argument("plan", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "-o", required=True, type=click.Path(file_okay=False),
+              help="Run directory (must be absent or empty unless --resume).")
+@click.option("--resume", is_flag=True,
+              help="Continue the run in OUT: skip records already written.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars or diagnostics on stderr.")
+@click.option("--max-errors", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Pairs with an 'error' outcome (engine failure) the gate may drop; more is exit 3.")
+@_FORMAT
+@_MARKDOWN
+def run(plan, out, resume, quiet, max_errors, fmt, markdown):
+    """Run every config of PLAN over the same seeded questions, then gate and report.
+
+    Writes OUT/manifest.json, OUT/records/<config>.jsonl (appended as requests finish) and
+    OUT/gate.json, then prints the report. Each request is decoded with a seed derived from
+    (suite, question, seed, sample), the same under every config.
+
+    \b
+    Exit codes: the gate's, 0 PASS, 1 FAIL, 4 INCONCLUSIVE; 2 usage error;
+                3 invalid data or configuration, records the gate refuses,
+                or an engine that stopped the run (continue it with --resume).
+    """
+    from ..config import load_plan
+    from ..harness import run_plan
+
+    log = None if quiet else (lambda msg: click.echo(msg, err=True))
+    try:
+        result = run_plan(load_plan(plan), out, resume=resume, progress=progress_factory(quiet),
+                          log=log, max_errors=max_errors)
+    except (ValueError, click.ClickException, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # the engine broke: not a gate FAIL (exit 1) for CI
+        traceback.print_exc(file=sys.stderr)
+        click.echo(f"the run stopped: {type(exc).__name__}: {exc}; the records written so far "
+                   "are kept; continue with --resume", err=True)
+        return ExitCode.DATA
+    emit_report(out, fmt, markdown)
+    if result.manifest["gate"]["status"] == "refused":
+        click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
+    return result.exit_code
+
+
+@click.command()
+@click.argument("out", type=click.Path(exists=True, file_okay=False))
+@_FORMAT
+@_MARKDOWN
+def report(out, fmt, markdown):
+    """Print the report of run directory OUT: per config, accuracy per suite, no-answer rate,
+    mean acceptance length, tokens/s, speed-up over the baseline, and the gate's verdict with
+    the loss bound."""
+    emit_report(out, fmt, markdown)
+    return 0
