@@ -103,6 +103,7 @@ ENGINE_OPTION_KEYS = (
     "concurrency",
     "timeout_s",
     "max_retries",
+    "retry_backoff_s",
     # reference engine
     "device",
     "batch_size",
