@@ -40,6 +40,7 @@ from .errors import DataError, ExitCode
 __all__ = [
     "MANIFEST_VERSION",
     "RunResult",
+    "SequentialSettings",
     "WorkItem",
     "demo_plan",
     "evaluate_gate",
@@ -92,14 +93,22 @@ class WorkItem:
         return request_seed(*self.key)
 
 
-def work_items(suites: Sequence, seeds: Sequence[int], samples: int) -> list[WorkItem]:
-    """The plan's requests in run order: suite, question, seed, sample."""
+def work_items(suites: Sequence, seeds: Sequence[int], samples: int, *, order_seed: int = 0) -> list[WorkItem]:
+    """The plan's requests in run order: questions in their seeded arrival order
+    (:func:`qualgate.sequential.arrival_order`, over every suite), then seed, then sample.
+
+    A plain run and a sequential run use the same order, so the records of a sequential run
+    that stopped early are a prefix of a full run's, and a full run can resume from them.
+    """
+    from .sequential import arrival_order
+
+    questions = [(s, q) for s in suites for q in s.questions]
+    order = arrival_order([(s.name, str(q.id)) for s, q in questions], seed=order_seed)
     return [
-        WorkItem(s, q, seed, i)
-        for s in suites
-        for q in s.questions
+        WorkItem(*questions[i], seed, k)
+        for i in order
         for seed in seeds
-        for i in range(samples)
+        for k in range(samples)
     ]
 
 
@@ -277,6 +286,8 @@ def run_plan(
     log: Callable[[str], None] | None = None,
     backend_factory: Callable = open_backend,
     max_errors: int = 0,
+    sequential: SequentialSettings | None = None,
+    order_seed: int = 0,
 ) -> RunResult:
     """Run every config of ``plan`` into ``out``, then evaluate the plan's gate.
 
@@ -298,6 +309,11 @@ def run_plan(
         ``backend_factory(config)`` returns a :class:`qualgate.backends.Backend`.
     max_errors : int
         Pairs with an ``error`` outcome the gate may drop (as ``qualgate gate --max-errors``).
+    sequential : SequentialSettings, optional
+        Run in rounds of questions and stop each candidate as soon as the sequential gate
+        (:mod:`qualgate.sequential`) decides; ``OUT/gate.json`` is then its report.
+    order_seed : int
+        Seed of the questions' arrival order (:func:`work_items`).
 
     Returns
     -------
@@ -375,85 +391,27 @@ def run_plan(
         }
     write_json_atomic(manifest_path, manifest)
 
-    from .records import RecordWriter, existing_keys, repair_truncated
+    from .records import repair_truncated
 
     run_id = manifest["run_id"]
-    work = work_items(suites, plan.seeds, plan.samples)
-    written: dict[str, int] = {}
-    for name, cfg in plan.configs.items():
-        entry = manifest["configs"][name]
+    work = work_items(suites, plan.seeds, plan.samples, order_seed=order_seed)
+    written: dict[str, int] = {name: 0 for name in plan.configs}
+    for entry in manifest["configs"].values():
         path = out / entry["records"]
         if path.exists():
             cut = repair_truncated(path)
             if cut is not None:
                 repaired.append(cut.describe())
-                log(f"{name}: removed an incomplete last line ({cut.nbytes} bytes) "
+                log(f"{entry['records']}: removed an incomplete last line ({cut.nbytes} bytes) "
                     f"left by an interrupted run")
-        done = existing_keys(path)
-        pending = [w for w in work if w.key not in done]
-        written[name] = 0
-        if not pending:
-            entry["status"] = "complete"
-            continue
-        if done:
-            log(f"{name}: {len(done)} records already written, {len(pending)} to go")
-        entry["status"] = "running"
-        t_open = time.perf_counter()
-        try:
-            backend = backend_factory(cfg)
-        except DataError:
-            raise
-        except ValueError as exc:  # the engine refused the config
-            raise DataError(f"engine {cfg.engine!r} refused config {name!r}: {exc}",
-                            file=cfg.path) from exc
-        with backend:
-            entry["info"] = backend.info()
-            if entry["info"].get("gpu"):
-                manifest["gpu"] = entry["info"]["gpu"]
-            entry["load_s"] = round(time.perf_counter() - t_open, 3)
-            write_json_atomic(manifest_path, manifest)
-            tput = entry["throughput"]
-            cid = cfg.config_id
-            size = max(1, int(backend.batch_size))
-            t_wall = t_mark = t_saved = time.perf_counter()
-            with RecordWriter(path) as writer, progress(name, len(pending)) as bar:
-                for start in range(0, len(pending), size):
-                    batch = pending[start : start + size]
-                    requests = [
-                        Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
-                        for w in batch
-                    ]
-                    t0 = time.perf_counter()
-                    gens = backend.generate(requests)
-                    engine_s = time.perf_counter() - t0
-                    if len(gens) != len(batch):
-                        raise RuntimeError(
-                            f"backend {cfg.engine!r} returned {len(gens)} results for "
-                            f"{len(batch)} requests"
-                        )
-                    writer.write_batch([_record(run_id, cid, cfg.mode, w, g)
-                                        for w, g in zip(batch, gens)])
-                    written[name] += len(batch)
-                    tput["requests"] += len(batch)
-                    tput["output_tokens"] += sum(g.output_tokens or 0 for g in gens)
-                    tput["engine_s"] += engine_s
-                    # wall_s - engine_s: the harness's own time (requests, grading, storage)
-                    now = time.perf_counter()
-                    tput["wall_s"] += now - t_mark
-                    t_mark = now
-                    _throughput(tput)
-                    if now - t_saved >= MANIFEST_EVERY_S:  # an fsync costs ~10 ms
-                        write_json_atomic(manifest_path, manifest)
-                        t_saved = now
-                    bar.update(len(batch))
-            entry["info"] = backend.info()  # again: what the engine logged while running
-            entry["status"] = "complete"
-            tp = tput["tokens_per_s"]
-            log(f"{name}: {written[name]} records in {time.perf_counter() - t_wall:.1f} s"
-                + (f", {tp:,.0f} output tokens/s" if tp else ""))
-        write_json_atomic(manifest_path, manifest)
-
-    report, summary = evaluate_gate(plan, out, max_errors=max_errors)
+    runner = _ConfigRunner(plan, out, manifest, run_id, progress, log, backend_factory, written)
+    if sequential is None:
+        for name in plan.configs:
+            runner.run(name, work)
+            runner.close(name)
+        report, summary = evaluate_gate(plan, out, max_errors=max_errors)
+    else:
+        report, summary = _run_sequential(plan, out, work, runner, sequential, order_seed, max_errors, log)
     gate_path = out / "gate.json"
     if report is not None:
         write_json_atomic(gate_path, report.to_dict())
@@ -464,6 +422,206 @@ def run_plan(
     manifest["gate"] = summary
     write_json_atomic(manifest_path, manifest)
     return RunResult(str(out), manifest, report, summary["exit_code"], written, repaired)
+
+
+class _ConfigRunner:
+    """Runs work items through one config's backend and appends their records.
+
+    A backend stays open between calls until :meth:`close`, so that a sequential run can
+    feed a config several rounds without reloading its model; a backend that must hold the
+    accelerator alone (``Backend.exclusive``) is closed after every call instead.
+    """
+
+    def __init__(self, plan, out, manifest, run_id, progress, log, backend_factory, written):
+        self.plan, self.out, self.manifest, self.run_id = plan, Path(out), manifest, run_id
+        self.progress, self.log, self.factory, self.written = progress, log, backend_factory, written
+        self.backends: dict[str, Any] = {}
+
+    def _open(self, name, cfg, entry):
+        backend = self.backends.get(name)
+        if backend is not None:
+            return backend
+        t_open = time.perf_counter()
+        try:
+            backend = self.factory(cfg)
+        except DataError:
+            raise
+        except ValueError as exc:  # the engine refused the config
+            raise DataError(f"engine {cfg.engine!r} refused config {name!r}: {exc}",
+                            file=cfg.path) from exc
+        entry["info"] = backend.info()
+        if entry["info"].get("gpu"):
+            self.manifest["gpu"] = entry["info"]["gpu"]
+        entry["load_s"] = round(entry.get("load_s", 0.0) + time.perf_counter() - t_open, 3)
+        write_json_atomic(self.out / "manifest.json", self.manifest)
+        self.backends[name] = backend
+        return backend
+
+    def close(self, name) -> None:
+        backend = self.backends.pop(name, None)
+        if backend is not None:
+            self.manifest["configs"][name]["info"] = backend.info()  # what it logged while running
+            backend.close()
+            write_json_atomic(self.out / "manifest.json", self.manifest)
+
+    def close_all(self) -> None:
+        for name in list(self.backends):
+            self.close(name)
+
+    def run(self, name: str, items: Sequence[WorkItem]) -> None:
+        """Decode the ``items`` this config has no record for yet, appending their records."""
+        from .records import RecordWriter, existing_keys
+
+        cfg = self.plan.configs[name]
+        entry = self.manifest["configs"][name]
+        path = self.out / entry["records"]
+        done = existing_keys(path)
+        pending = [w for w in items if w.key not in done]
+        if not pending:
+            if entry["status"] == "pending" and done:
+                entry["status"] = "complete"
+            return
+        if done and not self.written[name]:
+            self.log(f"{name}: {len(done)} records already written, {len(pending)} to go")
+        entry["status"] = "running"
+        backend = self._open(name, cfg, entry)
+        tput = entry["throughput"]
+        cid = cfg.config_id
+        size = max(1, int(backend.batch_size))
+        t_wall = t_mark = t_saved = time.perf_counter()
+        with RecordWriter(path) as writer, self.progress(name, len(pending)) as bar:
+            for start in range(0, len(pending), size):
+                batch = pending[start : start + size]
+                requests = [
+                    Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
+                    for w in batch
+                ]
+                t0 = time.perf_counter()
+                gens = backend.generate(requests)
+                engine_s = time.perf_counter() - t0
+                if len(gens) != len(batch):
+                    raise RuntimeError(
+                        f"backend {cfg.engine!r} returned {len(gens)} results for "
+                        f"{len(batch)} requests"
+                    )
+                writer.write_batch([_record(self.run_id, cid, cfg.mode, w, g)
+                                    for w, g in zip(batch, gens)])
+                self.written[name] += len(batch)
+                tput["requests"] += len(batch)
+                tput["output_tokens"] += sum(g.output_tokens or 0 for g in gens)
+                tput["engine_s"] += engine_s
+                # wall_s - engine_s: the harness's own time (requests, grading, storage)
+                now = time.perf_counter()
+                tput["wall_s"] += now - t_mark
+                t_mark = now
+                _throughput(tput)
+                if now - t_saved >= MANIFEST_EVERY_S:  # an fsync costs ~10 ms
+                    write_json_atomic(self.out / "manifest.json", self.manifest)
+                    t_saved = now
+                bar.update(len(batch))
+        entry["status"] = "complete"
+        tp = tput["tokens_per_s"]
+        self.log(f"{name}: {len(pending)} records in {time.perf_counter() - t_wall:.1f} s"
+                 + (f", {tp:,.0f} output tokens/s" if tp else ""))
+        if getattr(backend, "exclusive", False):
+            self.close(name)
+        write_json_atomic(self.out / "manifest.json", self.manifest)
+
+
+@dataclass(frozen=True)
+class SequentialSettings:
+    """How ``qualgate run --sequential`` schedules and stops (see :func:`run_plan`).
+
+    ``batch_questions`` questions (with all their seeds and samples) are run per round, the
+    baseline first; after each round every candidate still running is tested with
+    :func:`qualgate.sequential.sequential_gate` and stops at PASS, FAIL, futility or
+    ``max_questions``.
+    """
+
+    batch_questions: int = 100
+    max_questions: int | None = None
+    power: float = 0.8
+
+    def __post_init__(self):
+        for name in ("batch_questions", "max_questions"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if not 0 < self.power < 1:
+            raise ValueError(f"power must be in (0, 1), got {self.power!r}")
+
+
+def _sequential_report(plan, out, settings, order_seed, max_errors):
+    from .pairing import load_side, pair_records
+    from .sequential import sequential_gate
+
+    records = Path(out) / "records"
+    base = load_side(records / f"{plan.baseline}.jsonl")
+    pairings = [
+        pair_records(base, load_side(records / f"{c}.jsonl"), on_missing="drop", max_errors=max_errors)
+        for c in plan.candidates
+    ]
+    return sequential_gate(
+        pairings, names=list(plan.candidates), margin=plan.margin, alpha=plan.alpha,
+        power=settings.power, order="seeded", seed=order_seed,
+        max_questions=settings.max_questions, inconclusive=plan.inconclusive,
+    )  # fmt: skip
+
+
+def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, log):
+    """Rounds of ``settings.batch_questions`` questions until every candidate has stopped."""
+    if plan.policy != "noninferiority":
+        raise DataError("a sequential run decides non-inferiority; the plan's gate policy is "
+                        f"{plan.policy!r}", file=plan.path, field="gate.policy", value=plan.policy)
+    if not plan.candidates:
+        raise DataError("a sequential run needs at least one candidate", file=plan.path,
+                        field="candidates")
+    per_question = len(plan.seeds) * plan.samples
+    questions = len(work) // per_question
+    if settings.max_questions is not None:
+        questions = min(questions, settings.max_questions)
+    active = list(plan.candidates)
+    stops: dict[str, dict[str, Any]] = {}
+    report = None
+    try:
+        for first in range(0, questions, settings.batch_questions):
+            last = min(first + settings.batch_questions, questions)
+            items = work[first * per_question : last * per_question]
+            for name in [plan.baseline, *active]:
+                runner.run(name, items)
+            try:
+                report = _sequential_report(plan, out, settings, order_seed, max_errors)
+            except DataError as exc:  # the records cannot be paired: the gate refuses them
+                return None, {"status": "refused", "exit_code": int(ExitCode.DATA), "message": str(exc)}
+            for c in report.comparisons:
+                if c.name in active and (c.result.reason != "exhausted" or last == questions):
+                    active.remove(c.name)
+                    stops[c.name] = {"after_questions": last, "verdict": c.verdict,
+                                     "stopped_by": c.result.reason,
+                                     "questions_used": c.result.n_questions}
+                    runner.close(c.name)
+                    log(f"{c.name}: {c.verdict} ({c.result.reason}) after "
+                        f"{c.result.n_questions} questions")
+            if not active:
+                break
+    finally:
+        runner.close_all()
+    runner.manifest["sequential"] = {
+        "batch_questions": settings.batch_questions,
+        "max_questions": settings.max_questions,
+        "power": settings.power,
+        "order_seed": order_seed,
+        "questions_available": len(work) // per_question,
+        "stops": stops,
+    }
+    return report, {
+        "status": "ok",
+        "file": "gate.json",
+        "design": "sequential",
+        "verdict": report.verdict,
+        "exit_code": int(report.exit_code),
+        "verdicts": {c.name: c.verdict for c in report.comparisons},
+    }
 
 
 def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):

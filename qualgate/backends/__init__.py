@@ -111,6 +111,9 @@ class Backend(abc.ABC):
 
     #: the config ``engine`` name this class serves
     engine: str = ""
+    #: whether the engine must hold the accelerator alone (then a sequential run closes it
+    #: after each round instead of keeping several configs loaded)
+    exclusive: bool = False
 
     def __init__(self, config):
         self.config = config

@@ -234,6 +234,7 @@ class VLLMBackend(Backend):
     """``vllm.LLM`` for one decoding config (see the module docstring)."""
 
     engine = "vllm"
+    exclusive = True  # one engine holds the GPU's memory (gpu_memory_utilization)
 
     def __init__(self, config):
         super().__init__(config)

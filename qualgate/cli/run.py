@@ -60,14 +60,28 @@ _MARKDOWN = click.option("--markdown", type=click.Path(dir_okay=False, writable=
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or diagnostics on stderr.")
 @click.option("--max-errors", type=click.IntRange(min=0), default=0, show_default=True,
               help="Pairs with an 'error' outcome (engine failure) the gate may drop; more is exit 3.")
+@click.option("--sequential", is_flag=True,
+              help="Run in rounds of questions (seeded order) and stop each candidate as soon as the "
+                   "sequential non-inferiority gate decides.")
+@click.option("--batch-questions", type=click.IntRange(min=1), default=100, show_default=True,
+              help="With --sequential: questions per round (each with all its seeds and samples).")
+@click.option("--max-questions", type=click.IntRange(min=1), default=None,
+              help="With --sequential: question budget per candidate (INCONCLUSIVE when reached).")
+@click.option("--power", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.8,
+              show_default=True, help="With --sequential: target power against no loss (futility boundary).")
+@click.option("--order-seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the order in which questions are run (the same for every config).")
 @_FORMAT
 @_MARKDOWN
-def run(plan, out, resume, quiet, max_errors, fmt, markdown):
+def run(plan, out, resume, quiet, max_errors, sequential, batch_questions, max_questions, power, order_seed,
+        fmt, markdown):
     """Run every config of PLAN over the same seeded questions, then gate and report.
 
     Writes OUT/manifest.json, OUT/records/<config>.jsonl (appended as requests finish) and
     OUT/gate.json, then prints the report. Each request is decoded with a seed derived from
-    (suite, question, seed, sample), the same under every config.
+    (suite, question, seed, sample), the same under every config. Questions run in a seeded
+    order; with --sequential each candidate stops as soon as its verdict is decided, and its
+    records are a prefix of a full run's (a later run without --sequential can --resume them).
 
     \b
     Exit codes: the gate's, 0 PASS, 1 FAIL, 4 INCONCLUSIVE; 2 usage error;
@@ -75,12 +89,13 @@ def run(plan, out, resume, quiet, max_errors, fmt, markdown):
                 or an engine that stopped the run (continue it with --resume).
     """
     from ..config import load_plan
-    from ..harness import run_plan
+    from ..harness import SequentialSettings, run_plan
 
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
+    settings = SequentialSettings(batch_questions, max_questions, power) if sequential else None
     try:
         result = run_plan(load_plan(plan), out, resume=resume, progress=progress_factory(quiet),
-                          log=log, max_errors=max_errors)
+                          log=log, max_errors=max_errors, sequential=settings, order_seed=order_seed)
     except (ValueError, click.ClickException, KeyboardInterrupt):
         raise
     except Exception as exc:  # the engine broke: not a gate FAIL (exit 1) for CI
