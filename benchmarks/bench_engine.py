@@ -94,7 +94,7 @@ def ours(engine, prompts, sampling, speculative, device):
 
 
 def hf(engine, prompts, args, device, assistant=False):
-    """HF generate on equal-length prompts (one call), or assisted generation one prompt at a time."""
+    """HF generate on the prompts (one call), or assisted generation one prompt at a time."""
     model = engine.target
     kwargs = dict(max_new_tokens=args.max_tokens, pad_token_id=0)
     if args.temperature > 0:
@@ -113,8 +113,11 @@ def hf(engine, prompts, args, device, assistant=False):
     t = time.perf_counter()
     with torch.inference_mode():
         for batch in calls:
-            ids = torch.tensor(batch, device=device)
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+            # prompts of different lengths are left-padded, as HF generate expects
+            width = max(len(p) for p in batch)
+            ids = torch.tensor([[0] * (width - len(p)) + list(p) for p in batch], device=device)
+            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch], device=device)
+            out = model.generate(ids, attention_mask=mask, **kwargs)
             tokens += (out.shape[1] - ids.shape[1]) * ids.shape[0]
     sync(device)
     return (tokens / (time.perf_counter() - t),)
