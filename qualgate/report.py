@@ -216,6 +216,12 @@ def _notes(report: RunReport) -> list[str]:
         f"alpha {report.alpha:g} (loss UB: upper confidence bound of the loss, in points); "
         f"verdict {g.get('verdict')} (exit {g.get('exit_code')})"
     ]
+    if g["report"].get("design") == "sequential":
+        out.append(
+            "sequential run: each candidate answered only the questions it needed before it "
+            "stopped (and the baseline as many as the last of them), so the accuracies above are "
+            "over different questions; the verdicts pair the same questions"
+        )
     out += [f"{c.name}: {c.verdict}: {c.reason}" for c in report.configs if c.reason]
     return out
 
