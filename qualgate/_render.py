@@ -20,6 +20,7 @@ __all__ = [
     "fmt_points",
     "fmt_pct",
     "json_ready",
+    "markdown_section",
     "markdown_table",
     "text_table",
     "to_json",
@@ -72,6 +73,17 @@ def markdown_table(rows: Sequence[Sequence], headers: Sequence[str]) -> str:
     out = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---:" if n else "---" for n in numeric) + " |"]
     out += ["| " + " | ".join(r) + " |" for r in cells]
     return "\n".join(out)
+
+
+def markdown_section(title: str, preamble: str, rows: Sequence[Sequence], headers: Sequence[str],
+                     items: Sequence[str]) -> str:
+    """A report as markdown: a heading, the preamble as a code block, the table, a bullet list.
+
+    ``items`` are markdown bullets' texts; an item starting with two spaces is nested.
+    """
+    out = [f"### {title}", "", "```\n" + preamble + "\n```", "", markdown_table(rows, headers), ""]
+    out += [f"  - {i.strip()}" if i.startswith("  ") else f"- {i}" for i in items]
+    return "\n".join(out) + "\n"
 
 
 def json_ready(obj):

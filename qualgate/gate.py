@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from ._render import fmt_p, fmt_pct, fmt_points, markdown_table, text_table
+from ._render import fmt_p, fmt_pct, fmt_points, markdown_section, markdown_table, text_table
 from .errors import ExitCode
 from .pairing import Pairing, Side, load_side, pair_records
 from .stats import (
@@ -665,18 +665,12 @@ def render_text(report: GateReport) -> str:
 
 def render_markdown(report: GateReport) -> str:
     """The report as a markdown section (for ``--markdown`` and the GitHub step summary)."""
-    out = [
-        f"### qualgate gate: {report.verdict}",
-        "",
-        "```\n" + _header(report) + "\n```",
-        "",
-        markdown_table(_rows(report), _headers(report)),
-        "",
-    ]
+    items = []
     for c in report.comparisons:
-        out.append(f"- **{c.name}**: {c.verdict}: {c.reason}.")
-        out += [f"  - note: {n}" for n in c.notes]
-    return "\n".join(out) + "\n"
+        items.append(f"**{c.name}**: {c.verdict}: {c.reason}.")
+        items += [f"  note: {n}" for n in c.notes]
+    return markdown_section(f"qualgate gate: {report.verdict}", _header(report), _rows(report),
+                            _headers(report), items)
 
 
 # ------------------------------------------------------------------------ A/A calibration

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import __version__
-from ._render import fmt_points, markdown_table, text_table
+from ._render import fmt_points, markdown_section, text_table
 from .errors import ExitCode
 from .gate import REPORT_KIND, REPORT_VERSION, _names, _now
 from .pairing import Pairing, Side, load_side, pair_records
@@ -278,13 +278,6 @@ def render_text(report: SequentialReport) -> str:
 
 
 def render_markdown(report: SequentialReport) -> str:
-    out = [
-        f"### qualgate gate --sequential: {report.verdict}",
-        "",
-        "```\n" + _header(report) + "\n```",
-        "",
-        markdown_table(_rows(report), _HEADERS),
-        "",
-    ]
-    out += [f"- **{c.name}**: {c.verdict}: {c.reason}." for c in report.comparisons]
-    return "\n".join(out) + "\n"
+    items = [f"**{c.name}**: {c.verdict}: {c.reason}." for c in report.comparisons]
+    return markdown_section(f"qualgate gate --sequential: {report.verdict}", _header(report), _rows(report),
+                            _HEADERS, items)
