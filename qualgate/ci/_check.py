@@ -146,6 +146,7 @@ def check(
     max_age: _dt.timedelta | str | None = None,
     allow_keys: tuple[str, ...] = (),
     now: _dt.datetime | None = None,
+    suite_policy=None,
 ) -> CheckResult:
     """Decide whether ``config`` may be deployed (see the module docstring).
 
@@ -164,6 +165,9 @@ def check(
         not change outputs (e.g. ``draft_tensor_parallel_size``); they are left out of the id.
     now : datetime, optional
         The current time (UTC), for tests.
+    suite_policy : qualgate.policy.Policy, optional
+        A policy file the evidence must meet: every blocking suite PASS at a margin no looser
+        (:func:`qualgate.policy.evidence_reasons`).
 
     Raises
     ------
@@ -264,6 +268,10 @@ def check(
             why = f": {cand['reason']}" if cand.get("reason") else ""
             reasons.append(f"the gate's verdict for candidate {cand.get('name', cid)} "
                            f"({cid}) is {verdict}, not PASS{why}")
+        if suite_policy is not None:
+            from ..policy import evidence_reasons
+
+            reasons += evidence_reasons(suite_policy, report, cand)
     if baseline is not None:
         bmode = baseline.get("mode")
         if baseline.get("config_id") == cid:

@@ -34,6 +34,9 @@ _COMMANDS = {
     "check": "qualgate.cli.ci:check",
     "audit-log": "qualgate.cli.ci:audit_log",
     "admission": "qualgate.cli.ci:admission",
+    "import": "qualgate.cli.importing:import_",
+    "flips": "qualgate.cli.importing:flips",
+    "prompt-hash": "qualgate.cli.importing:prompt_hash",
 }
 
 

@@ -71,10 +71,13 @@ _MARKDOWN = click.option("--markdown", type=click.Path(dir_okay=False, writable=
               show_default=True, help="With --sequential: target power against no loss (futility boundary).")
 @click.option("--order-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the order in which questions are run (the same for every config).")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="torch CPU threads of the reference engine (default: torch's own choice; tiny models run "
+                   "fastest on 1, and speed tables are only comparable at a fixed count).")
 @_FORMAT
 @_MARKDOWN
 def run(plan, out, resume, quiet, max_errors, sequential, batch_questions, max_questions, power, order_seed,
-        fmt, markdown):
+        threads, fmt, markdown):
     """Run every config of PLAN over the same seeded questions, then gate and report.
 
     Writes OUT/manifest.json, OUT/records/<config>.jsonl (appended as requests finish) and
@@ -91,6 +94,10 @@ def run(plan, out, resume, quiet, max_errors, sequential, batch_questions, max_q
     from ..config import load_plan
     from ..harness import SequentialSettings, run_plan
 
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
     settings = SequentialSettings(batch_questions, max_questions, power) if sequential else None
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import graders
+from ..prompts import prompt_hash
 from ..errors import DataError
 from ._spec import LETTERS, SuiteSpec, read_spec, render
 
@@ -23,12 +24,6 @@ GENERATORS: dict[str, str] = {
 }
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
-
-
-def prompt_hash(messages: Sequence[Mapping[str, str]]) -> str:
-    """SHA-256 hex of the canonical JSON of chat messages (sorted keys, no spaces, UTF-8)."""
-    canonical = json.dumps(list(messages), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
