@@ -593,8 +593,8 @@ def gate(
                     f"(adjusted {_p_is(p_adj)}) the verdict is {verdict}"
                 )
         else:
-            verdict, p_adj, reason, tiers, suite_verdicts, more = _policy_verdict(
-                suite_policy, suites, {j: adjusted[i, j] for ii, j in units if ii == i}, verdict_at, len(units))
+            verdict, p_adj, reason, tiers, suite_verdicts, more = suite_policy.decide(
+                suites, {j: adjusted[i, j] for ii, j in units if ii == i}, verdict_at, len(units))
             notes += more + suite_policy.check_present(p.suites)
         if a.no_answer_candidate > a.no_answer_baseline:
             notes.append(
@@ -614,34 +614,6 @@ def gate(
         _now(), policy, margin, alpha, weighting, inconclusive, pairings[0].baseline,
         tuple(comparisons), overall, int(code), suite_policy,
     )  # fmt: skip
-
-
-_WORST = {PASS: 0, INCONCLUSIVE: 1, FAIL: 2}
-
-
-def _policy_verdict(suite_policy: Policy, suites, adjusted: dict, verdict_at, n_decisions: int):
-    """(verdict, decisive adjusted p, reason, tiers, suite verdicts, notes) of one candidate."""
-    tiers = tuple(suite_policy.for_suite(a.scope).tier for a in suites)
-    verdicts = tuple(verdict_at(a, adjusted[j]) if j in adjusted else a.verdict for j, a in enumerate(suites))
-    notes = []
-    for a, tier, v in zip(suites, tiers, verdicts):
-        if tier == "warning" and v != PASS:
-            notes.append(f"warning: suite {a.scope} is {v} (tier warning: it does not block): {a.reason}")
-    blocking = [j for j, tier in enumerate(tiers) if tier == "blocking"]
-    if not blocking:
-        return PASS, 1.0, "no suite in the records is blocking under the policy file", tiers, verdicts, notes
-    worst = max(blocking, key=lambda j: (_WORST[verdicts[j]], adjusted[j]))
-    a, verdict = suites[worst], verdicts[worst]
-    rule = suite_policy.for_suite(a.scope)
-    margin = f"{fmt_points(a.margin)}-point margin" + (
-        f" ({rule.margin:.0%} of the baseline's accuracy)" if rule.drop == "relative" else "")
-    reason = f"blocking suite {a.scope} ({margin}) decides: {a.reason}"
-    if verdict != a.verdict:
-        reason += (f"; but after Holm's adjustment over {n_decisions} blocking decisions (adjusted "
-                   f"{_p_is(adjusted[worst])}) its verdict is {verdict}")  # fmt: skip
-    if len(blocking) > 1:
-        reason += "; " + ", ".join(f"{suites[j].scope} {verdicts[j]}" for j in blocking if j != worst)
-    return verdict, adjusted[worst], reason, tiers, verdicts, notes
 
 
 def _reading_notes(p: Pairing) -> list[str]:

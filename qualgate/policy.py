@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._render import fmt_p, fmt_points
 from .errors import DataError
 
 __all__ = ["DROPS", "TIERS", "Policy", "SuitePolicy", "evidence_reasons", "read_policy"]
@@ -40,6 +41,7 @@ TIERS = ("blocking", "warning", "advisory")
 DROPS = ("absolute", "relative")
 _KEYS = ("margin", "drop", "tier")
 _TOP = ("version", "default", "suites")
+_WORST = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2}
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,34 @@ class Policy:
                 file=self.path, field=f"suites.{blocking[0]}",
             )  # fmt: skip
         return [f"policy suite {s} ({self.suites[s].tier}) has no records" for s in missing]
+
+    def decide(self, suites, adjusted: Mapping[int, float], verdict_at, n_decisions: int):
+        """One candidate's verdict from its per-suite analyses (:class:`qualgate.gate.Analysis`).
+
+        ``adjusted`` maps the index of each blocking suite to its Holm-adjusted decisive
+        p-value (over ``n_decisions`` blocking decisions); ``verdict_at(analysis, p)`` is the
+        gate's decision rule. Returns (verdict, decisive adjusted p, reason, tiers, per-suite
+        verdicts, notes): the worst blocking verdict decides; warning suites that do not PASS
+        become notes.
+        """
+        tiers = tuple(self.for_suite(a.scope).tier for a in suites)
+        verdicts = tuple(verdict_at(a, adjusted[j]) if j in adjusted else a.verdict for j, a in enumerate(suites))
+        notes = [f"warning: suite {a.scope} is {v} (tier warning: it does not block): {a.reason}"
+                 for a, tier, v in zip(suites, tiers, verdicts) if tier == "warning" and v != "PASS"]  # fmt: skip
+        blocking = [j for j, tier in enumerate(tiers) if tier == "blocking"]
+        if not blocking:
+            return "PASS", 1.0, "no suite in the records is blocking under the policy file", tiers, verdicts, notes
+        worst = max(blocking, key=lambda j: (_WORST[verdicts[j]], adjusted[j]))
+        a, verdict, rule = suites[worst], verdicts[worst], self.for_suite(suites[worst].scope)
+        margin = f"{fmt_points(a.margin)}-point margin" + (
+            f" ({rule.margin:.0%} of the baseline's accuracy)" if rule.drop == "relative" else "")
+        reason = f"blocking suite {a.scope} ({margin}) decides: {a.reason}"
+        if verdict != a.verdict:
+            reason += (f"; but after Holm's adjustment over {n_decisions} blocking decisions (adjusted p = "
+                       f"{fmt_p(adjusted[worst])}) its verdict is {verdict}")  # fmt: skip
+        if len(blocking) > 1:
+            reason += "; " + ", ".join(f"{suites[j].scope} {verdicts[j]}" for j in blocking if j != worst)
+        return verdict, adjusted[worst], reason, tiers, verdicts, notes
 
     def to_dict(self) -> dict:
         return {

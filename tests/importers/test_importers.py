@@ -278,3 +278,16 @@ def test_prompt_hash_command_hashes_text_exactly_and_messages_canonically(tmp_pa
     assert r.exit_code == 0 and r.output == prompt_hash(messages) + "\n"
     r = CliRunner().invoke(cli, ["prompt-hash", "--messages", str(tmp_path / "p.txt")])
     assert r.exit_code == 3 and "not a JSON list of message objects" in r.output
+
+
+def test_the_readme_command_gates_two_lm_eval_runs():
+    import shlex
+
+    from support import REPO
+
+    (line,) = [x for x in (REPO / "README.md").read_text().splitlines() if x.startswith("qualgate gate lm-eval-out/")]
+    words = shlex.split(line)[1:]
+    paths = {"lm-eval-out/baseline": LM_EVAL / "output" / "target", "lm-eval-out/candidate": LM_EVAL / "output" / "drafter"}
+    r = CliRunner().invoke(cli, [str(paths.get(w, w)) for w in words])
+    assert r.exit_code in (0, 1, 4), r.output
+    assert "baseline: " in r.output and "2 lost, 0 gained" in r.output
