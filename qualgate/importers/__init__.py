@@ -150,6 +150,33 @@ def files_in(path: Path, pattern: str, what: str) -> list[Path]:
     return found
 
 
+def json_file(path: Path) -> dict:
+    """A JSON file holding one object (a tool's results or bundle file)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise DataError(f"not a JSON file ({exc})", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise DataError("not a JSON object", file=str(path))
+    return data
+
+
+def json_lines(path: Path):
+    """``(line number, object)`` for each non-blank line of a JSON Lines file; a line that is
+    not a JSON object is a DataError naming it."""
+    with open(path, encoding="utf-8") as fh:
+        for line, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except ValueError as exc:
+                raise DataError(f"not a JSON object ({exc})", file=str(path), line=line, value=raw[:60]) from None
+            if not isinstance(row, dict):
+                raise DataError("not a JSON object", file=str(path), line=line, value=raw[:60])
+            yield line, row
+
+
 def require(data: Mapping, name: str, file, line, *, kind=None, where: str = ""):
     """``data[name]``, refusing a missing (or None) value or one of the wrong type."""
     value = data.get(name) if isinstance(data, Mapping) else None

@@ -29,13 +29,13 @@ a config id is given).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from ..errors import DataError
 from ..prompts import prompt_hash
-from . import ImportOptions, Located, as_text, binary_outcome, files_in, foreign_config_id, located, require
+from . import (ImportOptions, Located, as_text, binary_outcome, files_in, foreign_config_id, json_file,
+               located, require)
 
 TOOL = "lighteval"
 _DETAILS = re.compile(r"^details_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d+)\.parquet$")
@@ -64,10 +64,7 @@ def _results(f: Path, time: str) -> dict | None:
     candidate = Path(*parts[:i], "results", *model, f"results_{time}.json")
     if not candidate.exists():
         return None
-    try:
-        return json.loads(candidate.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise DataError(f"not a JSON file ({exc})", file=str(candidate)) from None
+    return json_file(candidate)
 
 
 def _read_file(f: Path, options: ImportOptions) -> list[Located]:

@@ -29,13 +29,13 @@ line (repeats), no ``results_<time>.json`` beside a samples file (unless ``confi
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from ..errors import DataError
 from ..prompts import prompt_hash
-from . import ImportOptions, Located, as_text, binary_outcome, files_in, foreign_config_id, located, require
+from . import (ImportOptions, Located, as_text, binary_outcome, files_in, foreign_config_id, json_file,
+               json_lines, located, require)
 
 TOOL = "lm-eval"
 INVALID = "[invalid]"  # lm-eval's regex filter fallback: nothing extracted
@@ -65,13 +65,7 @@ def _results(f: Path, time: str, options: ImportOptions) -> dict:
                 file=str(f),
             )
         return {}
-    try:
-        data = json.loads(results.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise DataError(f"not a JSON file ({exc})", file=str(results)) from None
-    if not isinstance(data, dict):
-        raise DataError("not a JSON object", file=str(results))
-    return data
+    return json_file(results)
 
 
 def _read_file(f: Path, options: ImportOptions) -> list[Located]:
@@ -98,28 +92,19 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
         raise DataError(f"no filter {options.filter!r} in this task (filters: {', '.join(declared)})",
                         file=str(f), field="filter", value=options.filter)  # fmt: skip
     out, seen, filters = [], {}, []
-    with open(f, encoding="utf-8") as fh:
-        for line_no, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-            except ValueError as exc:
-                raise DataError(f"not a JSON object ({exc})", file=str(f), line=line_no, value=raw[:60]) from None
-            if not isinstance(row, dict):
-                raise DataError("not a JSON object", file=str(f), line=line_no, value=raw[:60])
-            name = require(row, "filter", f, line_no, kind=str)
-            if name not in filters:
-                filters.append(name)
-            chosen = chosen or name
-            if name != chosen:
-                continue
-            doc_id = require(row, "doc_id", f, line_no, kind=int)
-            if doc_id in seen:
-                raise DataError(f"document {doc_id} with filter {name!r} twice (first at line {seen[doc_id]})",
-                                file=str(f), line=line_no, field="doc_id", value=doc_id)  # fmt: skip
-            seen[doc_id] = line_no
-            out.append(_record(row, f, line_no, task, version, config_id, seed, time, options))
+    for line_no, row in json_lines(f):
+        name = require(row, "filter", f, line_no, kind=str)
+        if name not in filters:
+            filters.append(name)
+        chosen = chosen or name
+        if name != chosen:
+            continue
+        doc_id = require(row, "doc_id", f, line_no, kind=int)
+        if doc_id in seen:
+            raise DataError(f"document {doc_id} with filter {name!r} twice (first at line {seen[doc_id]})",
+                            file=str(f), line=line_no, field="doc_id", value=doc_id)  # fmt: skip
+        seen[doc_id] = line_no
+        out.append(_record(row, f, line_no, task, version, config_id, seed, time, options))
     if not out:
         raise DataError(f"no lines with filter {chosen!r} (filters in the file: {', '.join(filters) or 'none'})",
                         file=str(f), field="filter", value=chosen)  # fmt: skip

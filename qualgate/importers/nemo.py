@@ -37,7 +37,8 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..prompts import prompt_hash
-from . import ImportOptions, Located, as_text, binary_outcome, files_in, foreign_config_id, located, require
+from . import (ImportOptions, Located, as_text, binary_outcome, files_in, foreign_config_id, json_file,
+               json_lines,                located, require)
 
 TOOL = "nemo-evaluator"
 _MODEL_KEYS = ("model", "model_url", "temperature", "max_tokens", "top_p", "seed", "system_prompt")
@@ -77,7 +78,7 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
                             file=str(f))  # fmt: skip
         bundle = {}
     else:
-        bundle = json.loads(bundle_path.read_text(encoding="utf-8"))
+        bundle = json_file(bundle_path)
     config = bundle.get("config") or {}
     benchmark = bundle.get("benchmark") or {}
     config_id = options.config_id or foreign_config_id(TOOL, {k: config.get(k) for k in _MODEL_KEYS})
@@ -90,52 +91,43 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
     system = config.get("system_prompt")
     run_id = str(bundle.get("run_id") or f"{TOOL}-{f.parent.name}")
     out, seen = [], {}
-    with open(f, encoding="utf-8") as fh:
-        for line, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-            except ValueError as exc:
-                raise DataError(f"not a JSON object ({exc})", file=str(f), line=line, value=raw[:60]) from None
-            if not isinstance(row, dict):
-                raise DataError("not a JSON object", file=str(f), line=line, value=raw[:60])
-            idx = require(row, "problem_idx", f, line, kind=int)
-            rep = require(row, "repeat", f, line, kind=int)
-            if (idx, rep) in seen:
-                raise DataError(f"problem {idx} repeat {rep} twice (first at line {seen[idx, rep]})",
-                                file=str(f), line=line, field="problem_idx", value=idx)  # fmt: skip
-            seen[idx, rep] = line
-            qid = idx
-            if options.id_field:
-                qid = require(row.get("metadata") or {}, options.id_field, f, line, where="metadata.",
-                              kind=(str, int))  # fmt: skip
-            prompt = require(row, "prompt", f, line, kind=(str, list))
-            if isinstance(prompt, str):
-                prompt = ([{"role": "system", "content": system}] if system else []) + [
-                    {"role": "user", "content": prompt}
-                ]
-            try:
-                phash = prompt_hash(prompt)
-            except TypeError:
-                raise DataError("must be a text or a list of messages", file=str(f), line=line, field="prompt") from None
-            latency = row.get("latency_ms")
-            data = {
-                "schema_version": 1, "run_id": run_id, "config_id": config_id, "suite": suite,
-                "suite_version": version, "question_id": str(qid), "seed": seed, "sample_index": rep,
-                "prompt_hash": phash, "gold": as_text(row.get("expected_answer")),
-                "output": row.get("model_response") or None,
-                "latency_s": latency / 1000 if isinstance(latency, (int, float)) and latency >= 0 else None,
-            }  # fmt: skip
-            details = row.get("scoring_details") or {}
-            if isinstance(details, dict) and details.get("error"):
-                data |= {"outcome": "error", "error": str(details["error"])}
-            else:
-                reward = require(row, "reward", f, line, kind=(int, float))
-                outcome = binary_outcome(reward, f, line, "reward")
-                extracted = row.get("extracted_answer")
-                if outcome == "incorrect" and "extracted_answer" in row and extracted is None:
-                    outcome = "no_answer"
-                data |= {"outcome": outcome, "answer_strict": as_text(extracted)}
-            out.append(located(data, f, line))
+    for line, row in json_lines(f):
+        idx = require(row, "problem_idx", f, line, kind=int)
+        rep = require(row, "repeat", f, line, kind=int)
+        if (idx, rep) in seen:
+            raise DataError(f"problem {idx} repeat {rep} twice (first at line {seen[idx, rep]})",
+                            file=str(f), line=line, field="problem_idx", value=idx)  # fmt: skip
+        seen[idx, rep] = line
+        qid = idx
+        if options.id_field:
+            qid = require(row.get("metadata") or {}, options.id_field, f, line, where="metadata.",
+                          kind=(str, int))  # fmt: skip
+        prompt = require(row, "prompt", f, line, kind=(str, list))
+        if isinstance(prompt, str):
+            prompt = ([{"role": "system", "content": system}] if system else []) + [
+                {"role": "user", "content": prompt}
+            ]
+        try:
+            phash = prompt_hash(prompt)
+        except TypeError:
+            raise DataError("must be a text or a list of messages", file=str(f), line=line, field="prompt") from None
+        latency = row.get("latency_ms")
+        data = {
+            "schema_version": 1, "run_id": run_id, "config_id": config_id, "suite": suite,
+            "suite_version": version, "question_id": str(qid), "seed": seed, "sample_index": rep,
+            "prompt_hash": phash, "gold": as_text(row.get("expected_answer")),
+            "output": row.get("model_response") or None,
+            "latency_s": latency / 1000 if isinstance(latency, (int, float)) and latency >= 0 else None,
+        }  # fmt: skip
+        details = row.get("scoring_details") or {}
+        if isinstance(details, dict) and details.get("error"):
+            data |= {"outcome": "error", "error": str(details["error"])}
+        else:
+            reward = require(row, "reward", f, line, kind=(int, float))
+            outcome = binary_outcome(reward, f, line, "reward")
+            extracted = row.get("extracted_answer")
+            if outcome == "incorrect" and "extracted_answer" in row and extracted is None:
+                outcome = "no_answer"
+            data |= {"outcome": outcome, "answer_strict": as_text(extracted)}
+        out.append(located(data, f, line))
     return out
