@@ -130,7 +130,7 @@ def _record(row, f, line, task, version, config_id, seed, time, options) -> Loca
     filtered = row.get("filtered_resps")
     answer = as_text(filtered)
     resps = row.get("resps") or []
-    if len(resps) > 1 and row.get("arguments") and len(args) == 1:
+    if len(args) == 1 and resps and isinstance(resps[0], list) and len(resps[0]) > 1:
         raise DataError("several responses for one request (repeats): no outcome per repeat",
                         file=str(f), line=line, field="resps")  # fmt: skip
     output = resps[0][0] if resps and isinstance(resps[0], list) and resps[0] and isinstance(resps[0][0], str) else None

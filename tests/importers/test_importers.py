@@ -130,6 +130,13 @@ def test_lm_eval_refuses_a_line_without_its_prompt(lm_copy):
         _records("lm-eval", lm_copy)
 
 
+def test_lm_eval_refuses_several_responses_for_one_request(lm_copy):
+    path = _samples(lm_copy)
+    _rewrite(path, lambda rows: [dict(r, resps=[["a", "b"]]) if i == 8 else r for i, r in enumerate(rows)])
+    with pytest.raises(DataError, match=r":9: field 'resps': several responses for one request \(repeats\)"):
+        _records("lm-eval", lm_copy)
+
+
 def test_lm_eval_refuses_an_unknown_filter():
     with pytest.raises(DataError, match=r"field 'filter' = 'flexible': no filter 'flexible' in this task"):
         _records("lm-eval", LM_EVAL / "output" / "target", filter="flexible")
