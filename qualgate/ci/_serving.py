@@ -21,6 +21,7 @@ evidence have the same id exactly when they ask the engine for the same thing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -33,6 +34,7 @@ import yaml
 
 from ..config import IDENTITY_OPTIONS, config_id
 from ..errors import DataError
+from ..vllm033 import cite, rule
 
 __all__ = ["ServingConfig", "parse_command_line", "read_serving_config"]
 
@@ -58,6 +60,7 @@ class ServingConfig:
     options: dict[str, Any] = field(default_factory=dict)
     sampling: dict[str, Any] | None = None
     lines: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  #: how a spelling was read (e.g. a --config=FILE vLLM ignores)
 
     def line_of(self, key: str | None) -> int | None:
         """The line of ``key``, or of its nearest parent that has one."""
@@ -97,6 +100,7 @@ class ServingConfig:
             "model": self.model,
             "speculative_config": self.speculative,
             "options": self.options,
+            "notes": list(self.notes),
         }
 
 
@@ -115,57 +119,21 @@ def _key_lines(node, prefix="") -> dict[str, int]:
     return out
 
 
-def _spec_from_value(value, *, path, line, where):
-    if value is None or value == {}:
-        return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=path,
-                            line=line, field=where, value=value) from exc
-    if not isinstance(value, Mapping):
-        raise DataError("must be a mapping of speculative_config keys", file=path, line=line,
-                        field=where, value=value)
-    return dict(value)
+def _from_decoding(data: Mapping, *, path: str, lines: dict[str, int]) -> ServingConfig:
+    """A qualgate decoding config, validated as the harness validates it."""
+    from ..config import parse_config
 
-
-def _from_mapping(data: Mapping, *, path: str, lines: dict[str, int], fmt=None) -> ServingConfig:
-    norm = {str(k).replace("-", "_"): v for k, v in data.items()}
-    decoding = fmt == "decoding-config" or any(k in norm for k in ("engine", "sampling", "engine_options"))
-    if decoding:
-        spec_key = "speculative"
-        options = norm.get("engine_options") or {}
-        if not isinstance(options, Mapping):
-            raise DataError("must be a mapping", file=path, line=lines.get("engine_options"),
-                            field="engine_options", value=options)
-        options = {str(k): v for k, v in options.items() if k in _NUMERIC_KEYS}
-        sampling = norm.get("sampling") if isinstance(norm.get("sampling"), Mapping) else None
-    else:
-        spec_key = "speculative_config" if "speculative_config" in norm else "speculative"
-        options = {k: norm[k] for k in _NUMERIC_KEYS if k in norm}
-        sampling = None
-    spec = _spec_from_value(norm.get(spec_key), path=path, line=lines.get(spec_key),
-                            where=spec_key)
-    # one key name for the speculative block, whatever the file calls it
-    lines = {("speculative_config" + k[len(spec_key):] if k.split(".")[0] == spec_key else k): v
-             for k, v in lines.items()}
-    if decoding:
-        lines.update({k.replace("engine_options.", ""): v for k, v in lines.items()
-                      if k.startswith("engine_options.")})
-    model = norm.get("model")
-    if model is not None and not isinstance(model, str):
-        raise DataError("must be a hub id or path", file=path, line=lines.get("model"),
-                        field="model", value=model)
-    return ServingConfig(
-        path=path,
-        format="decoding-config" if decoding else "serving-config",
-        model=model,
-        speculative=spec,
-        options=options,
-        sampling=dict(sampling) if sampling else None,
-        lines=lines,
-    )
+    parse_config(data, path=path)  # unknown keys, sampling ranges, ... exit 3 like `run`
+    options = {str(k): v for k, v in (data.get("engine_options") or {}).items()
+               if k in _NUMERIC_KEYS}
+    spec = data.get("speculative")
+    lines = {("speculative_config" + k[len("speculative"):]
+              if k.split(".")[0] == "speculative" else k): v for k, v in lines.items()}
+    lines.update({k.replace("engine_options.", ""): v for k, v in lines.items()
+                  if k.startswith("engine_options.")})
+    return ServingConfig(path=path, format="decoding-config", model=data.get("model"),
+                         speculative=dict(spec) if spec else None, options=options,
+                         sampling=dict(data.get("sampling") or {}), lines=lines)
 
 
 # --------------------------------------------------------------------------- command lines
@@ -250,19 +218,24 @@ def _shell_words(text: str, *, path: str) -> list[list[tuple[str, int]]]:
     return [c for c in commands if c]
 
 
-def _serve_args(words: list[tuple[str, int]]) -> list[tuple[str, int]] | None:
+_ENTRY_SERVE, _ENTRY_API, _ENTRY_EITHER = "vllm serve", "api_server", "serve or api_server"
+
+
+def _serve_args(words: list[tuple[str, int]]):
+    """``(entry, arguments)`` of a vLLM start in one shell command, or ``None``."""
     names = [w for w, _ in words]
     for j, w in enumerate(names):
         if w == "serve" and j > 0 and os.path.basename(names[j - 1]) == "vllm":
-            return words[j + 1 :]
+            return _ENTRY_SERVE, words[j + 1 :]
         if w.startswith("vllm/vllm-openai"):  # docker run ... vllm/vllm-openai:TAG ARGS
-            return words[j + 1 :]
+            return _ENTRY_EITHER, words[j + 1 :]
         if w == "-m" and j + 1 < len(names):
             mod = names[j + 1]
-            if mod == "vllm.entrypoints.openai.api_server":
-                return words[j + 2 :]
+            if mod in ("vllm.entrypoints.openai.api_server",
+                       "vllm.entrypoints.launchers.api_server.entry"):
+                return _ENTRY_API, words[j + 2 :]
             if mod == "vllm.entrypoints.cli.main" and names[j + 2 : j + 3] == ["serve"]:
-                return words[j + 3 :]
+                return _ENTRY_SERVE, words[j + 3 :]
     return None
 
 
@@ -273,84 +246,349 @@ def _scalar(text: str):
         return text
 
 
-_SPEC_OPTS = ("--speculative-config", "--speculative_config")
-_MODEL_OPTS = ("--model",)
+def _dotted_value(text: str):
+    """A dotted option's value as vLLM reads it (rule ``cli-dotted``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
+        if m:
+            n, suf = m.groups()
+            if suf in "kmgt":
+                return int(float(n) * 10 ** (3 * "kmgt".index(suf) + 3))
+            if "." not in n:
+                return int(n) * 2 ** (10 * "KMGT".index(suf) + 10)
+        try:
+            return int(text.strip())
+        except ValueError:
+            return text
+
+
+#: options whose names mention speculative decoding and that do not change what is decoded
+_HARMLESS = ("--per-request-spec-decode-metrics", "--specialize-active-lora")
+#: an option name or a value that mentions speculative decoding
+_SPECULATIVE_WORD = re.compile(r"(?i)spec|draft|fly|rejection|eagle|dflash|dspark|ngram|medusa|mtp")
+_SPECULATIVE_VALUE = re.compile(r"(?i)speculative|rejection.sample|fly.window|fly.entropy|spec.method|spec.tokens|spec.model")
 _FLAG_PREFIXES = ("--no-", "--enable-", "--disable-")
-_FLAGS = {"--trust-remote-code", "--enforce-eager", "--headless", "--async-scheduling"}
+_FLAGS = {"--trust-remote-code", "--enforce-eager", "--headless", "--async-scheduling", "--grpc"}
+_NEG_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
-def parse_command_line(args: list[tuple[str, int]], *, path: str, fmt: str) -> ServingConfig:
-    """Build a :class:`ServingConfig` from ``vllm serve`` arguments ``(word, line)``."""
-    model = model_line = None
-    spec: dict[str, Any] | None = None
+def _refuse(msg, *, path, line, token, rule_id) -> DataError:
+    return DataError(f"{msg} ({cite(rule_id)}); qualgate cannot resolve it exactly as vLLM "
+                     "0.33 would, so it refuses it", file=path, line=line, field=token)
+
+
+def _config_file_args(value: str, line: int, *, path: str) -> list[tuple[str, int]]:
+    """``--config FILE``: the file's options as words (rule ``cli-config-file``)."""
+    cfg = Path(path).parent / value
+    if value.split(".")[-1] not in ("yaml", "yml"):
+        raise _refuse(f"vLLM reads only .yaml/.yml files with --config, got {value!r}",
+                      path=path, line=line, token="--config", rule_id="cli-config-file")
+    try:
+        text = cfg.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+        lines = _key_lines(yaml.compose(text))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise DataError(f"the file given to --config cannot be read: {exc}", file=path,
+                        line=line, field="--config", value=value) from exc
+    if not isinstance(data, Mapping):
+        raise DataError("the file given to --config is not a mapping of options", file=path,
+                        line=line, field="--config", value=value)
+    return _mapping_args(data, lines, default_line=line)
+
+
+def _mapping_args(data: Mapping, lines: dict[str, int], *, default_line: int | None = None
+                  ) -> list[tuple[str, int]]:
+    """A vLLM ``--config`` mapping as command-line words, as vLLM builds them."""
+    out: list[tuple[str, int]] = []
+    for key, value in data.items():
+        at = lines.get(str(key).replace("-", "_"), default_line) or 0
+        opt = f"--{key}"
+        if isinstance(value, bool):
+            if value:
+                out.append((opt, at))
+            else:
+                out.append((f"--no-{key}", at))  # only where vLLM registers it; else dropped
+        elif isinstance(value, list):
+            if value:
+                out += [(opt, at)] + [(str(v), at) for v in value]
+        elif isinstance(value, Mapping):
+            out += [(opt, at), (json.dumps(value), at)]
+        else:
+            out += [(opt, at), (str(value), at)]
+    return out
+
+
+def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool):
+    """vLLM's FlexibleArgumentParser.parse_args rewriting of the words, before argparse."""
+    names = [w for w, _ in args]
+    if serve:  # --model M becomes the positional model (rule serve-model)
+        at = next((i for i, w in enumerate(names) if re.match(r"^--model(=.+|$)", w)), None)
+        if at is not None:
+            if names[at] == "--model":
+                if at + 1 >= len(args):
+                    raise DataError("--model needs a value", file=path, line=args[at][1])
+                tag, rest = (args[at + 1][0], args[at][1]), at + 2
+            else:
+                tag, rest = (names[at].removeprefix("--model="), args[at][1]), at + 1
+            args = [tag, *args[:at], *args[rest:]]
+            names = [w for w, _ in args]
+    if names.count("--config") > 1:
+        raise DataError("more than one --config (vLLM asserts one)", file=path)
+    if "--config" in names:  # rule cli-config-file
+        i = names.index("--config")
+        if i + 1 >= len(args):
+            raise DataError("--config needs a file", file=path, line=args[i][1])
+        extra = _config_file_args(args[i + 1][0], args[i][1], path=path)
+        model_first = serve and args and not args[0][0].startswith("-")
+        head = args[:1] if model_first else []
+        args = head + extra + args[len(head):i] + args[i + 2 :]
+    out: list[tuple[str, int]] = []
+    for word, line in args:  # rule cli-underscores
+        if word.startswith("--"):
+            key, eq, value = word.partition("=")
+            head, dot, tail = key[2:].partition(".")
+            word = "--" + head.replace("_", "-") + dot + tail + eq + value
+        out.append((word, line))
+    dotted: dict[str, dict] = {}
+    dotted_line: dict[str, int] = {}
+    keep: list[tuple[str, int]] = []
+    skip = set()
+    for i, (word, line) in enumerate(out):  # rule cli-dotted
+        if i in skip:
+            continue
+        if not (word.startswith("-") and "." in word):
+            keep.append((word, line))
+            continue
+        name, eq, value = word.partition("=")
+        if eq and "." not in name:
+            keep.append((word, line))
+            continue
+        if not eq:
+            if i + 1 >= len(out):
+                raise DataError(f"{word} needs a value", file=path, line=line, field=word)
+            value = out[i + 1][0]
+            skip.add(i + 1)
+        append = name.endswith("+")
+        name = name.removesuffix("+")
+        opt, *keys = name.split(".")
+        val = json.dumps(value.split(",")) if append else value
+        node = dotted.setdefault(opt, {})
+        for k in keys[:-1]:
+            if not isinstance(node.get(k), dict):
+                node[k] = {}
+            node = node[k]
+        leaf = _dotted_value(val)
+        if isinstance(leaf, list) and isinstance(node.get(keys[-1]), list):
+            node[keys[-1]] += leaf
+        else:
+            node[keys[-1]] = leaf
+        dotted_line.setdefault(opt, line)
+        dotted_line[f"{opt}.{keys[0]}"] = line
+    for opt, value in dotted.items():
+        keep += [(opt, dotted_line[opt]), (json.dumps(value), dotted_line[opt])]
+    return keep, dotted_line
+
+
+def parse_command_line(args: list[tuple[str, int]], *, path: str, fmt: str,
+                       entry: str = _ENTRY_EITHER) -> ServingConfig:
+    """Build a :class:`ServingConfig` from vLLM arguments ``(word, line)``, as vLLM 0.33's
+    argument parser and ``EngineArgs.create_speculative_config`` read them (rules of
+    :mod:`qualgate.vllm033` named in the comments)."""
+    if entry == _ENTRY_EITHER:  # the docker image's entrypoint is not in the wheel
+        a = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_SERVE)
+        b = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_API)
+        if (a.model, a.speculative) != (b.model, b.speculative):
+            raise _refuse(f"these arguments mean model {a.model!r} under `vllm serve` and "
+                          f"{b.model!r} under the api_server module, and the image's "
+                          "entrypoint cannot be read from the wheel; pass --model only",
+                          path=path, line=args[0][1] if args else None, token="model",
+                          rule_id="api-server-model")
+        return dataclasses.replace(a, notes=(*a.notes, "read as `vllm serve` arguments; the "
+                                             "same under the api_server entrypoint"))
+    serve = entry == _ENTRY_SERVE
+    words, dotted_lines = _flexible(list(args), path=path, serve=serve)
+    sc_opts = rule("cli-sc-alias").data["options"]
+    spec_flags = rule("cli-spec-flags").data["flags"]
+    parallel = {o: k for k, opts in rule("cli-parallel").data["options"].items() for o in opts}
+    spec_value: Any = None
+    spec_line = None
+    flag_values: dict[str, tuple[Any, int]] = {}
+    model = model_line = positional = None
     options: dict[str, Any] = {}
     lines: dict[str, int] = {}
-    base: ServingConfig | None = None
+    notes: list[str] = []
+    long_names = (*sc_opts, *spec_flags)
     i = 0
-    while i < len(args):
-        word, line = args[i]
-        if not word.startswith("-") or word == "-":
-            if model is None:
-                model, model_line = word, line
+    while i < len(words):
+        word, line = words[i]
+        if "$" in word or "`" in word:
+            raise _refuse(f"{word!r} is expanded by the shell at run time", path=path,
+                          line=line, token=word, rule_id="cli-sc-alias")
+        if not word.startswith("-") or word == "-" or _NEG_NUMBER.match(word):
+            if positional is None:
+                positional = (word, line)
+            else:
+                raise DataError(f"an unexpected positional argument {word!r} (vLLM's parser "
+                                "refuses it)", file=path, line=line, field=word)
             i += 1
             continue
         name, eq, value = word.partition("=")
+        known = name in long_names or name in parallel or name in ("--model", "--config")
+        if not known and name.startswith("--") and any(
+                o.startswith(name) and o != name for o in long_names if o.startswith("--")):
+            raise _refuse(f"{name} is a prefix of a speculative option, which argparse "
+                          "accepts as an abbreviation", path=path, line=line, token=name,
+                          rule_id="cli-abbrev")
+        if not known and name not in _HARMLESS and _SPECULATIVE_WORD.search(name.lstrip("-")):
+            raise _refuse(f"{name} mentions speculative decoding but is not an option vLLM "
+                          "0.33 registers for it (-sc, --speculative-config, --spec-method, "
+                          "--spec-model, --spec-tokens)", path=path, line=line, token=name,
+                          rule_id="cli-spec-flags")
         if not eq:
-            takes_value = not (
-                name in _FLAGS
-                or name.startswith(_FLAG_PREFIXES)
-                or i + 1 >= len(args)
-                or args[i + 1][0].startswith("--")
-            )
-            value, value_line = args[i + 1] if takes_value else (None, line)
+            takes_value = known or not (
+                name in _FLAGS or name.startswith(_FLAG_PREFIXES) or i + 1 >= len(words)
+                or (words[i + 1][0].startswith("-") and not _NEG_NUMBER.match(words[i + 1][0])))
+            if takes_value and (i + 1 >= len(words) or (
+                    words[i + 1][0].startswith("-") and not _NEG_NUMBER.match(words[i + 1][0]))):
+                raise DataError(f"{name} expects a value (vLLM's parser refuses it without)",
+                                file=path, line=line, field=name)
+            value, value_line = words[i + 1] if takes_value else (None, line)
             i += 2 if takes_value else 1
         else:
             value_line = line
             i += 1
         key = name.lstrip("-").replace("-", "_")
-        if name in _MODEL_OPTS:
-            model, model_line = value, line
-        elif name in _SPEC_OPTS:
-            given = _spec_from_value(value, path=path, line=line, where=name) or {}
-            spec = {**(spec or {}), **given}
-            lines["speculative_config"] = line
-            for sub in given:  # the line of each key inside a multi-line JSON value
+        if name in sc_opts:  # rules cli-sc-alias, cli-last-wins, cli-json-none
+            if value in rule("cli-json-none").data["none"]:
+                spec_value, spec_line = None, line
+                continue
+            try:
+                spec_value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=path,
+                                line=line, field=name, value=value) from exc
+            spec_line = line
+            if not isinstance(spec_value, dict):
+                raise DataError("must be a JSON object of speculative_config keys", file=path,
+                                line=line, field=name, value=spec_value)
+            for sub in spec_value:  # the line of each key inside a multi-line JSON value
                 at = value.find(f'"{sub}"')
-                if at >= 0:
-                    lines[f"speculative_config.{sub}"] = value_line + value.count("\n", 0, at)
-        elif name.startswith(tuple(o + "." for o in _SPEC_OPTS)):
-            sub = name.split(".", 1)[1].replace("-", "_")
-            spec = {**(spec or {}), sub: _scalar(value) if value is not None else True}
-            lines.setdefault("speculative_config", line)
-            lines[f"speculative_config.{sub}"] = line
-        elif name == "--config" and value:
-            cfg = Path(path).parent / value
-            base = read_serving_config(cfg) if cfg.is_file() else None
-            if base is None:
-                raise DataError("the file given to --config cannot be read", file=path,
-                                line=line, field="--config", value=value)
-        elif name in ("-q",) or key in _NUMERIC_KEYS:
+                where = f"speculative_config.{str(sub).replace('-', '_')}"
+                if at >= 0 and value_line is not None:
+                    lines[where] = value_line + value.count("\n", 0, at)
+                if f"{name}.{sub}" in dotted_lines:
+                    lines[where] = dotted_lines[f"{name}.{sub}"]
+        elif name in spec_flags:  # rule cli-spec-flags
+            raw = value
+            if spec_flags[name] == "num_speculative_tokens":
+                try:
+                    raw = int(value)
+                except ValueError as exc:
+                    raise DataError("must be an integer (vLLM parses it with int)", file=path,
+                                    line=line, field=name, value=value) from exc
+            flag_values[name] = (raw, line)
+        elif name == "--model":
+            model, model_line = value, line
+        elif name == "--config":
+            notes.append(f"{word}: vLLM reads a --config file only when `--config` and the "
+                         f"file are separate words; this one is never read "
+                         f"({cite('cli-config-equals')})")
+            lines["--config="] = line
+        elif name in parallel:
+            options[parallel[name]] = _scalar(value)
+            lines[parallel[name]] = line
+        elif name == "-q" or key in _NUMERIC_KEYS:
             key = "quantization" if name == "-q" else key
             options[key] = _scalar(value) if key in SERVING_OPTIONS else value
             lines[key] = line
+        elif value is not None and _SPECULATIVE_VALUE.search(value):
+            raise _refuse(f"the value of {name} mentions speculative decoding", path=path,
+                          line=line, token=name, rule_id="cli-spec-flags")
+    # the model (rules serve-model, api-server-model)
+    if serve and positional is not None:
+        model, model_line = positional
+    elif not serve and positional is not None:
+        notes.append(f"the positional {positional[0]!r} is ignored by the api_server module "
+                     f"({cite('api-server-model')})")
     if model_line is not None:
         lines["model"] = model_line
-    if base is not None:  # --config FILE supplies defaults; the command line overrides them
-        model = model or base.model
-        if base.speculative and spec is None:
-            spec = base.speculative
-        options = {**base.options, **options}
-    return ServingConfig(path=path, format=fmt, model=model, speculative=spec or None,
-                         options=options, lines=lines)
+    # create_speculative_config (rules cli-spec-flags-merge, spec-key-hyphens)
+    spec = dict(spec_value) if spec_value is not None else None
+    for flag, (value, line) in flag_values.items():
+        k = spec_flags[flag]
+        spec = {} if spec is None else spec
+        if k in spec:
+            raise _refuse(f"{flag} and --speculative-config['{k}'] are mutually exclusive: "
+                          "vLLM refuses this command", path=path, line=line, token=flag,
+                          rule_id="cli-spec-flags-merge")
+        spec[k] = value
+        lines[f"speculative_config.{k}"] = line
+    if spec is not None:
+        spec = {str(k).replace("-", "_"): v for k, v in spec.items()}
+        lines["speculative_config"] = spec_line or min(
+            v for k, v in lines.items() if k.startswith("speculative_config."))
+    return ServingConfig(path=path, format=fmt, model=model, speculative=spec, options=options,
+                         lines=lines, notes=tuple(notes))
 
 
 # --------------------------------------------------------------------------- entry point
 
 
+def _mentions(node, out: list[tuple[str, int]]) -> None:
+    """Scalars of a YAML node that mention speculative decoding, with their lines."""
+    if isinstance(node, yaml.ScalarNode):
+        if _SPECULATIVE_WORD.search(str(node.value)):
+            out.append((str(node.value), node.start_mark.line + 1))
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            _mentions(k, out)
+            _mentions(v, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for v in node.value:
+            _mentions(v, out)
+
+
+def _from_serving_mapping(data: Mapping, node, *, path: str) -> ServingConfig:
+    """A ``vllm serve --config`` mapping, read as vLLM turns it into arguments."""
+    lines = _key_lines(node)
+    norm = {str(k).replace("-", "_") for k in data}
+    if "model" not in norm and not norm & {"speculative_config", "sc", "spec_method",
+                                           "spec_model", "spec_tokens"}:
+        found: list[tuple[str, int]] = []
+        _mentions(node, found)
+        what = (f"; it mentions {found[0][0]!r} at line {found[0][1]} in a structure qualgate "
+                "does not read" if found else "")
+        raise DataError("not understood as a serving config: a mapping needs `model` (and "
+                        "optionally `speculative-config`) as in a file for `vllm serve "
+                        f"--config`, or a qualgate decoding config{what}", file=path,
+                        line=found[0][1] if found else None, field=found[0][0] if found else None)
+    cfg = parse_command_line(_mapping_args(data, lines), path=path, fmt="serving-config",
+                             entry=_ENTRY_SERVE)
+    spec_lines = {k: v for k, v in lines.items() if k.startswith("speculative_config.")}
+    return dataclasses.replace(cfg, lines={**cfg.lines, **spec_lines})
+
+
+def _scan_other_commands(commands, serve_words, *, path: str) -> None:
+    """Refuse a script that mentions speculative decoding outside its vLLM command (a
+    variable or a file that the command reads at run time)."""
+    used = {id(w) for w in serve_words}
+    for c in commands:
+        for w in c:
+            if id(w) not in used and _SPECULATIVE_VALUE.search(w[0]):
+                raise DataError(f"{w[0][:60]!r} mentions speculative decoding outside the vllm "
+                                "command (a shell variable or file read at run time); qualgate "
+                                "cannot resolve it exactly as vLLM 0.33 would, so it refuses "
+                                "it", file=path, line=w[1], field=w[0][:60])
+
+
 def read_serving_config(path: str | Path) -> ServingConfig:
     """Read a serving config (any accepted format; see the module docstring).
 
-    Raises :class:`DataError` when the file cannot be read or parsed.
+    Raises :class:`DataError` when the file cannot be read or parsed, or holds a spelling
+    that can touch speculative decoding and that qualgate cannot resolve exactly as vLLM
+    0.33 would (fail closed).
     """
     p = Path(path)
     try:
@@ -360,10 +598,13 @@ def read_serving_config(path: str | Path) -> ServingConfig:
     spath = str(p)
 
     commands = shell_error = None
-    if "vllm" in text or re.match(r"\s*--[A-Za-z]", text):
+    launches = re.search(r"\bvllm\b[^\n]*\bserve\b|vllm\.entrypoints|vllm/vllm-openai", text)
+    if "vllm" in text or re.match(r"\s*--?[A-Za-z]", text):
         try:
             commands = _shell_words(text, path=spath)
         except DataError as exc:  # maybe YAML/JSON with quotes a shell would not balance
+            if launches:
+                raise
             shell_error = exc
     if commands:
         serves = [(c, a) for c in commands if (a := _serve_args(c)) is not None]
@@ -372,8 +613,10 @@ def read_serving_config(path: str | Path) -> ServingConfig:
             raise DataError(f"{len(serves)} vllm serve commands (lines {at}); give one per file",
                             file=spath)
         if serves:
-            return parse_command_line(serves[0][1], path=spath, fmt="command-line")
-        if re.match(r"--[A-Za-z]", commands[0][0][0]):
+            command, (entry, args) = serves[0]
+            _scan_other_commands(commands, command, path=spath)
+            return parse_command_line(args, path=spath, fmt="command-line", entry=entry)
+        if re.match(r"--?[A-Za-z]", commands[0][0][0]):
             return parse_command_line([w for c in commands for w in c], path=spath,
                                       fmt="args-file")
 
@@ -393,4 +636,6 @@ def read_serving_config(path: str | Path) -> ServingConfig:
         raise DataError("expected a serving config mapping (model, speculative_config), a "
                         "decoding config, or a vllm serve command line", file=spath,
                         value=data if not isinstance(data, str) else data[:80])
-    return _from_mapping(data, path=spath, lines=_key_lines(node))
+    if any(str(k) in ("engine", "sampling", "engine_options") for k in data):
+        return _from_decoding(data, path=spath, lines=_key_lines(node))
+    return _from_serving_mapping(data, node, path=spath)
