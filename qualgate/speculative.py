@@ -184,7 +184,7 @@ def normalise_speculative(speculative: Mapping[str, Any]) -> dict[str, Any]:
     for key, kind in _FIELD_KINDS.items():
         if key in spec:
             spec[key] = _lax(key, kind, spec[key])
-    if "tensor_parallel_size" in spec and spec["tensor_parallel_size"] is not None:
+    if spec.get("tensor_parallel_size") is not None:  # rule spec-tp-in-spec
         raise ValueError("'tensor_parallel_size' is not a valid argument in the "
                          "speculative_config. Please pass 'draft_tensor_parallel_size' instead.")
     for key, (op, bound) in rule("spec-field-bounds").data["bounds"].items():
@@ -292,7 +292,7 @@ def resolve_speculative(
         )
     out["draft_sample_method"] = dsm
 
-    if rsm == "fly":
+    if rsm == "fly":  # rule fly-rules
         if k < 2:
             raise ValueError(
                 f"FLy requires num_speculative_tokens >= 2, got {k!r}"

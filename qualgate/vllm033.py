@@ -82,7 +82,7 @@ TABLE: tuple[Rule, ...] = (
     # ------------------------------------------------------------------ command line
     Rule("cli-sc-alias", "vllm/engine/arg_utils.py:1865-1867",
          "`-sc` is an alias of `--speculative-config`; its value is parsed with json.loads.",
-         (_S, _LINT), {"options": ("--speculative-config", "-sc")},
+         (_S,), {"options": ("--speculative-config", "-sc")},
          example=_FLY.format(opt="-sc", rsm='"rejection_sample_method": "fly"'),
          expect={"rejection_sample_method": "fly", "fly_window_size": 2}),
     Rule("cli-json-none", "vllm/engine/arg_utils.py:173-177",
@@ -175,7 +175,7 @@ TABLE: tuple[Rule, ...] = (
          "method must be one of ngram, draft_model, suffix, custom_class, eagle, eagle3, "
          "extract_hidden_states, dflash, ngram_gpu, dspark or an MTP model type; "
          "rejection_sample_method one of standard, synthetic, block, fly; "
-         "draft_sample_method greedy or probabilistic.", (_SPEC, _LINT),
+         "draft_sample_method greedy or probabilistic.", (_SPEC,),
          {"methods": ("ngram", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
                       "extract_hidden_states", *MTP_MODEL_TYPES, "dflash", "ngram_gpu",
                       "dspark"),
@@ -238,7 +238,7 @@ TABLE: tuple[Rule, ...] = (
          "4, \"fly_entropy_threshold\": -1}'", expect={"error": "fly_entropy_threshold"}),
     Rule("spec-tp-in-spec", "vllm/config/speculative.py:1940-1944",
          "'tensor_parallel_size' inside the speculative config is refused (use "
-         "draft_tensor_parallel_size).", (_LINT, _SPEC)),
+         "draft_tensor_parallel_size).", (_SPEC,)),
     Rule("synthetic-rates", "vllm/config/speculative.py:600-631; vllm/config/speculative.py:1973-1987",
          "synthetic needs exactly one of synthetic_acceptance_rates (length K, in [0, 1], "
          "non-increasing) or synthetic_acceptance_length (in [1, K + 1]); either key "
