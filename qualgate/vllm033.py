@@ -38,7 +38,7 @@ class Rule:
     expect: Mapping[str, Any] | None = None
 
 
-_S = "qualgate.ci._serving"
+_S = "qualgate.ci._vllm_args"
 _SPEC = "qualgate.speculative"
 _LINT = "qualgate.ci._lint"
 _ADM = "qualgate.ci._admission"

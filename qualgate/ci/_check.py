@@ -201,7 +201,7 @@ def check(
     lossy = method not in LOSSLESS
 
     unknown = sorted(set(spec or {}) - set(SPECULATIVE_KEYS) - set(allow_keys))
-    notes: list[str] = []
+    notes: list[str] = list(cfg.notes)
     if allow_keys and spec:
         left = sorted(set(allow_keys) & set(spec))
         if left:

@@ -69,6 +69,8 @@ def lint(configs, fail_on, fmt):
                 click.echo(f"::{level} {props}::{_gh_escape(f.message)}")
             else:
                 click.echo(f"{_where(path, f.line)}: {f.severity}: {f.message} [{f.rule}]")
+        for note in r.notes if fmt != "json" else ():
+            click.echo(f"{path}: note: {note}", err=True)
         if fmt == "text":
             c = r.counts()
             what = (f"{len(r.findings)} finding(s): {c['error']} error, {c['warning']} warning, "
