@@ -156,7 +156,16 @@ def lint_config(cfg: ServingConfig) -> LintReport:
         lossy = rsm in ("fly", "synthetic")
         rejected = False
         norm = None
-        if raw.get("num_speculative_tokens") is None and raw.get("method") != "suffix":
+        needs = rule("spec-model-needed").data
+        no_k = raw.get("num_speculative_tokens") is None and raw.get("method") != "suffix"
+        if no_k and raw.get("model") is None and raw.get("method", "draft_model") not in (
+                *needs["self_drafting"], *needs["model_free"]):
+            rejected = True  # no drafter to take n_predict from (vllm/config/speculative.py)
+            add("vllm-rejects", "error",
+                "num_speculative_tokens must be provided with speculative model unless the "
+                "draft model config contains an n_predict parameter. (no drafter model: "
+                f"{cite('spec-model-needed')})", "speculative_config")
+        elif no_k:
             rejected = True  # vLLM may take K from the drafter's n_predict (MTP, EAGLE heads)
             add("not-modelled", "warning",
                 "num_speculative_tokens is not set: vLLM takes it from the draft model's "

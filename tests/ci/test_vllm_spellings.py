@@ -253,3 +253,15 @@ def test_every_table_example_resolves_as_the_table_says(tmp_path, row):
 def test_rule_lookup_names_an_unknown_id():
     with pytest.raises(KeyError):
         rule("no-such-rule")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "error" in c[4]], ids=lambda c: c[0])
+def test_lint_never_reports_a_refused_spelling_as_clean(tmp_path, case):
+    # a spelling qualgate cannot read exits 3 naming it; one vLLM refuses is a vllm-rejects error
+    name, rule_id, fname, text, expect, *extra = case
+    path = write(tmp_path, fname, text, extra[0] if extra else None)
+    r = CliRunner().invoke(cli, ["lint", "--fail-on", "error", str(path)])
+    if r.exit_code == 3:
+        assert expect["error"] in r.stderr, name
+    else:
+        assert r.exit_code == 1 and "[vllm-rejects]" in r.stdout, f"{name}: {r.output}"
