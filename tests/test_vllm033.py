@@ -59,3 +59,29 @@ def test_every_citation_is_inside_the_cited_file(row):
                             for p in row.where.split("; "))
             words = re.sub(r'"\s*\n\s*"', "", blob)
             assert row.data[key].split(" (")[0][:40] in words
+
+
+@pytest.mark.parametrize("kind, value", [
+    ("int", 8), ("int", 8.0), ("int", 8.5), ("int", "8"), ("int", " 8 "), ("int", "8.0"),
+    ("int", True), ("int", "0x8"), ("int", None), ("int", float("inf")), ("int", "1_000"),
+    ("float", 1), ("float", "0.3"), ("float", True), ("float", "abc"), ("float", " 0.5"),
+    ("bool", 0), ("bool", 1), ("bool", 2), ("bool", "true"), ("bool", "off"), ("bool", "T"),
+    ("bool", 1.0), ("bool", "2"), ("str", 1), ("str", "a"), ("str", True),
+])
+def test_lax_types_agree_with_pydantic_or_refuse(kind, value):
+    # rule spec-lax-types: vLLM 0.33 needs pydantic>=2.12 (its wheel's METADATA); where
+    # qualgate accepts a value it must read it as pydantic does, and it may refuse more
+    pydantic = pytest.importorskip("pydantic")
+    from qualgate.speculative import _lax
+
+    try:
+        expected = pydantic.TypeAdapter({"int": int, "float": float, "bool": bool,
+                                         "str": str}[kind]).validate_python(value)
+    except pydantic.ValidationError:
+        expected = ValueError
+    try:
+        got = _lax("x", kind, value)
+    except ValueError:
+        got = ValueError
+    assert got is ValueError or (got == expected and type(got) is type(expected))
+    assert expected is not ValueError or got is ValueError  # never accept what vLLM refuses
