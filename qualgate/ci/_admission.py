@@ -181,7 +181,8 @@ def admission(budget: int, max_num_seqs: int, charge: int, *,
     max_num_seqs : int
         vLLM's ``max_num_seqs``.
     charge : int
-        Tokens charged per running decode request (e.g. ``1 + num_speculative_tokens``).
+        Tokens charged per running decode request (:func:`method_charge`: K + 2 for
+        draft_model, K + 1 for eagle/eagle3/mtp/dflash/dspark, ...).
     lookahead : int, optional
         ``num_lookahead_tokens`` of a dflash/dspark drafter: adds the cap ``budget // lookahead``.
 
