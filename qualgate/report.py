@@ -166,8 +166,10 @@ def summarize(out: str | Path) -> RunReport:
                 no_answer_rate=_rate(sum(c["no_answer"] for c in suites.values()), n),
                 acceptance_length=1 + accepted / steps if steps else None,
                 tokens_per_s=tps,
+                # with interleaved rounds, a config they did not time has no speed-up: the
+                # naive ratio would mix two methods in one column
                 speedup=measured[name]["speedup"] if name in measured else
-                tps / base_tps if tps and base_tps else None,
+                None if measured else tps / base_tps if tps and base_tps else None,
                 speedup_ci=tuple(measured[name]["confidence_interval"]) if name in measured else None,
                 verdict=cmp_.get("verdict"),
                 loss_upper=cmp_.get("loss_upper_bound"),
