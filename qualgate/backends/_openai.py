@@ -41,11 +41,12 @@ import time
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from ..speculative import SPECULATIVE_KEYS, resolve_speculative
 from . import Generation, Request
 from .vllm import SPEC_COUNTERS, SPEC_PER_POS
 
 __all__ = ["BadResponse", "WrongIdentity", "parse_completion", "parse_spec_metrics",
-           "request_body", "retry_after", "strict_json"]
+           "request_body", "retry_after", "same_model", "spec_mismatch", "strict_json"]
 
 SAMPLING_FIELDS = (
     "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
@@ -239,3 +240,43 @@ def retry_after(value: str | None) -> float | None:
         except (TypeError, ValueError, OverflowError, IndexError):
             return None
     return None if math.isnan(seconds) else max(0.0, seconds)
+
+
+def same_model(a: str | None, b: str | None) -> bool:
+    """Whether two model names are the same model (equal, or one a path ending in the other)."""
+    if not (isinstance(a, str) and isinstance(b, str)):
+        return False
+    a, b = a.rstrip("/"), b.rstrip("/")
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def spec_mismatch(vllm_config: dict[str, Any], model: str, mine: dict | None):
+    """``(message, field, value)`` when a ``/server_info`` ``vllm_config`` is not the
+    config's model and resolved speculative config; ``None`` when it is."""
+    model_cfg = vllm_config.get("model_config")
+    served = model_cfg.get("model") if isinstance(model_cfg, dict) else None
+    if served is not None and not same_model(served, model):
+        return f"runs {served!r}, but the config's model is {model!r}", "model", model
+    raw = vllm_config.get("speculative_config")
+    if raw and isinstance(raw, dict):
+        raw = {k: raw[k] for k in SPECULATIVE_KEYS if raw.get(k) is not None}
+    try:
+        theirs = resolve_speculative(raw or None)
+    except (ValueError, TypeError) as exc:
+        return (f"reports a speculative_config qualgate cannot read ({exc})", "speculative",
+                raw)
+    if (theirs is None) != (mine is None):
+        return (f"serves speculative_config {theirs}, but the config has {mine}",
+                "speculative", mine)
+    if mine is None:
+        return None
+    diffs = []
+    for key in sorted(set(mine) | set(theirs)):
+        a, b = mine.get(key), theirs.get(key)
+        if key == "model" and (a is None or b is None or same_model(a, b)):
+            continue
+        if a != b:
+            diffs.append(f"{key}: config {a!r}, server {b!r}")
+    if diffs:
+        return "serves a different speculative_config: " + "; ".join(diffs), "speculative", mine
+    return None

@@ -45,9 +45,10 @@ Checks when the backend opens, on every URL (:class:`~qualgate.errors.DataError`
 
 A replica that cannot be reached at open starts out of the rotation (rechecked later); if
 none can be reached, the backend does not open. During the run, a response for another
-``model``, or whose ``metrics.speculative_decoding.num_spec_tokens`` is not K, takes its
-replica out for good; the request is retried on another one. What could not be checked is
-listed in ``info()["checks"]``; each replica's state in ``info()["replicas"]``.
+``model``, or whose ``metrics.speculative_decoding.num_spec_tokens`` is not K, is that
+request's error; while another replica is up, its replica is taken out for good and the
+request retried elsewhere (:mod:`qualgate.backends._replicas`). What could not be checked
+is listed in ``info()["checks"]``; each replica's state in ``info()["replicas"]``.
 
 Acceptance: per request from ``metrics.speculative_decoding`` when the server returns it
 (``vllm serve --per-request-spec-decode-metrics summary``); in any case ``/metrics`` is
@@ -71,7 +72,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import DataError
-from ..speculative import resolve_speculative
 from . import Backend, Generation, Request, package_versions
 from ._http import Client, TransportError, proxy_for
 from ._replicas import ReplicaPool, Unreachable, accumulate, add_vectors
@@ -82,6 +82,8 @@ from ._openai import (
     parse_spec_metrics,
     request_body,
     retry_after,
+    same_model,
+    spec_mismatch,
     strict_json,
 )
 from .vllm import SPEC_COUNTERS, spec_summary
@@ -272,7 +274,7 @@ class VLLMServerBackend(Backend):
         root = card.get("root")
         server: dict[str, Any] = {"model": {"id": card.get("id"), "root": root,
                                             "max_model_len": card.get("max_model_len")}}
-        if root is not None and not (isinstance(root, str) and _same_model(root, cfg.model)):
+        if root is not None and not same_model(root, cfg.model):
             raise self._mismatch(url, f"loaded {root!r} as {self.served_model!r}, but the "
                                  f"config's model is {cfg.model!r}", "model", cfg.model)
         version = self._get_json(url, "/version")
@@ -313,39 +315,9 @@ class VLLMServerBackend(Backend):
                 self._info["checks"].append(message)
 
     def _compare_spec(self, url: str, vllm_config: dict[str, Any]) -> None:
-        cfg = self.config
-        model_cfg = vllm_config.get("model_config")
-        served = model_cfg.get("model") if isinstance(model_cfg, dict) else None
-        if served is not None and not (isinstance(served, str)
-                                       and _same_model(served, cfg.model)):
-            raise self._mismatch(url, f"runs {served!r}, but the config's model is "
-                                 f"{cfg.model!r}", "model", cfg.model)
-        raw = vllm_config.get("speculative_config")
-        if raw and isinstance(raw, dict):
-            from ..speculative import SPECULATIVE_KEYS
-
-            raw = {k: raw[k] for k in SPECULATIVE_KEYS if raw.get(k) is not None}
-        try:
-            theirs = resolve_speculative(raw or None)
-        except (ValueError, TypeError) as exc:
-            raise self._mismatch(url, f"reports a speculative_config qualgate cannot read "
-                                 f"({exc})", "speculative", raw) from None
-        mine = cfg.speculative
-        if (theirs is None) != (mine is None):
-            raise self._mismatch(url, f"serves speculative_config {theirs}, but the config "
-                                 f"has {mine}", "speculative", mine)
-        if mine is None:
-            return
-        diffs = []
-        for key in sorted(set(mine) | set(theirs)):
-            a, b = mine.get(key), theirs.get(key)
-            if key == "model" and (a is None or b is None or _same_model(a, b)):
-                continue
-            if a != b:
-                diffs.append(f"{key}: config {a!r}, server {b!r}")
-        if diffs:
-            raise self._mismatch(url, "serves a different speculative_config: "
-                                 + "; ".join(diffs), "speculative", mine)
+        found = spec_mismatch(vllm_config, self.config.model, self.config.speculative)
+        if found is not None:
+            raise self._mismatch(url, *found)
 
     # -- metrics -----------------------------------------------------------------------
 
@@ -480,10 +452,3 @@ class VLLMServerBackend(Backend):
             waited += delay
             self._closed.wait(delay)
         return self._fail(f"{last} (gave up after {tried} attempts)")
-
-
-def _same_model(a: str | None, b: str | None) -> bool:
-    if a is None or b is None:
-        return False
-    a, b = a.rstrip("/"), b.rstrip("/")
-    return a == b or a.endswith("/" + b) or b.endswith("/" + a)

@@ -17,6 +17,7 @@ import logging
 import logging.config
 import os
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -226,7 +227,7 @@ class FakeVLLMServer:
     (``"completion"``, ``"/v1/models"``, ``"/version"``, ``"/metrics"``, ``"/server_info"``)
     to ``fn(handler, server, body)`` that may answer in its own (broken) way and return
     True; :meth:`kill` dies as a killed process does, and ``die_after=N`` calls it on the
-    completion request that arrives after N answers. ``max_in_flight`` is the most completion requests
+    completion request that arrives after N answers. ``tls=(certfile, keyfile)`` serves HTTPS. ``max_in_flight`` is the most completion requests
     it ever held at once; ``auth`` the ``Authorization`` headers it received.
     """
 
@@ -234,7 +235,7 @@ class FakeVLLMServer:
                  per_request_metrics=True, server_info=False, wrong_mod=3, burst_429=0,
                  fail_500=(), always_500=(), slow=(), slow_s=1.0, metrics_k=None,
                  retry_after="0", delay_s=0.0, hostile=None, die_after=None, port=0,
-                 version="0.33.0"):
+                 version="0.33.0", tls=None):
         self.model = model
         self.served = served or model
         self.speculative = speculative
@@ -267,7 +268,13 @@ class FakeVLLMServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.httpd.daemon_threads = True
         self.httpd.handle_error = lambda request, address: None  # a client gone: not news
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        scheme = "http"
+        if tls is not None:  # (certfile, keyfile): HTTPS
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
                                        daemon=True)
 
