@@ -9,8 +9,10 @@ behaviour. Outcomes: ``ok`` (that request is an ``error`` naming the server URL 
 others are answered, or the backend refuses to open with an error naming the URL, or a
 side endpoint is noted and the run goes on), ``accepted`` (the hostile answer was taken as
 a completion), ``no URL`` (an error that does not name the server), ``traceback`` (an
-exception out of the backend: the batch is lost and the run stops), ``hang`` (past the
-time limit), ``memory`` (killed at the memory limit).
+exception other than ``DataError`` out of the backend: the batch is lost and the run
+stops), ``run stopped`` (a ``DataError`` out of ``generate``: exit 3, but the batch is lost
+and the run stops), ``memory`` (``MemoryError`` at the memory limit), ``hang`` (past the
+time limit).
 
     python benchmarks/hostile_servers.py --root /path/to/old/checkout --root .
 """
@@ -71,11 +73,17 @@ def child(name: str) -> dict:
             backend = open_backend(cfg)
         except DataError as exc:
             return {"outcome": "ok" if srv.url in str(exc) else "no URL", "detail": str(exc)}
+        except MemoryError:
+            return {"outcome": "memory", "detail": "MemoryError"}
         except BaseException as exc:  # noqa: BLE001 - what is measured
             return {"outcome": "traceback", "detail": f"{type(exc).__name__}: {exc}"}
         try:
             with backend:
                 gens = backend.generate(t.requests())
+        except DataError as exc:  # a clean exit 3, but the batch is lost and the run stops
+            return {"outcome": "run stopped", "detail": str(exc)}
+        except MemoryError:
+            return {"outcome": "memory", "detail": "MemoryError"}
         except BaseException as exc:  # noqa: BLE001
             return {"outcome": "traceback", "detail": f"{type(exc).__name__}: {exc}"}
     if route != "completion" and route in ("/v1/models", "/server_info"):

@@ -101,11 +101,14 @@ class _Watchdog:
                 entry = heapq.heappop(self._heap)
                 entry[3] = True
                 sock = getattr(entry[2], "sock", None)
-                if sock is not None:
-                    try:
-                        sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv/send
-                    except OSError:
-                        pass
+                if sock is None:  # still connecting (bounded by the socket timeout): look again
+                    entry[0] += 0.05
+                    heapq.heappush(self._heap, entry)
+                    continue
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv/send
+                except OSError:
+                    pass
 
 
 _WATCHDOG = _Watchdog()

@@ -185,8 +185,9 @@ class VLLMServerBackend(Backend):
 
     def info(self) -> dict[str, Any]:
         """The manifest entry; the same dict is updated in place after every batch."""
-        self._info["replicas"] = {r.url: r.summary() for r in self.replicas}
-        self._info["connections_opened"] = self._client.connections_opened
+        with self._lock:
+            self._info["replicas"] = {r.url: r.summary() for r in self.replicas}
+            self._info["connections_opened"] = self._client.connections_opened
         return self._info
 
     def close(self) -> None:
@@ -331,6 +332,7 @@ class VLLMServerBackend(Backend):
             return None, str(exc)
 
     def _update_metrics(self) -> None:
+        self.info()  # replica states into the manifest entry
         for r in self.replicas:
             if r.metrics_last is None or r.state != "up":
                 continue

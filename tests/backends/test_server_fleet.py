@@ -107,3 +107,18 @@ def test_a_replica_that_answers_for_another_model_is_taken_out_for_good(fake_ser
     assert info["replicas"][bad.url]["state"] == "excluded"
     assert "answered for model 'Qwen/Qwen3-32B'" in info["replicas"][bad.url]["last_error"]
     assert info["requests"]["retried_identity"] == 1 and len(good.bodies) == 6
+
+
+def test_metrics_counters_that_go_back_count_from_zero():
+    """A replica that restarted mid-config: its counters start again at zero."""
+    from qualgate.backends._replicas import accumulate
+
+    def counters(d, t, a, pos):
+        return {"num_drafts": d, "num_draft_tokens": t, "num_accepted_tokens": a,
+                "num_accepted_tokens_per_pos": pos}
+
+    before, later = counters(10, 80, 30, [20, 10]), counters(15, 120, 40, [26, 14])
+    grown = accumulate(None, before, later)
+    assert grown == counters(5, 40, 10, [6, 4])
+    restarted = counters(2, 16, 3, [2, 1])
+    assert accumulate(grown, later, restarted) == counters(7, 56, 13, [8, 5])
