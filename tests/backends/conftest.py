@@ -220,15 +220,16 @@ class FakeVLLMServer:
     ``burst_429`` (first N completion requests get 429 with ``Retry-After: retry_after``),
     ``fail_500`` (seeds whose first attempt gets 500), ``always_500`` (seeds that always
     get 500), ``slow`` (seeds whose first attempt sleeps ``slow_s`` before answering);
-    ``delay_s`` delays every completion.
+    ``delay_s`` delays every completion. ``max_in_flight`` is the most completion requests
+    it ever held at once; ``auth`` the ``Authorization`` headers it received.
 
     HTTP is served as ``vllm serve`` (uvicorn) serves it: HTTP/1.1 with keep-alive
     (``connections`` counts the TCP connections accepted). ``hostile`` maps a route
     (``"completion"``, ``"/v1/models"``, ``"/version"``, ``"/metrics"``, ``"/server_info"``)
     to ``fn(handler, server, body)`` that may answer in its own (broken) way and return
     True; :meth:`kill` dies as a killed process does, and ``die_after=N`` calls it on the
-    completion request that arrives after N answers. ``tls=(certfile, keyfile)`` serves HTTPS. ``max_in_flight`` is the most completion requests
-    it ever held at once; ``auth`` the ``Authorization`` headers it received.
+    completion request that arrives after N answers. ``tls=(certfile, keyfile)`` serves
+    HTTPS; ``port`` and ``version`` (of ``/version``) can be chosen.
     """
 
     def __init__(self, *, model="Qwen/Qwen3-8B", served=None, speculative=None,
