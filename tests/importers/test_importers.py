@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from qualgate.cli import cli
 from qualgate.errors import DataError
+from qualgate.flips import find_flips
 from qualgate.importers import ImportOptions, detect_format, import_records, load_records
 from qualgate.prompts import prompt_hash
 
@@ -298,3 +299,14 @@ def test_the_readme_command_gates_two_lm_eval_runs():
     r = CliRunner().invoke(cli, [str(paths.get(w, w)) for w in words])
     assert r.exit_code in (0, 1, 4), r.output
     assert "baseline: " in r.output and "2 lost, 0 gained" in r.output
+
+
+def test_the_gate_html_page_lists_the_flips_of_lm_eval_runs(tmp_path):
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "gate.html"
+    r = CliRunner().invoke(cli, ["gate", str(LM_EVAL / "output" / "target"), str(LM_EVAL / "output" / "drafter"),
+                                 "--margin", "0.05", "--id-field", "id", "--html", str(page)])  # fmt: skip
+    assert r.exit_code in (0, 1, 4), r.output
+    runs = [_records("lm-eval", LM_EVAL / "output" / m, id_field="id") for m in ("target", "drafter")]
+    lost = [f.question_id for f in find_flips(*runs).lost]
+    assert lost and all(qid in page.read_text() for qid in lost)
