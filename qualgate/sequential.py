@@ -154,6 +154,11 @@ def _sentence(r: SequentialResult, margin: float) -> str:
             f"stopped for futility after {used}: at the observed loss ({fmt_points(r.loss)} points) a PASS "
             f"has become unlikely (upper bound {ub} points against the {m}-point margin)"
         )
+    if r.reason == "final":
+        return (
+            f"after {used} (the budget or all questions) the fixed-n test at the end of the budgeted design "
+            f"puts the loss at most {ub} points ({1 - 0.9 * r.alpha:.1%} upper bound), below the {m}-point margin"
+        )
     what = "the budget ran out" if r.reason == "budget" else "the questions ran out"
     return f"{what} after {used} without a decision (upper bound {ub} points against the {m}-point margin)"
 
@@ -198,8 +203,9 @@ def sequential_gate(
         else:
             positions = np.arange(p.n_questions)
         d = question_differences(p, positions)
+        sizes = np.bincount(p.question, minlength=p.n_questions)[positions]
         r = sequential_noninferiority(
-            d, margin=margin, alpha=each, power=power, max_questions=max_questions
+            d, margin=margin, alpha=each, power=power, max_questions=max_questions, pairs=sizes
         )
         comparisons.append(
             SequentialComparison(name, p.candidate, r, p.max_cluster_size, _sentence(r, margin))
