@@ -157,7 +157,7 @@ def _sentence(r: SequentialResult, margin: float) -> str:
     if r.reason == "final":
         return (
             f"after {used} (the budget or all questions) the fixed-n test at the end of the budgeted design "
-            f"puts the loss at most {ub} points ({1 - 0.9 * r.alpha:.1%} upper bound), below the {m}-point margin"
+            f"puts the loss at most {ub} points ({1 - 0.98 * r.alpha:.1%} upper bound), below the {m}-point margin"
         )
     what = "the budget ran out" if r.reason == "budget" else "the questions ran out"
     return f"{what} after {used} without a decision (upper bound {ub} points against the {m}-point margin)"
