@@ -291,7 +291,7 @@ def exact_critical_value(n, delta, alpha, *, near=None):
         return float(values[lo])
 
     if near is not None and math.isfinite(near):
-        values = _attainable(n, delta, near - 0.15, min(near + 0.15, 0.0))
+        values = _attainable(n, delta, near - 0.06, min(near + 0.06, 0.0))
         if len(values) > 1 and below(values[0]) and not below(values[-1]):
             return largest_below(values)
     values = _attainable(n, delta)
