@@ -141,6 +141,14 @@ class SequentialReport:
         }
 
 
+def _method(r: SequentialResult, pairs_per_question: int) -> str:
+    """The test behind a sequential verdict, as printed with it."""
+    if r.reason in ("final", "budget", "exhausted") and r.max_questions is not None:
+        final = "robust clustered score test" if pairs_per_question > 1 else "exact unconditional score test"
+        return f"budgeted design: always-valid betting test at alpha/50, then the fixed-n {final}"
+    return "always-valid betting test (Waudby-Smith & Ramdas 2024)"
+
+
 def _sentence(r: SequentialResult, margin: float) -> str:
     level = f"{1 - r.alpha:.1%}".replace(".0%", "%")
     used = f"{r.n_questions:,} of {r.n_available:,} questions"
@@ -208,7 +216,8 @@ def sequential_gate(
             d, margin=margin, alpha=each, power=power, max_questions=max_questions, pairs=sizes
         )
         comparisons.append(
-            SequentialComparison(name, p.candidate, r, p.max_cluster_size, _sentence(r, margin))
+            SequentialComparison(name, p.candidate, r, p.max_cluster_size,
+                                 f"{_sentence(r, margin)} [{_method(r, p.max_cluster_size)}]")  # fmt: skip
         )
     verdicts = [c.verdict for c in comparisons]
     overall = "FAIL" if "FAIL" in verdicts else "INCONCLUSIVE" if "INCONCLUSIVE" in verdicts else "PASS"

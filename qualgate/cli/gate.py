@@ -66,7 +66,7 @@ def _emit(report, fmt, output, markdown, text, md):
 @click.option("--max-questions", type=click.IntRange(min=1), default=None,
               help="With --sequential: question budget per candidate.")
 @click.option("--power", type=_FRACTION, default=0.8, show_default=True,
-              help="With --sequential: target power against no loss (sets the futility boundary).")
+              help="With --sequential and no --max-questions: target power against no loss (sets the futility boundary).")
 @_records_options
 def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, sequential, order, order_seed,
          max_questions, power, on_missing, max_errors, drop_truncated, allow_unknown, fmt, output,

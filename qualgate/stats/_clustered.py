@@ -1,5 +1,8 @@
 """Question-level (clustered) paired tests: several seeds or samples per question.
 
+(Over 450 lines: the table, the two non-inferiority statistics, the interval and the two loss
+tests share the table's sufficient statistics and are one family.)
+
 With several seeds per question, the (question, seed) pairs of one question are not
 independent: a question the candidate gets wrong under one seed it tends to get wrong under
 the others. Treating the pairs as independent understates the variance and makes a gate pass
@@ -19,26 +22,35 @@ Design effect
     cannot be estimated.
 
 Non-inferiority (:func:`clustered_noninferiority`)
-    H0: loss ≥ margin against H1: loss < margin. The restricted-maximum-likelihood score
-    statistic for paired proportions (Nam 1997; Tango 1998; see
-    :func:`qualgate.stats.noninferiority`) is divided by ``sqrt(deff)``:
-    ``Z(δ0) = (δ̂ − δ0) / sqrt(deff · (2·q̃ + δ0·(1 − δ0)) / N)``, q̃ the restricted ML estimate of
-    P(gained) under loss = δ0. This is the design-effect (Rao & Scott 1992) or "ICC-adjusted"
-    adjustment that Eliasziw & Donner (1991) proposed for McNemar's test on clustered
-    matched pairs and that Yang, Sun & Hardin (2012) found to hold the nominal level for
-    clustered non-inferiority with equal cluster sizes. Keeping the *restricted* variance
-    (rather than a Wald variance, as in Durkalski et al. 2003 for non-inferiority) keeps the
-    score test's good behaviour at few discordant pairs: with no discordant pair at all the
-    bound is not zero but the score (rule-of-three-like) bound. With ``deff = 1`` the statistic,
-    p-value and bound are exactly those of the unclustered score test. The upper confidence
-    bound of the loss is the root of ``Z(δ0) = −z_{1−α}``. ``benchmarks/gate_calibration.py``
-    checks by simulation (10,000 gates per scenario, three correlated seeds per question) that
-    the type-I error at the margin stays within alpha + 2 Monte Carlo standard errors.
+    H0: loss ≥ margin against H1: loss < margin. Default (``'score-clustered-robust'``): the
+    score statistic ``Z(δ0) = (B − C − N·δ0)/√V(δ0)`` with the variance of
+    :func:`robust_variance`, ``V = max(R, T) + F``: R the cluster-robust (sandwich) variance
+    of Obuchowski (1998) centred at the null value δ0 rather than at the estimate (a score
+    test, as in Yang, Sun & Hardin 2012, whose tests for clustered matched-pair
+    non-inferiority use null-restricted variances); T Tango's restricted variance of N
+    independent pairs, so that the variance is never below what independent pairs with loss
+    δ0 would have and is not zero when no pair is discordant; F about one question of
+    worst-case spread, which makes the bound monotone in every question's outcome (proof
+    sketch in :func:`robust_variance`, property tests in ``tests/stats/test_monotone.py``)
+    and the test conservative while few questions are discordant.
+
+    Why not the design effect any more: the former statistic divided the score statistic by
+    ``sqrt(deff)`` with deff floored at 1 and set to the cluster size when nothing was
+    discordant. A strictly worse candidate could then get the better verdict (100 questions ×
+    3 seeds, margin 2 points: identical → bound 2.63 points, one lost pair → 1.48, PASS), and
+    under a U-shaped difficulty with shared noise its size was 0.074 at 100 questions (issue
+    14). With ``design_effect=`` given, that form (``'score-clustered'``) is still computed:
+    ``Z(δ0) = (δ̂ − δ0) / sqrt(deff · (2·q̃ + δ0·(1 − δ0)) / N)`` (Rao & Scott 1992; Eliasziw &
+    Donner 1991); ``design_effect=1`` gives the unclustered score test exactly.
+
+    The upper confidence bound is the supremum of the δ0 not rejected, found by a grid scan
+    and bisection (the statistic need not be monotone in δ0). ``benchmarks/gate_calibration.py``
+    checks the size over three generative models, 3 and 5 seeds and 30–2,000 questions
+    (10,000 gates a cell): at most alpha + 2 Monte Carlo standard errors in every cell.
 
     With strata (suites) weighted equally, the stratified form
-    ``Z(δ0) = Σ_s w_s (δ̂_s − δ0) / sqrt(Σ_s w_s² deff_s V_s(δ0)/N_s)`` is used, each stratum with
-    its own restricted variance V_s and design effect (a weighted stratified score test in the
-    style of Nam 2006).
+    ``Z(δ0) = Σ_s w_s (δ̂_s − δ0) / sqrt(Σ_s w_s² V_s(δ0)/N_s²)`` is used, each stratum with its
+    own variance (a weighted stratified score test in the style of Nam 2006).
 
 Clustered McNemar (:func:`clustered_mcnemar`)
     An exact sign-flip permutation test on the per-question differences: under H0 the labels
@@ -68,6 +80,9 @@ References
    for the paired-sample design. Stat Med 1998;17:891-908.
 .. [8] Nam J. Non-inferiority of new procedure to standard procedure in stratified
    matched-pair design. Biom J 2006;48:966-977.
+
+Reproduced worked example: Obuchowski's (1998) PET/SPECT parathyroid data, statistic 2.857
+(``tests/gate/test_clustered.py``).
 """
 
 from __future__ import annotations
@@ -547,8 +562,9 @@ def clustered_mcnemar(table: ClusteredTable, *, alternative="two-sided") -> Clus
 def stratified_score_test(tables, *, weights, design_effect=None, alternative="two-sided"):
     """Score test of no loss with strata (suites) combined by fixed weights.
 
-    H0: Σ_s w_s·loss_s = 0. The statistic is the stratified, design-effect-adjusted score
-    statistic of :func:`clustered_noninferiority` at loss 0, referred to the standard normal
+    H0: Σ_s w_s·loss_s = 0. The statistic is the stratified score statistic of
+    :func:`clustered_noninferiority` at loss 0 (robust variance without the monotonicity
+    floor, or the design-effect form when ``design_effect`` is given), referred to the normal
     (``alternative`` as for :func:`clustered_mcnemar`). ``statistic`` is −Z, so that, as for
     the other tests, small values point to a worse candidate.
 

@@ -1,5 +1,8 @@
 """Sequential non-inferiority: stop as soon as the verdict is decided, valid under continuous monitoring.
 
+(Over 450 lines: the open-ended and the budgeted designs share the e-processes, the
+vectorised path simulation the benchmarks use and the confidence sequence.)
+
 Data
     Questions arrive one at a time (in a stated or seeded random order). Question ``i`` gives
     ``d_i`` = the mean over its seeds of (candidate correct − baseline correct), in [−1, 1];
