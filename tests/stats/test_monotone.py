@@ -57,24 +57,18 @@ def check(before, after_lost, after_gained):
     assert not (before.noninferior and not after_gained.noninferior)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clustered_designs())
-def test_clustered_bound_is_monotone_in_lost_and_gained_pairs(design):
-    rows, k, margin, alpha = design
-    if k is None:
-        return
-    run = lambda r: clustered_noninferiority(table(r), margin=margin, alpha=alpha)  # noqa: E731
-    check(run(rows), run(flipped(rows, k, "lost")), run(flipped(rows, k, "gained")))
+@pytest.mark.parametrize(("max_seeds", "examples"), [(5, 300), (1, 150)], ids=["several-seeds", "one-seed"])
+def test_clustered_bound_is_monotone_in_lost_and_gained_pairs(max_seeds, examples):
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(clustered_designs(max_seeds=max_seeds))
+    def prop(design):
+        rows, k, margin, alpha = design
+        if k is None:
+            return
+        run = lambda r: clustered_noninferiority(table(r), margin=margin, alpha=alpha)  # noqa: E731
+        check(run(rows), run(flipped(rows, k, "lost")), run(flipped(rows, k, "gained")))
 
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clustered_designs(max_seeds=1))
-def test_clustered_bound_is_monotone_with_one_seed(design):
-    rows, k, margin, alpha = design
-    if k is None:
-        return
-    run = lambda r: clustered_noninferiority(table(r), margin=margin, alpha=alpha)  # noqa: E731
-    check(run(rows), run(flipped(rows, k, "lost")), run(flipped(rows, k, "gained")))
+    prop()
 
 
 def test_the_issue_example_a_lost_pair_no_longer_improves_the_verdict():
