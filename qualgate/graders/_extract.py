@@ -123,13 +123,18 @@ _UNCLOSED_TAIL = re.compile(r"(?:\s*(?:\$+|\\\]|\\\)|\.|\*+))+\s*$")
 def result_number(text: str) -> str | None:
     """The number a short answer states: after its last ``=`` (``64 - 2 * 24 = 16`` gives
     ``16``), the first number there, as :func:`last_number` reads numbers; ``None`` if none.
+    An ``=`` inside parentheses is a remark, not the result (``20 (= 4 x 5)`` gives ``20``).
 
-    >>> result_number("Answer: 64 - 48 = 16 eggs")
-    '16'
+    >>> result_number("Answer: 64 - 48 = 16 eggs"), result_number("20 (= 4 * 5)")
+    ('16', '20')
     """
-    rest = text.rsplit("=", 1)[-1]
+    bare = _PARENTHESES.sub(" ", text)
+    rest = bare.rsplit("=", 1)[-1] if "=" in bare else text
     found = _NUMBER.search(normalize_text(rest))
     return None if found is None else found.group()
+
+
+_PARENTHESES = re.compile(r"\([^()]*\)")
 
 
 _TAKE = ("number", "letter", "line")

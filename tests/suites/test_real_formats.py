@@ -46,8 +46,9 @@ def test_the_marker_line_gives_its_result_not_its_first_number(text):
     assert suite("gsm8k").grade(q("16"), text).outcome == "correct"
 
 
-def test_a_marker_line_without_an_equation_still_gives_its_first_number():
-    assert after_marker("#### 1,000 (10 boxes of 100)", marker="####") == "1,000"
+@pytest.mark.parametrize("text", ["#### 1,000 (10 boxes of 100)", "#### 1,000 (= 10 * 100)"])
+def test_a_marker_line_without_an_equation_still_gives_its_first_number(text):
+    assert after_marker(text, marker="####") == "1,000"
 
 
 # --- 2. GSM8K's other formats: \boxed{} and Final Answer ----------------------------------------
