@@ -180,9 +180,8 @@ def grade(
     order; the first answer of each list counts. ``grader`` is a callable ``(pred, gold) ->
     bool``; one that takes a ``problem`` keyword gets ``problem`` (the question's text), an
     extractor that takes ``options`` gets ``options`` (multiple choice: the option texts in
-    letter order, as shown). An
-    empty or missing extraction is ``no_answer``; otherwise the grader decides ``correct`` or
-    ``incorrect``. ``decides`` is the policy (:data:`DECISIONS`), ``think`` the handling of
+    letter order, as shown). An empty or missing extraction is ``no_answer``; otherwise the
+    grader decides ``correct`` or ``incorrect``. ``decides`` is the policy (:data:`DECISIONS`), ``think`` the handling of
     reasoning blocks (:data:`THINKING`).
     """
     if decides not in DECISIONS:
@@ -199,9 +198,8 @@ def grade(
     judge = functools.partial(_judge, gold=gold, grader=grader, problem=problem)
     s, s_by = _first(strict, text, options)
     le, le_by = _first(lenient, text, options)
-    s_out, le_out = judge(s), (judge(le) if le != s or le is None else None)
-    if le_out is None:
-        le_out = s_out
+    s_out = judge(s)
+    le_out = s_out if le == s else judge(le)
     if decides == "strict" or (decides == "either" and s is not None):
         outcome, by = s_out, s_by and f"strict:{s_by}"
     else:

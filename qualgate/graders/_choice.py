@@ -24,15 +24,14 @@ _GAP = (
     r"(?:(?i:option|choice)\s*)?"
     r"[\s*_({\[]*"
 )
-# The letter, not the start of a word or of an equation ("A = benzoquinone"), not "A." of
-# an abbreviation followed by a lowercase word.
+# The letter, not the start of a word or of an equation ("A = benzoquinone").
 _END = r"(?![A-Za-z0-9'])(?!\s*=)"
 _PHRASES = (
     # the answer/option/choice is X; final answer: X; correct answer would be X
     r"(?i:\b(?:answer|option|choice|selection)(?:\s+(?:is|would\s+be|should\s+be|must\s+be|will\s+be"
     r"|then\s+is|therefore\s+is|here\s+is))(?:\s+(?:likely|probably|clearly|therefore|thus))?\b"
     r"|\banswer\s*:)",
-    # the correct / best / most plausible <up to six words> is X
+    # the correct / best / most plausible <up to ten words> is X
     r"(?i:\b(?:correct|best|right|final|most\s+(?:likely|plausible|appropriate|suitable|accurate))"
     r"(?:[ \t]+[\w'-]+){0,10}?\s+(?:is|would\s+be|should\s+be|are|matches|fits)"
     r"(?:\s+(?:likely|probably|clearly|therefore|thus))?\b)",
