@@ -677,9 +677,24 @@ def _header(report: GateReport) -> str:
     )
 
 
+def _decided_by(report: GateReport) -> list[str]:
+    """Per side, the share of records each extractor decided (beside the no-answer column)."""
+    sides = [("baseline", report.baseline)] + [(c.name, c.candidate) for c in report.comparisons]
+    out = []
+    for name, side in sides:
+        if side.decided_by and side.n_records:
+            shares = [f"{label} {fmt_pct(n / side.n_records)}" for label, n in side.decided_by]
+            none = side.n_records - sum(n for _, n in side.decided_by)
+            shares += [f"none {fmt_pct(none / side.n_records)}"] if none else []
+            out.append(f"decided by, {name} ({side.n_records:,} records): {', '.join(shares)}")
+    return out
+
+
 def render_text(report: GateReport) -> str:
-    """The aligned text table with one sentence per candidate and any notes."""
-    out = [_header(report), "", text_table(_rows(report), _headers(report)), ""]
+    """The aligned text table, the share decided by each extractor, one sentence per candidate
+    and any notes."""
+    out = [_header(report), "", text_table(_rows(report), _headers(report))]
+    out += _decided_by(report) + [""]
     for c in report.comparisons:
         a = c.pooled
         unit = f"; {a.pairs_per_question} pairs per question, design effect {a.design_effect:.2f}" if a.clustered else ""
@@ -694,7 +709,7 @@ def render_text(report: GateReport) -> str:
 
 def render_markdown(report: GateReport) -> str:
     """The report as a markdown section (for ``--markdown`` and the GitHub step summary)."""
-    items = []
+    items = list(_decided_by(report))
     for c in report.comparisons:
         items.append(f"**{c.name}**: {c.verdict}: {c.reason}.")
         items += [f"  note: {n}" for n in c.notes]

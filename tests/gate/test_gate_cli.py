@@ -286,3 +286,21 @@ def test_records_mode_labels_are_reported(write, records_of):
     base = write("b.jsonl", recs)
     report = json.loads(run("gate", base, write("c.jsonl", ["correct"] * 200, config="c", mode="fly"), "--margin", 0.05, "--format", "json").output)
     assert report["baseline"]["mode"] is None and report["candidates"][0]["mode"] == "fly"
+
+
+def test_the_share_decided_by_each_extractor_is_printed_beside_the_no_answer_rates(write, records_of):
+    def decided(records, labels):
+        return [dataclasses.replace(r, decided_by=lab) for r, lab in zip(records, labels)]
+
+    outcomes = ["correct"] * 150 + ["incorrect"] * 40 + ["no_answer"] * 10
+    base = decided(records_of(outcomes), ["strict:after_marker"] * 180 + ["lenient:last_number"] * 10 + [None] * 10)
+    cand = decided(records_of(outcomes, config="c"), ["strict:after_marker"] * 190 + ["think:unfinished"] * 10)
+    r = run("gate", write("b.jsonl", base), write("c.jsonl", cand), "--margin", 0.05)
+    assert "decided by, baseline (200 records): strict:after_marker 90.0%, lenient:last_number 5.0%, none 5.0%" in r.output
+    assert "decided by, c (200 records): strict:after_marker 95.0%, think:unfinished 5.0%" in r.output
+    report = json.loads(run("gate", write("b2.jsonl", base), write("c2.jsonl", cand), "--margin", 0.05, "--format", "json").output)
+    assert report["baseline"]["decided_by"] == {"strict:after_marker": 180, "lenient:last_number": 10}
+
+
+def test_records_without_decided_by_print_no_such_line(fly_lossy):
+    assert "decided by" not in run("gate", *fly_lossy, "--margin", 0.02).output
