@@ -18,6 +18,7 @@ outcome                    the metric (``metric``, default the line's first) as 
 prompt_hash                :func:`~qualgate.prompts.prompt_hash` of the rendered context
                            ``arguments.gen_args_0.arg_0``
 answer_strict / gold       ``filtered_resps[0]`` / ``target``
+decided_by                 ``lm-eval:<filter>`` (unless ``no_answer``)
 output                     ``resps[0][0]`` when it is text
 =========================  ====================================================================
 
@@ -143,5 +144,6 @@ def _record(row, f, line, task, version, config_id, seed, time, options) -> Loca
         "suite": options.suite or task, "suite_version": version, "question_id": str(qid), "seed": seed,
         "sample_index": 0, "outcome": outcome, "prompt_hash": prompt_hash(context), "mode": None,
         "answer_strict": answer, "gold": as_text(row.get("target")), "output": output,
+        "decided_by": f"lm-eval:{row['filter']}" if outcome != "no_answer" else None,
     }  # fmt: skip
     return located(data, f, line)
