@@ -389,10 +389,15 @@ def spec_k_table(engine, args, ks, device, bound):
         def run():
             sync(device)
             t = time.perf_counter()
-            n = sum(engine.generate([p], sampling=sampling, speculative=spec).num_output_tokens for p in prompts)
+            outs = [engine.generate([p], sampling=sampling, speculative=spec) for p in prompts]
             sync(device)
-            out = engine.generate(prompts[:1], sampling=sampling, speculative=spec) if spec else None
-            return n / (time.perf_counter() - t), out.metrics.mean_acceptance_length if spec else None
+            wall = time.perf_counter() - t
+            n = sum(o.num_output_tokens for o in outs)
+            mal = None
+            if spec:  # over all prompts: 1 + accepted / drafting steps
+                steps = sum(o.metrics.num_drafts for o in outs)
+                mal = 1 + sum(o.metrics.num_accepted_tokens for o in outs) / steps
+            return n / wall, mal
         return run
 
     target, _ = best(one_at_a_time(None), args.repeats)

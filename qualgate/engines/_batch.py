@@ -47,6 +47,15 @@ ROW_FIELDS = (
 FINAL_FIELDS = ("finished", "reason_stop", "finish_step", "n_out", "steps", "accepted", "deferred", "hist")
 #: graph mode: host checks for finished rows every this many steps
 CHECK_EVERY = 4
+#: graph mode: cache capacity and output width are rounded up to this, so that calls with
+#: similar prompts and max_tokens share a captured graph
+ROUND = 64
+#: captured graphs an engine keeps for later calls (each holds its batch's KV caches)
+GRAPHS_KEPT = 4
+
+
+def _round_up(n: int) -> int:
+    return -(-n // ROUND) * ROUND
 
 
 class Spec(NamedTuple):
@@ -66,6 +75,7 @@ class Batch:
 
     def __init__(self, engine, indices, prompt_ids, params, seeds, spec: Spec | None, t0,
                  *, graphs=False, static=False):
+        self.engine = engine
         self.tgt, self.drf = engine._target, engine._drafter
         self.tokenizer = engine.tokenizer
         self.graphs = graphs
@@ -106,6 +116,8 @@ class Batch:
         self.final = {name: getattr(self, name).clone() for name in FINAL_FIELDS}
         self.stepno = torch.zeros((), **long)  # the step being decoded, on the device (graphs)
         self.buf_w = max(p.max_tokens for p in params) + k + 2
+        if graphs:
+            self.buf_w = _round_up(self.buf_w)
         self.out_buf = torch.full((b0 * self.buf_w + 1,), -1, **long)  # last element: write sink
         self.times: list[float] = []  # times[s]: when decoding step s (0 = prefill) had completed
 
@@ -156,6 +168,8 @@ class Batch:
         start = 1 if self.spec else 0
         self.off = start + plen - lens
         self.capacity = start + plen + max(p.max_tokens for p in self.params) + 2 * self.k + 2
+        if self.graphs:
+            self.capacity = _round_up(self.capacity)
         self.pos = lens  # position of the pending token
         mask = self.tgt.prefill_mask(valid) if padded else None
         cache = prefill_cache()
@@ -358,12 +372,63 @@ class Batch:
 
     # ------------------------------------------------------------------ the loop
 
+    def _key(self) -> tuple:
+        """What a captured step depends on besides the values in its tensors."""
+        return (self.rows, self.b0, self.buf_w, self.capacity, self.spec, self.any_sampled,
+                self.use_top_k, self.use_top_p, self.has_stop_ids, self.stop_ids.shape[1])
+
+    def _state(self) -> dict[str, torch.Tensor]:
+        """Every tensor a step reads or writes (a captured graph's inputs and outputs)."""
+        state = {name: getattr(self, name) for name in ROW_FIELDS}
+        state["out_buf"], state["stepno"] = self.out_buf, self.stepno
+        for tag, cache in (("t", self.tcache), ("d", self.dcache)):
+            if cache is not None:
+                for i, (k, v) in enumerate(zip(cache.keys, cache.values)):
+                    state[f"{tag}k{i}"], state[f"{tag}v{i}"] = k, v
+        return state
+
+    def _adopt(self, stored: dict[str, torch.Tensor]) -> None:
+        """Move this batch's state into the tensors an earlier call's graph was captured with."""
+        for name, src in self._state().items():
+            stored[name].copy_(src)
+        for name in ROW_FIELDS:
+            setattr(self, name, stored[name])
+        self.out_buf, self.stepno = stored["out_buf"], stored["stepno"]
+        for tag, cache in (("t", self.tcache), ("d", self.dcache)):
+            if cache is not None:
+                cache.keys = [stored[f"{tag}k{i}"] for i in range(len(cache.keys))]
+                cache.values = [stored[f"{tag}v{i}"] for i in range(len(cache.values))]
+
+    def _capture(self) -> None:
+        """Capture :meth:`step` as a CUDA graph (or, if the model cannot be, go eager)."""
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, pool=self.pool, stream=self._stream):
+                self.step()
+        except RuntimeError as exc:  # a model whose forward cannot be captured
+            logger.warning("CUDA graph capture failed (%s); decoding eagerly", exc)
+            torch.cuda.synchronize(self.dev)
+            self.graphs = False
+            self.step()
+            return
+        self._graph = graph
+        kept = self.engine._graphs
+        kept[self._key()] = (graph, self._state())
+        while len(kept) > GRAPHS_KEPT:
+            kept.popitem(last=False)
+        graph.replay()
+
     def _run_steps(self, n: int) -> None:
         """Run ``n`` steps: eagerly, or as replays of this shape's CUDA graph."""
         for _ in range(n):
             if not self.graphs:
                 self.step()
             elif self._graph is not None:
+                self._graph.replay()
+            elif (kept := self.engine._graphs.get(self._key())) is not None:  # an earlier call's
+                self.engine._graphs.move_to_end(self._key())
+                self._graph, stored = kept
+                self._adopt(stored)
                 self._graph.replay()
             elif not self._warm:  # first step at this shape: eager, on the capture stream
                 stream = self._stream
@@ -373,18 +438,7 @@ class Batch:
                 torch.cuda.current_stream(self.dev).wait_stream(stream)
                 self._warm = True
             else:
-                graph = torch.cuda.CUDAGraph()
-                try:
-                    with torch.cuda.graph(graph, pool=self.pool, stream=self._stream):
-                        self.step()
-                except RuntimeError as exc:  # a model whose forward cannot be captured
-                    logger.warning("CUDA graph capture failed (%s); decoding eagerly", exc)
-                    torch.cuda.synchronize(self.dev)
-                    self.graphs = False
-                    self.step()
-                else:
-                    self._graph = graph
-                    graph.replay()
+                self._capture()
             self.times.append(time.perf_counter())
 
     def decode(self) -> list[GenerationOutput]:

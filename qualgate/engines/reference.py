@@ -21,6 +21,7 @@ used, as vLLM's ``warning_once`` does.
 
 from __future__ import annotations
 
+import collections
 import logging
 import operator
 import os
@@ -124,6 +125,7 @@ class ReferenceEngine:
         self.max_num_seqs = max_num_seqs
         self.cuda_graphs = bool(cuda_graphs) and self.device.type == "cuda"
         self._pool = None
+        self._graphs: collections.OrderedDict = collections.OrderedDict()  # (see _batch.Batch)
         self._target = load_model(target, self.device, dtype, "target")
         self._drafter = None if drafter is None else load_model(drafter, self.device, dtype, "drafter")
         self.compile = bool(compile)
