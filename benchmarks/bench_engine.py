@@ -342,7 +342,8 @@ def main(argv=None):
     dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (1 thread)"
     graphs = getattr(engine, "cuda_graphs", False)
     print(f"# bench_engine: {pair}; target {n_t / 1e6:.2f}M params, drafter {n_d / 1e6:.2f}M; "
-          f"engine {args.engine_module}, CUDA graphs {'on' if graphs else 'off'}")
+          f"engine {args.engine_module}, CUDA graphs {'on' if graphs else 'off'}, "
+          f"torch.compile {'on' if getattr(engine, 'compile', False) else 'off'}")
     print(f"# device {dev_name}; torch {torch.__version__}; dtype {dtype or 'model default'}; "
           f"prompts {'demo questions' if args.demo else args.prompts or f'of {args.prompt_len} random tokens'}"
           f" (mean {mean_prompt:.0f} tokens), {args.max_tokens} new tokens, temperature {args.temperature}, "
