@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .backends import Request, package_versions
+from .backends import Request, open_backend, package_versions
 from .backends._devices import open_on_devices
 from .errors import DataError, ExitCode
 
