@@ -24,22 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from qualgate.backends import open_backend  # noqa: E402
-from qualgate.backends._devices import DeviceParallelBackend, visible_cuda_devices  # noqa: E402
+from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records, visible_cuda_devices  # noqa: E402
 from qualgate.config import load_plan  # noqa: E402
 from qualgate.harness import run_plan  # noqa: E402
-
-TIMING = ("run_id", "latency_s")
-
-
-def records(out: Path) -> dict:
-    rows = {}
-    for path in sorted((out / "records").glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            key = (path.stem, rec["suite"], rec["question_id"], rec["seed"], rec["sample_index"])
-            rows[key] = {k: v for k, v in rec.items() if k not in TIMING}
-    return rows
-
 
 def timed_run(plan, out: Path, factory) -> dict:
     t = time.perf_counter()

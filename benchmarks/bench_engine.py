@@ -312,7 +312,6 @@ def main(argv=None):
         hf(engine, warm, short, device)
         if speculative:
             hf(engine, warm[:1], short, device, assistant=True)
-    prompts1 = make_prompts(args, engine, 1)
     mean_prompt = sum(len(p) for p in make_prompts(args, engine, max(batches))) / max(batches)
     bound = Bound(engine, bandwidth, mean_prompt, args.max_tokens)
 

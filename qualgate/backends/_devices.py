@@ -18,14 +18,33 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import json
 import multiprocessing
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from . import Backend, Generation, Request, open_backend
 
-__all__ = ["DeviceParallelBackend", "open_on_devices", "visible_cuda_devices"]
+__all__ = ["TIMING_FIELDS", "DeviceParallelBackend", "comparable_records", "open_on_devices", "visible_cuda_devices"]
+
+#: record fields that measure time rather than what was decoded
+TIMING_FIELDS = ("run_id", "latency_s")
+
+
+def comparable_records(out) -> dict:
+    """A run's records by (config, suite, question, seed, sample), timing fields left out.
+
+    Two runs of one plan, on one GPU or spread over several, must give equal values.
+    """
+    rows = {}
+    for path in sorted((Path(out) / "records").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            key = (path.stem, rec["suite"], rec["question_id"], rec["seed"], rec["sample_index"])
+            rows[key] = {k: v for k, v in rec.items() if k not in TIMING_FIELDS}
+    return rows
 
 
 def visible_cuda_devices() -> list[str]:

@@ -9,22 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from qualgate.backends import Request, open_backend  # noqa: E402
-from qualgate.backends._devices import DeviceParallelBackend  # noqa: E402
+from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records  # noqa: E402
 from qualgate.config import load_plan  # noqa: E402
 from qualgate.harness import run_plan  # noqa: E402
-
-#: fields that measure time, not what was decoded
-TIMING = ("run_id", "latency_s")
-
-
-def records(out):
-    rows = {}
-    for path in sorted((out / "records").glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            key = (path.stem, rec["suite"], rec["question_id"], rec["seed"], rec["sample_index"])
-            rows[key] = {k: v for k, v in rec.items() if k not in TIMING}
-    return rows
 
 
 def test_requests_are_partitioned_by_the_seed_of_their_key():
