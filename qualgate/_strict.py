@@ -81,7 +81,7 @@ def read_bytes(path, *, kind: str = "text") -> bytes:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise DataError(f"cannot read: {exc.strerror}", file=name) from None
-    with os.fdopen(fd, "rb", buffering=0) as fh:
+    try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             what = next((w for test, w in _KIND_OF_MODE if test(st.st_mode)), "not a regular file")
@@ -89,6 +89,10 @@ def read_bytes(path, *, kind: str = "text") -> bytes:
         if st.st_size > limit:
             raise DataError(f"{st.st_size} bytes, over the {limit} byte limit for a {kind} file",
                             file=name)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb", buffering=0) as fh:
         try:
             data = fh.read(limit + 1)
         except OSError as exc:
@@ -252,37 +256,7 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
         if tag not in (_BINARY, _SET, _OMAP, _PAIRS)
     }  # fmt: skip
 
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen = {}
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    key = self.construct_object(key_node)
-                    if key in seen:
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key {key!r} (first at line "
-                            f"{seen[key] + 1}; the last one would win silently)",
-                            key_node.start_mark)  # fmt: skip
-                    seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
 
-    def _finite_float(self, node):
-        value = self.construct_yaml_float(node)
-        if not math.isfinite(value):
-            raise yaml.constructor.ConstructorError(
-                None, None, f"{node.value!r} is not a finite number", node.start_mark)
-        return value
-
-    def _bounded_int(self, node):
-        if len(node.value) > MAX_INT_DIGITS:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"an integer of {len(node.value)} digits (at most {MAX_INT_DIGITS})",
-                node.start_mark)  # fmt: skip
-        return self.construct_yaml_int(node)
-
-
-_StrictConstructor.yaml_constructors[_FLOAT] = _StrictConstructor._finite_float
-_StrictConstructor.yaml_constructors[_INT] = _StrictConstructor._bounded_int
 # a date is kept as written (a label, not a datetime that JSON cannot hold)
 _StrictConstructor.yaml_constructors[_TIMESTAMP] = yaml.constructor.SafeConstructor.construct_yaml_str
 
@@ -330,10 +304,51 @@ def _yaml_error(exc: Exception, file) -> DataError:
                      line=mark.line + 1 if mark is not None else None)
 
 
-def _run_loader(text: str, file, method: str):
+def _check_nodes(root, loader, file) -> None:
+    """Refuse duplicate keys, non-finite floats and over-long integers, naming the key path."""
+    stack = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, value_node in node.value:
+                key = loader.construct_object(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+                name = f"{path}.{key}" if path else str(key)
+                try:
+                    repeated = key is not None and key in seen
+                except TypeError:  # an unhashable key: the constructor refuses it
+                    repeated = False
+                if repeated:
+                    raise DataError(f"invalid YAML: duplicate key (first at line {seen[key]}; the last "
+                                    "one would win silently)", file=file,
+                                    line=key_node.start_mark.line + 1, field=name)
+                if key is not None and not repeated:
+                    try:
+                        seen[key] = key_node.start_mark.line + 1
+                    except TypeError:
+                        pass
+                stack.append((value_node, name))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node.value))
+        elif node.tag == _FLOAT:
+            if not math.isfinite(loader.construct_yaml_float(node)):
+                raise DataError(f"invalid YAML: {node.value!r} is not a finite number", file=file,
+                                line=line, field=path or None)
+        elif node.tag == _INT and len(node.value) > MAX_INT_DIGITS:
+            raise DataError(f"invalid YAML: an integer of {len(node.value)} digits (at most "
+                            f"{MAX_INT_DIGITS})", file=file, line=line, field=path or None)
+
+
+def _run_loader(text: str, file, construct: bool):
     loader = _StrictLoader(text)
     try:
-        return getattr(loader, method)()
+        node = loader.get_single_node()
+        if node is not None:
+            _check_nodes(node, loader, file)
+        if not construct or node is None:
+            return node
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, file) from None
     except RecursionError:  # pragma: no cover - MAX_DEPTH stops nesting first
@@ -344,12 +359,12 @@ def _run_loader(text: str, file, method: str):
 
 def loads_yaml(text: str, *, file=None) -> Any:
     """Parse one YAML document strictly (see the module docstring)."""
-    return _run_loader(text, file, "get_single_data")
+    return _run_loader(text, file, True)
 
 
 def compose_yaml(text: str, *, file=None) -> yaml.Node | None:
     """The node tree of one YAML document (for line numbers), with the same rules."""
-    return _run_loader(text, file, "get_single_node")
+    return _run_loader(text, file, False)
 
 
 def load_yaml(path) -> Any:

@@ -285,6 +285,8 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
         raise _err("engine 'vllm-server' needs engine_options.base_urls", path=path,
                    key="engine_options.base_urls")
 
+    if data.get("name") is not None and (not isinstance(data["name"], str) or not data["name"]):
+        raise _err("must be a non-empty string", path=path, key="name", value=data["name"])
     label = data.get("name") or name or (Path(path).stem if path else None)
     if not label:
         raise _err("a config needs a name", path=path, key="name")
@@ -433,6 +435,8 @@ def load_plan(path: str | Path) -> Plan:
         if not isinstance(cpath, str):
             raise _err("must be a path to a decoding config YAML", path=path,
                        key=f"configs.{cname}", value=cpath)
+        if not Path(_resolve_relative(base, cpath)).exists():
+            raise _err("no such decoding config file", path=path, key=f"configs.{cname}", value=cpath)
         # the plan's key is the label, whatever the file calls itself
         loaded = load_config(_resolve_relative(base, cpath))
         configs[str(cname)] = dataclasses.replace(loaded, name=str(cname))

@@ -8,6 +8,7 @@ arguments. The CLI maps them to exit codes in :mod:`qualgate.cli`.
 from __future__ import annotations
 
 import enum
+import reprlib
 
 __all__ = ["DataError", "ExitCode"]
 
@@ -41,6 +42,15 @@ class DataError(ValueError):
         if field is not None:
             what = f"field {field!r}"
             if value is not None:
-                what += f" = {value!r}"
+                what += f" = {_preview(value)}"
             what += ": "
         super().__init__(f"{where}{what}{message}")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 80, 80, 40
+
+
+def _preview(value) -> str:
+    """A short repr of an offending value (a 100 MB string or a 5,000-level list is cut)."""
+    return _REPR.repr(value)

@@ -9,6 +9,7 @@ import traceback
 import click
 
 from ..errors import ExitCode
+from . import FiniteFloatRange
 
 __all__ = ["report", "run"]
 
@@ -70,7 +71,7 @@ _MARKDOWN = click.option("--markdown", type=click.Path(dir_okay=False, writable=
               help="With --sequential: questions per round (each with all its seeds and samples).")
 @click.option("--max-questions", type=click.IntRange(min=1), default=None,
               help="With --sequential: question budget per candidate (INCONCLUSIVE when reached).")
-@click.option("--power", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.8,
+@click.option("--power", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.8,
               show_default=True, help="With --sequential: target power against no loss (futility boundary).")
 @click.option("--order-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the order in which questions are run (the same for every config).")
