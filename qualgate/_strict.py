@@ -341,7 +341,10 @@ def _check_nodes(root, loader, file) -> None:
 
 
 def _run_loader(text: str, file, construct: bool):
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)
+    except yaml.YAMLError as exc:  # a character YAML does not allow
+        raise _yaml_error(exc, file) from None
     try:
         node = loader.get_single_node()
         if node is not None:
