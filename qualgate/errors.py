@@ -32,6 +32,7 @@ class DataError(ValueError):
 
     def __init__(self, message: str, *, file=None, line=None, field=None, value=None):
         self.file, self.line, self.field, self.value = file, line, field, value
+        self.message = message
         where = ""
         if file is not None:
             where = f"{file}"

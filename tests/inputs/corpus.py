@@ -328,6 +328,67 @@ def plan_cases() -> list[Case]:
     return out
 
 
+# --------------------------------------------------------------------------- CI files
+
+SERVING = (b"model: Qwen/Qwen3-8B\nspeculative-config:\n  method: draft_model\n  model: Qwen/Qwen3-0.6B\n"
+           b"  num_speculative_tokens: 8\n  rejection_sample_method: fly\n  fly_window_size: 2\n")  # fmt: skip
+EVIDENCE = json.dumps({"kind": "qualgate.gate_report", "version": 1, "verdict": "PASS", "candidates": []}).encode()
+_FILE_DEFECTS = [
+    ("fifo", FIFO, ("FIFO",)), ("/dev/zero", DEV_ZERO, ("device",)), ("directory", DIRECTORY, ("directory",)),
+    ("gzip", None, ("gzip",)), ("utf-16", None, ("UTF-16",)), ("invalid utf-8", None, ("UTF-8",)),
+]  # fmt: skip
+
+
+def _defect(content: bytes, label: str, special):
+    if special is not None:
+        return special
+    if label == "gzip":
+        return gzip.compress(content, mtime=0)
+    if label == "utf-16":
+        return content.decode().encode("utf-16")
+    return content + b"\n\xff\xfe\n"
+
+
+def ci_cases() -> list[Case]:
+    out = []
+    lint = ("lint", "{d}/serve.yaml")
+    check = ("check", "{d}/serve.yaml", "--evidence", "{d}/report.json")
+    for label, special, names in _FILE_DEFECTS:
+        usage = 2 if special == DIRECTORY else 3  # click refuses a directory argument: a usage error
+        out.append(Case(f"ci/lint serving config {label}", lint, {"serve.yaml": _defect(SERVING, label, special)},
+                        usage, ("serve.yaml", *names), group="ci files"))
+        out.append(Case(f"ci/check evidence {label}", check,
+                        {"serve.yaml": SERVING, "report.json": _defect(EVIDENCE, label, special)}, usage,
+                        ("report.json", *names), group="ci files"))  # fmt: skip
+        out.append(Case(f"ci/audit-log {label}", ("audit-log", "{d}/vllm.log"), {"vllm.log": special or b"x"}, usage,
+                        ("vllm.log", *names), group="ci files") if special else None)
+        out.append(Case(f"ci/admission metrics {label}", ("admission", "--metrics", "{d}/m.prom", "--max-num-seqs", "8"),
+                        {"m.prom": _defect(b"vllm:num_requests_running 1\n", label, special)}, 3,
+                        ("m.prom", *names), group="ci files"))  # fmt: skip
+        out.append(Case(f"ci/reanalyze table {label}", ("reanalyze", "{d}/t.csv"),
+                        {"t.csv": _defect(b"model,platform\na,b\n", label, special)}, 3, ("t.csv", *names),
+                        group="ci files"))  # fmt: skip
+    for label, content, names in (
+        ("alias bomb", SERVING + ALIAS_BOMB.encode(), ("alias",)),
+        ("duplicate key", SERVING + b"model: other\n", ("duplicate", "model")),
+        ("nan", SERVING.replace(b"fly_window_size: 2", b"fly_window_size: .nan"), ("finite",)),
+        ("deep nesting", SERVING + b"x: " + b"[" * 5000 + b"]" * 5000 + b"\n", ("nest",)),
+    ):
+        out.append(Case(f"ci/lint serving config {label}", lint, {"serve.yaml": content}, 3, ("serve.yaml", *names),
+                        group="ci files"))
+    for label, content, names in (
+        ("duplicate verdict", EVIDENCE[:-1] + b', "verdict": "FAIL"}', ("duplicate", "verdict")),
+        ("nan", EVIDENCE[:-1] + b', "margin": NaN}', ("NaN",)),
+        ("deep nesting", b"[" * 100_000 + b"]" * 100_000, ("nest",)),
+        ("bom", b"\xef\xbb\xbf" + EVIDENCE, ("byte-order mark",)),
+        ("truncated", EVIDENCE[:20], ("JSON",)),
+        ("not an object", b"[1, 2]", ("object",)),
+    ):
+        out.append(Case(f"ci/check evidence {label}", check, {"serve.yaml": SERVING, "report.json": content}, 3,
+                        ("report.json", *names), group="ci files"))
+    return [c for c in out if c is not None]
+
+
 # --------------------------------------------------------------------------- CLI numbers
 
 _POWER = ("power", "--discordant", "0.06")
@@ -392,7 +453,7 @@ def number_cases() -> list[Case]:
 
 
 def cases() -> list[Case]:
-    all_cases = record_cases() + plan_cases() + number_cases()
+    all_cases = record_cases() + plan_cases() + ci_cases() + number_cases()
     ids = [c.id for c in all_cases]
     assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
     return all_cases

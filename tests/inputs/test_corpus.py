@@ -30,7 +30,7 @@ def outcomes(tmp_path_factory):
 def test_the_corpus_has_at_least_300_bad_inputs_in_every_family():
     groups = {c.group.split(":")[0] for c in CASES}
     assert len(CASES) >= 300
-    assert groups == {"records", "plan", "config", "cli numbers"}
+    assert groups == {"records", "plan", "config", "ci files", "cli numbers"}
 
 
 @pytest.mark.slow
