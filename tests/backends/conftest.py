@@ -1,8 +1,11 @@
 """Doubles for the two boundaries that cannot run here: the ``vllm.LLM`` class (no GPU, no
 vLLM) and a vLLM server (a real HTTP server on 127.0.0.1 that speaks the protocol).
 
-Their behaviour follows vLLM 0.33.0's source (see the docstrings of
-``qualgate.backends.vllm`` and ``qualgate.backends.vllm_server``): the shape of
+Their behaviour follows vLLM 0.33.0's source, through the rows of the conformance table
+:data:`qualgate.vllm033.TABLE` they apply (``per-request-metrics``, ``llm-data-parallel``,
+``lookahead``, ``budget-too-small``, ``override-line``, ``fly-warning``,
+``validation-error``; see also the docstrings of ``qualgate.backends.vllm`` and
+``qualgate.backends.vllm_server``), so the double refuses what vLLM refuses: the shape of
 ``RequestSpecDecodeMetrics.to_dict()``, the logger names and messages of the FLy and
 scheduler warnings, the ``dictConfig`` that ``LLM.__init__`` applies to the ``vllm`` logger,
 the OpenAI response with ``metrics.speculative_decoding``, ``/v1/models``,
@@ -25,8 +28,10 @@ from pathlib import Path
 
 import pytest
 
+from qualgate.ci import method_charge
 from qualgate.demo.task import solve
 from qualgate.speculative import FLY_LOSSY_WARNING
+from qualgate.vllm033 import rule
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 
@@ -63,10 +68,27 @@ class SpecMetrics:
         }
 
 
+class VLLMError(Exception):
+    """Mirrors ``vllm.exceptions.VLLMError`` (rule ``validation-error``: not a ValueError)."""
+
+
+class VLLMClientError(VLLMError):
+    """Mirrors ``vllm.exceptions.VLLMClientError``."""
+
+
+class VLLMValidationError(VLLMClientError):
+    """Mirrors ``vllm.exceptions.VLLMValidationError``."""
+
+
 class RecordingSamplingParams:
-    """Stands in for ``vllm.SamplingParams`` only when vLLM is not installed."""
+    """Stands in for ``vllm.SamplingParams`` only when vLLM is not installed; refuses the
+    values vLLM refuses (rule ``sampling-ranges``) with :class:`VLLMValidationError`."""
 
     def __init__(self, **kwargs):
+        for key, (low, high, closed) in rule("sampling-ranges").data["ranges"].items():
+            v = kwargs.get(key)
+            if v is not None and not ((low <= v if closed else low < v) and v <= high):
+                raise VLLMValidationError(f"{key} must be in [{low}, {high}], got {v}.")
         self.kwargs = kwargs
         for k, v in kwargs.items():
             setattr(self, k, v)
@@ -86,6 +108,12 @@ class RecordingLLM:
         self.shutdowns = 0
         self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
         spec = kwargs.get("speculative_config")
+        if kwargs.get("per_request_spec_decode_metrics", "none") != "none" and not spec:
+            raise ValueError(rule("per-request-metrics").data["message"])
+        if (kwargs.get("data_parallel_size", 1) > 1
+                and kwargs.get("distributed_executor_backend") != "external_launcher"):
+            raise ValueError(f"LLM(data_parallel_size={kwargs['data_parallel_size']}) is not "
+                             "supported for single-process usage and may hang.")  # llm-data-parallel
         self.k = spec["num_speculative_tokens"] if spec else None
         self.per_pos = [0] * (self.k or 0)
         # LLM.__init__ -> configure_logging_if_needed -> dictConfig on the "vllm" logger
@@ -97,22 +125,22 @@ class RecordingLLM:
             "handlers": {"vllm": {"class": "logging.NullHandler"}},
             "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
         })
-        if spec and kwargs.get("max_num_batched_tokens", 8192) <= self.k:  # vllm/config/vllm.py
+        lookahead = method_charge(spec["method"], self.k)[1] if spec else 0  # rule lookahead
+        budget = kwargs.get("max_num_batched_tokens", 8192)
+        if spec and budget <= lookahead:  # rule budget-too-small
             raise ValueError(
                 "VllmConfig does not have enough slots to schedule a token and support the "
                 "speculative decoding settings. Got max_num_batched_tokens="
-                f"{kwargs['max_num_batched_tokens']} and num_lookahead_tokens={self.k}.")
+                f"{budget} and num_lookahead_tokens={lookahead}.")
         if spec and spec.get("rejection_sample_method") == "fly" and not RecordingLLM.fly_logged:
             # logger.warning_once: once per process (here: per test)
             RecordingLLM.fly_logged = True
             logging.getLogger("vllm.config.speculative").warning(FLY_LOSSY_WARNING)
-        if spec and spec.get("method") in ("dflash", "dspark"):
-            budget = kwargs.get("max_num_batched_tokens", 2048)
-            seqs = kwargs.get("max_num_seqs", 256)
-            logging.getLogger("vllm.config.vllm").warning(
-                "The %s draft pass needs %d query tokens per request within "
-                "max_num_batched_tokens=%d. Overriding max_num_active_seqs from %d to %d.",
-                spec["method"], self.k + 1, budget, seqs, budget // (self.k + 1))
+        seqs = kwargs.get("max_num_seqs", 256)
+        if spec and spec.get("method") in ("dflash", "dspark") and budget // lookahead < seqs:
+            over = rule("override-line").data  # rule override-line
+            logging.getLogger(over["logger"]).warning(
+                over["format"], spec["method"], lookahead, budget, seqs, budget // lookahead)
         engine = self
 
         class _Core:
@@ -181,7 +209,12 @@ def fake_llm(monkeypatch):
         mod.LLM = RecordingLLM
         mod.SamplingParams = RecordingSamplingParams
         mod.__version__ = "0.33.0"
+        exc = types.ModuleType("vllm.exceptions")
+        exc.VLLMError, exc.VLLMClientError = VLLMError, VLLMClientError
+        exc.VLLMValidationError = VLLMValidationError
+        mod.exceptions = exc
         monkeypatch.setitem(sys.modules, "vllm", mod)
+        monkeypatch.setitem(sys.modules, "vllm.exceptions", exc)
     monkeypatch.delenv("VLLM_BATCH_INVARIANT", raising=False)
     return RecordingLLM
 
