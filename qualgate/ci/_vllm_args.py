@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from .._strict import compose_yaml, loads_yaml, read_text
 from ..errors import DataError

@@ -376,6 +376,16 @@ def ci_cases() -> list[Case]:
     ):
         out.append(Case(f"ci/lint serving config {label}", lint, {"serve.yaml": content}, 3, ("serve.yaml", *names),
                         group="ci files"))
+    serve = ("lint", "{d}/serve.sh")
+    for label, content, names in (
+        ("fifo", FIFO, ("cfg.yaml", "FIFO")),
+        ("/dev/zero", DEV_ZERO, ("cfg.yaml", "device")),
+        ("alias bomb", SERVING + ALIAS_BOMB.encode(), ("cfg.yaml", "alias")),
+        ("duplicate key", SERVING + b"model: other\n", ("cfg.yaml", "duplicate")),
+    ):
+        out.append(Case(f"ci/lint vllm serve --config {label}", serve,
+                        {"serve.sh": b"vllm serve Qwen/Qwen3-8B --config cfg.yaml\n", "cfg.yaml": content}, 3,
+                        ("serve.sh", "--config", *names), group="ci files"))  # fmt: skip
     for label, content, names in (
         ("duplicate verdict", EVIDENCE[:-1] + b', "verdict": "FAIL"}', ("duplicate", "verdict")),
         ("nan", EVIDENCE[:-1] + b', "margin": NaN}', ("NaN",)),
