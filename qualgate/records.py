@@ -595,11 +595,7 @@ def _jsonl_rows(path: Path, dropped: list | None):
             )
         dropped.append(cut)
         data = data[: len(data) - cut.nbytes]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not valid UTF-8: byte {data[exc.start]:#04x} at offset {exc.start} ({exc.reason})",
-                        file=str(path), line=data.count(b"\n", 0, exc.start) + 1) from None
+    text = decode_text(data, file=str(path))
     lines = text.split("\n")
     numbers = [i for i, raw in enumerate(lines, 1) if raw.strip()]
     if len(numbers) == len(lines) - (lines[-1] == ""):
