@@ -280,7 +280,8 @@ _CONFIG_VALUES = [
     ("sampling", "{max_tokens: 8, min_p: -.inf}"), ("sampling", "{max_tokens: 8, top_p: 0}"),
     ("sampling", "{max_tokens: 8, top_p: 2}"), ("sampling", "{max_tokens: 8, top_p: .nan}"),
     ("sampling", "{max_tokens: 8, top_k: -2}"), ("sampling", "{max_tokens: 8, top_k: 1.5}"),
-    ("sampling", "{max_tokens: 8, bogus: 1}"), ("sampling", "{max_tokens: 8, top_p: 1.0e+400}"),
+    ("sampling", "{max_tokens: 8, bogus: 1}"), ("sampling", "{max_tokens: 8, stop: 5}"),
+    ("sampling", "{max_tokens: 8, stop_token_ids: [a]}"), ("sampling", "{max_tokens: 8, top_p: 1.0e+400}"),
     ("engine_options", "5"), ("engine_options", "{bogus: 1}"), ("engine_options", "[1]"),
     ("name", "[1]"), ("bogus_key", "1"),
 ]  # fmt: skip
