@@ -109,6 +109,9 @@ ENGINE_OPTION_KEYS = (
     "timeout_s",
     "max_retries",
     "retry_backoff_s",
+    "max_wait_s",
+    "max_response_bytes",
+    "recheck_s",
     # reference engine
     "device",
     "batch_size",

@@ -201,14 +201,13 @@ def _prompts(manifest: Mapping) -> tuple[dict, list[str]]:
     return prompts, notes
 
 
-def _speed_points(gate: Mapping, summaries: Mapping[str, Any], manifest: Mapping) -> list[dict]:
+def _speed_points(gate: Mapping, summaries: Mapping[str, Any]) -> list[dict]:
     points = []
     for c in gate.get("candidates", []):
         s = summaries.get(c["name"])
         if s is None or s.speedup is None or c.get("loss_upper_bound") is None:
             continue
-        speed = (manifest.get("configs", {}).get(c["name"], {}).get("throughput") or {})
-        ci = speed.get("speedup_ci") or (None, None)
+        ci = s.speedup_ci or (None, None)
         points.append({"label": c["name"], "loss_upper": 100 * c["loss_upper_bound"], "speedup": s.speedup,
                        "speedup_low": ci[0], "speedup_high": ci[1], "verdict": c["verdict"]})  # fmt: skip
     return points
@@ -248,7 +247,7 @@ def run_html(out: str | Path) -> str:
     return render_html(HtmlReport(
         title=f"qualgate run {report.run_id}", subtitle=subtitle, margin=100 * report.margin,
         verdicts=_verdict_rows(gate, summaries), forest=_forest(gate),
-        speed=_speed_points(gate, summaries, manifest),
+        speed=_speed_points(gate, summaries),
         acceptance=[(c.name, c.acceptance_length) for c in report.configs if c.acceptance_length],
         sequential=_sequential_paths(gate, pairings), calibration=_calibrations(pairings, lossless),
         flips=_capped(flips), flip_counts=_flip_counts(flips), provenance=provenance, notes=notes,

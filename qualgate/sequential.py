@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 ORDERS = ("seeded", "records")
+MULTIPLICITIES = ("bonferroni", "fixed-sequence")
 _EXIT = {"PASS": ExitCode.OK, "FAIL": ExitCode.FAIL, "INCONCLUSIVE": ExitCode.INCONCLUSIVE}
 
 
@@ -117,6 +118,7 @@ class SequentialReport:
     comparisons: tuple[SequentialComparison, ...]
     verdict: str
     exit_code: int
+    multiplicity: str = "bonferroni"
 
     def to_dict(self) -> dict:
         return {
@@ -133,7 +135,7 @@ class SequentialReport:
             "order_seed": self.order_seed,
             "max_questions": self.max_questions,
             "inconclusive": self.inconclusive,
-            "multiplicity": "bonferroni" if len(self.comparisons) > 1 else None,
+            "multiplicity": self.multiplicity if len(self.comparisons) > 1 else None,
             "baseline": self.baseline.to_dict(),
             "candidates": [c.to_dict() for c in self.comparisons],
             "verdict": self.verdict,
@@ -169,6 +171,7 @@ def sequential_gate(
     seed: int = 0,
     max_questions: int | None = None,
     inconclusive: str = "inconclusive",
+    multiplicity: str = "bonferroni",
 ) -> SequentialReport:
     """Run the sequential test for each candidate's pairing with the (same) baseline.
 
@@ -179,6 +182,12 @@ def sequential_gate(
         which they first appear in the baseline's records.
     max_questions : int, optional
         Question budget per candidate.
+    multiplicity : {'bonferroni', 'fixed-sequence'}
+        ``bonferroni``: each candidate is tested at ``alpha / len(pairings)``.
+        ``fixed-sequence``: the pairings are a fixed sequence, each tested at ``alpha``, and
+        every candidate but the last must have passed (:mod:`qualgate.sweep` stops at the
+        first that does not); the chance of any false PASS stays below ``alpha``
+        (Maurer, Hothorn & Lehmacher 1995; Westfall & Krishen 2001).
     Other parameters as :func:`qualgate.gate.gate` and
     :func:`qualgate.stats.sequential_noninferiority`.
     """
@@ -190,7 +199,8 @@ def sequential_gate(
     if not pairings:
         raise ValueError("pairings must hold at least one candidate's pairing")
     names = list(names) if names is not None else [p.candidate.path for p in pairings]
-    each = alpha / len(pairings)
+    choice("multiplicity", multiplicity, MULTIPLICITIES)
+    each = alpha / len(pairings) if multiplicity == "bonferroni" else alpha
     comparisons = []
     for p, name in zip(pairings, names):
         if order == "seeded":
@@ -209,9 +219,11 @@ def sequential_gate(
     code = _EXIT[overall]
     if overall == "INCONCLUSIVE" and inconclusive != "inconclusive":
         code = ExitCode.FAIL if inconclusive == "fail" else ExitCode.OK
+    if multiplicity == "fixed-sequence" and any(v != "PASS" for v in verdicts[:-1]):
+        raise ValueError("in a fixed sequence every candidate but the last must have passed")
     return SequentialReport(
         _now(), margin, alpha, float(power), order, seed if order == "seeded" else None,
-        max_questions, inconclusive, pairings[0].baseline, tuple(comparisons), overall, int(code),
+        max_questions, inconclusive, pairings[0].baseline, tuple(comparisons), overall, int(code), multiplicity,
     )  # fmt: skip
 
 

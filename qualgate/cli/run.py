@@ -90,11 +90,16 @@ _HTML = click.option("--html", type=click.Path(dir_okay=False, writable=True),
               show_default=True, help="With --sequential: target power against no loss (futility boundary).")
 @click.option("--order-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the order in which questions are run (the same for every config).")
+@click.option("--speed-rounds", type=click.IntRange(min=0), default=0, show_default=True,
+              help="After the run, measure each config's speed-up over the baseline in this many interleaved "
+                   "rounds (the same questions under every config back to back, order rotated); 0: off.")
+@click.option("--speed-questions", type=click.IntRange(min=1), default=64, show_default=True,
+              help="With --speed-rounds: requests per round.")
 @_FORMAT
 @_MARKDOWN
 @_HTML
 def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_questions, max_questions, power,
-        order_seed, fmt, markdown, html):
+        order_seed, speed_rounds, speed_questions, fmt, markdown, html):
     """Run every config of PLAN over the same seeded questions, then gate and report.
 
     Writes OUT/manifest.json, OUT/records/<config>.jsonl (appended as requests finish) and
@@ -114,13 +119,14 @@ def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_que
                 or an engine that stopped the run (continue it with --resume).
     """
     from ..config import load_plan
-    from ..harness import SequentialSettings, run_plan
+    from ..harness import SequentialSettings, SpeedSettings, run_plan
 
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
     settings = SequentialSettings(batch_questions, max_questions, power) if sequential else None
+    speed = SpeedSettings(speed_rounds, speed_questions) if speed_rounds else None
     try:
         result = run_plan(load_plan(plan), out, resume=resume, progress=progress_factory(quiet),
-                          log=log, max_errors=max_errors, sequential=settings, order_seed=order_seed,
+                          log=log, max_errors=max_errors, sequential=settings, order_seed=order_seed, speed=speed,
                           keep_errors=keep_errors)
     except (ValueError, click.ClickException, KeyboardInterrupt):
         raise
