@@ -22,6 +22,7 @@ question as the cluster) that the gate, the sequential gate and calibration read
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,6 +48,8 @@ class Side:
     files: tuple[str, ...]
     n_records: int
     dropped_truncated: tuple[str, ...] = ()  #: incomplete last lines dropped on reading
+    #: (decided_by, records) for the records that carry ``decided_by``, most frequent first
+    decided_by: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -57,6 +60,7 @@ class Side:
             "files": list(self.files),
             "records": self.n_records,
             "dropped_truncated": list(self.dropped_truncated),
+            "decided_by": dict(self.decided_by),
         }
 
 
@@ -130,8 +134,10 @@ def _describe(records: Sequence[Record], cols: dict, label: str, path) -> Side:
         )
     files = getattr(records, "files", (str(path),))
     dropped = tuple(t.describe() for t in getattr(records, "dropped", ()))
+    decided = Counter(r.decided_by for r in getattr(records, "records", records) if r.decided_by is not None)
     return Side(
-        str(path), configs.pop(), modes.pop(), tuple(sorted(set(cols["run_id"]))), tuple(files), len(records), dropped
+        str(path), configs.pop(), modes.pop(), tuple(sorted(set(cols["run_id"]))), tuple(files), len(records), dropped,
+        tuple(sorted(decided.items(), key=lambda kv: (-kv[1], kv[0]))),
     )
 
 

@@ -74,7 +74,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 @click.option("--max-questions", type=click.IntRange(min=1), default=None,
               help="With --sequential: question budget per candidate.")
 @click.option("--power", type=_FRACTION, default=0.8, show_default=True,
-              help="With --sequential: target power against no loss (sets the futility boundary).")
+              help="With --sequential and no --max-questions: target power against no loss (sets the futility boundary).")
 @_records_options
 @click.option("--html", type=_OUT, help="Also write a self-contained HTML page (plots, flips) to this file.")
 def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, sequential, order, order_seed,

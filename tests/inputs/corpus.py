@@ -436,6 +436,13 @@ _NUMBER_CASES = [
     (_POWER + ("--noninferiority", "nan"), "--noninferiority"),
     (_POWER + ("--noninferiority", "1"), "--noninferiority"),
     (_POWER + ("--noninferiority", "0.02", "--loss", "1e-300"), "--loss"),
+    (_POWER + ("--margin", "nan"), "--margin"),
+    (_POWER + ("--margin", "0"), "--margin"),
+    (_POWER + ("--margin", "inf"), "--margin"),
+    (_POWER + ("--margin", "0.02", "--loss", "1e-300"), "--loss"),
+    (_POWER + ("--margin", "0.02", "--n", "1" + "0" * 30), "--n"),
+    (_POWER + ("--margin", "0.02", "--n", "1e12"), "--n"),
+    (_POWER + ("--margin", "0.02", "--power", "nan"), "--power"),
 ]  # fmt: skip
 _GATE_OPTIONS = [
     ("--margin", "0"), ("--margin", "1"), ("--margin", "nan"), ("--margin", "inf"), ("--margin", "-0.1"),
@@ -449,8 +456,11 @@ _RUN_OPTIONS = [
 
 
 def number_cases() -> list[Case]:
-    out = [Case(f"cli/{' '.join(argv[1:])}"[:90], argv, {}, 2, (option,), group="cli numbers")
-           for argv, option in _NUMBER_CASES]  # fmt: skip
+    out = []
+    for argv, option in _NUMBER_CASES:
+        if "--noninferiority" not in argv and "--margin" not in argv:  # McNemar's design, named
+            argv = argv[:1] + ("--design", "mcnemar") + argv[1:]
+        out.append(Case(f"cli/{' '.join(argv[1:])}"[:90], argv, {}, 2, (option,), group="cli numbers"))
     for option, value in _GATE_OPTIONS:
         argv = ("gate", "{d}/base.jsonl", "{d}/cand.jsonl", "--margin", "0.05", option, value)
         if option == "--margin":
