@@ -53,5 +53,11 @@ _REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 80, 80, 40
 
 
 def _preview(value) -> str:
-    """A short repr of an offending value (a 100 MB string or a 5,000-level list is cut)."""
-    return _REPR.repr(value)
+    """The repr of an offending value, cut when long (a 100 MB string, a 5,000-level list)."""
+    if isinstance(value, (str, bytes)) and len(value) > 200:
+        return _REPR.repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        return _REPR.repr(value)
+    return text if len(text) <= 200 else _REPR.repr(value)
