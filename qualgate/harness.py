@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends import Request, open_backend, package_versions
+from .backends._devices import open_on_devices
 from .errors import DataError, ExitCode
 
 __all__ = [
@@ -378,7 +379,7 @@ def run_plan(
     suites: Sequence | None = None,
     progress: Callable[[str, int], Any] | None = None,
     log: Callable[[str], None] | None = None,
-    backend_factory: Callable = open_backend,
+    backend_factory: Callable = open_on_devices,
     max_errors: int = 0,
     sequential: SequentialSettings | None = None,
     order_seed: int = 0,
@@ -403,7 +404,9 @@ def run_plan(
     log : callable, optional
         Receives one-line diagnostics (for stderr).
     backend_factory : callable
-        ``backend_factory(config)`` returns a :class:`qualgate.backends.Backend`.
+        ``backend_factory(config)`` returns a :class:`qualgate.backends.Backend`; the default
+        spreads a reference-engine config over every visible GPU, one engine per GPU
+        (:func:`qualgate.backends._devices.open_on_devices`).
     max_errors : int
         Pairs with an ``error`` outcome the gate may drop (as ``qualgate gate --max-errors``).
     sequential : SequentialSettings, optional
