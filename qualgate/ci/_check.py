@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._strict import load_json
 from ..errors import DataError
 from ..speculative import (
     LOSSY_METHODS,
@@ -95,14 +96,7 @@ class CheckResult:
 
 def _read_report(path) -> dict[str, Any]:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", file=p) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"not valid JSON: {exc.msg}", file=p, line=exc.lineno) from exc
+    data = load_json(p)  # strict: a regular file, no duplicate keys, no NaN
     if not isinstance(data, dict):
         raise DataError("a gate report is a JSON object", file=p, value=type(data).__name__)
     return data

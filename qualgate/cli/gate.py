@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import click
 
+from . import FiniteFloatRange
 from .importing import import_options, options_from
 
-_FRACTION = click.FloatRange(0, 1, min_open=True, max_open=True)
-_ALPHA = click.FloatRange(0, 0.5, min_open=True, max_open=True)
+_FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
+_ALPHA = FiniteFloatRange(0, 0.5, min_open=True, max_open=True)
 _PATH = click.Path(exists=True, path_type=str)
 _OUT = click.Path(dir_okay=False, path_type=str)
 FORMATS = ("qualgate", "lm-eval", "inspect", "nemo-evaluator", "lighteval")
@@ -161,7 +162,7 @@ class _Losses(click.ParamType):
               help="Losses to size a gate for (fractions).")
 @click.option("--alpha", type=_ALPHA, default=0.05, show_default=True,
               help="Level of the A/A test (two-sided) and of the gates sized; 1 - alpha intervals.")
-@click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8, show_default=True,
+@click.option("--power", type=FiniteFloatRange(0.5, 1, max_open=True), default=0.8, show_default=True,
               help="Power of the gates sized.")
 @_records_options
 def calibrate(run_a, run_b, losses, alpha, power, on_missing, max_errors, drop_truncated, allow_unknown,

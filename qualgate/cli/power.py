@@ -9,6 +9,7 @@ import math
 import click
 
 from ..errors import ExitCode
+from . import FiniteFloatRange
 
 # library argument name (first word of its ValueError) -> the option that set it
 _OPTION_OF = {
@@ -21,11 +22,18 @@ _OPTION_OF = {
 }
 
 
-class _NumberList(click.ParamType):
-    """A comma-separated list of numbers (one value is a list of one)."""
+#: Input bounds: more questions than this is not a design (and overflows the arithmetic);
+#: a loss below MIN_LOSS (a ten-thousandth of a point) needs more than ~10^12 questions.
+MAX_N, MIN_LOSS = 10**9, 1e-6
 
-    def __init__(self, kind):
+
+class _NumberList(click.ParamType):
+    """A comma-separated list of numbers (one value is a list of one), each finite; integers
+    in [1, MAX_N]; fractions at least ``min_positive`` unless 0."""
+
+    def __init__(self, kind, min_positive: float = 0.0):
         self.kind = kind
+        self.min_positive = min_positive
         self.name = "INTEGER[,...]" if kind is int else "FRACTION[,...]"
 
     def convert(self, value, param, ctx):
@@ -38,14 +46,19 @@ class _NumberList(click.ParamType):
                 number = self.kind(item)
             except ValueError:
                 word = "an integer" if self.kind is int else "a number"
-                self.fail(f"{item!r} is not {word} (give one value or a comma list)", param, ctx)
-            if self.kind is int and number < 1:
-                self.fail(f"{item!r}: the number of questions must be >= 1", param, ctx)
+                self.fail(f"{item[:40]!r} is not {word} (give one value or a comma list)", param, ctx)
+            if self.kind is int and not 1 <= number <= MAX_N:
+                self.fail(f"{item!r}: the number of questions must be from 1 to {MAX_N}", param, ctx)
+            if self.kind is float and not math.isfinite(number):
+                self.fail(f"{item!r} is not a finite number", param, ctx)
+            if self.kind is float and 0 < abs(number) < self.min_positive:
+                self.fail(f"{item!r} is too small: give 0 or at least {self.min_positive:g} (a smaller "
+                          "difference needs more than 10^12 questions)", param, ctx)
             out.append(number)
         return out
 
 
-_PROBABILITY = click.FloatRange(0, 1, min_open=True, max_open=True)
+_PROBABILITY = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,10 +70,10 @@ _PROBABILITY = click.FloatRange(0, 1, min_open=True, max_open=True)
               help="Non-inferiority margin: the gate's --margin (H0: loss >= MARGIN).")
 @click.option("--noninferiority", "ni_margin", type=_PROBABILITY, default=None, metavar="MARGIN",
               hidden=True, help="Same as --design noninferiority --margin MARGIN.")
-@click.option("--loss", type=_NumberList(float), default=None,
+@click.option("--loss", type=_NumberList(float, MIN_LOSS), default=None,
               help="Non-inferiority: the expected true loss (default 0). McNemar: the loss to "
                    "detect. accuracy(baseline) - accuracy(candidate), as a fraction (0.02 = 2 points).")
-@click.option("--discordant", type=_NumberList(float), required=True,
+@click.option("--discordant", type=_NumberList(float, MIN_LOSS), required=True,
               help="Fraction of questions whose outcome flips either way (lost + gained).")
 @click.option("--n", "n", type=_NumberList(int), default=None,
               help="Number of paired questions: print the power (McNemar without --loss: the "
@@ -69,7 +82,7 @@ _PROBABILITY = click.FloatRange(0, 1, min_open=True, max_open=True)
               show_default=True, help="McNemar only: normal approximation, or exact power of the exact test.")
 @click.option("--alpha", type=_PROBABILITY, default=0.05, show_default=True,
               help="Significance level (one-sided for non-inferiority, as in `qualgate gate`).")
-@click.option("--power", "target", type=click.FloatRange(0.5, 1, max_open=True), default=0.8,
+@click.option("--power", "target", type=FiniteFloatRange(0.5, 1, max_open=True), default=0.8,
               show_default=True, help="Target power.")
 @click.option("--alternative", type=click.Choice(["two-sided", "less"]), default=None,
               help="McNemar only: two-sided (default) or less (candidate worse, as the gate's loss test).")
@@ -93,7 +106,11 @@ def power(design, margin, ni_margin, loss, discordant, n, method, alpha, target,
     divide by the seeds and multiply by the design effect (`qualgate calibrate` prints both).
     """
     from .. import stats
+    from ..stats._power import _EXACT_MAX_N
 
+    if method == "exact" and n and max(n) > _EXACT_MAX_N:
+        raise click.BadParameter(f"{max(n)}: the exact method computes up to {_EXACT_MAX_N} questions; "
+                                 "use --method normal", param_hint="'--n'")
     if ni_margin is not None:
         if margin is not None and margin != ni_margin:
             raise click.BadParameter("give the margin once", param_hint="'--noninferiority'")

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
 from .. import graders
+from .._strict import load_yaml
 from ..errors import DataError
 
 _TOP = {
@@ -130,18 +129,7 @@ def read_spec(path: str | Path) -> SuiteSpec:
     """Read and validate a suite file; raise :class:`DataError` naming file, key and value."""
     path = str(path)
     r = _Reader(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f)
-    except OSError as exc:
-        raise DataError(f"cannot read suite file: {exc.strerror}", file=path) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise DataError(
-            f"invalid YAML: {getattr(exc, 'problem', exc)}",
-            file=path,
-            line=None if mark is None else mark.line + 1,
-        ) from None
+    raw = load_yaml(path)  # strict: a regular file, no aliases, no duplicate keys
     doc = r.mapping(raw, "", _TOP, _REQUIRED)
 
     name = r.string(doc["name"], "name")
