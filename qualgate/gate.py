@@ -8,7 +8,8 @@ Layers, each usable on its own (the sequential gate reuses the lower ones):
 3. :func:`decide` is the decision rule, a pure function of two p-values (vectorised);
 4. :func:`gate` applies it to several candidates with Holm's adjustment and sets the exit
    code; :func:`run_gate` goes from paths to a :class:`GateReport`;
-5. :func:`render_text` / :func:`render_markdown` and ``GateReport.to_dict()`` render it.
+5. :func:`render_text` / :func:`render_markdown` render it; ``GateReport.evidence()`` is the
+   report file (:mod:`qualgate.evidence`, the one writer and reader of gate reports).
 
 Policies
 --------
@@ -34,22 +35,25 @@ the decisive p-values (non-inferiority p-values for ``noninferiority``, the loss
 ``mcnemar``), so that the chance of any false PASS (resp. FAIL) stays below alpha.
 
 Exit codes: PASS 0, FAIL 1, INCONCLUSIVE 4 (``inconclusive='fail'|'pass'`` maps it to 1 or 0);
-with several candidates the worst verdict decides.
+with several candidates the worst verdict decides (:func:`qualgate.evidence.decide_exit`).
+
+Incomplete pairs (``--on-missing drop``, ``--max-errors``): by default (``missing='worst-case'``)
+a candidate-side gap on a question the baseline answered correctly counts as lost; the verdict
+with those pairs dropped is reported beside it (:mod:`qualgate.pairing`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from . import __version__
 from ._render import fmt_p, fmt_pct, fmt_points, markdown_section, markdown_table, text_table
-from .errors import ExitCode
+from .errors import DataError, ExitCode
+from .evidence import MISSING, REPORT_KIND, REPORT_VERSION, Evidence, decide_exit, names, now
 from .pairing import Pairing, Side, load_side, pair_records
 from .stats import (
     ClusteredTable,
@@ -67,8 +71,6 @@ from .stats import _checks
 __all__ = [
     "INCONCLUSIVE_AS",
     "POLICIES",
-    "REPORT_KIND",
-    "REPORT_VERSION",
     "WEIGHTINGS",
     "Analysis",
     "CalibrationReport",
@@ -90,10 +92,7 @@ __all__ = [
 POLICIES = ("noninferiority", "mcnemar")
 WEIGHTINGS = ("pooled", "equal")
 INCONCLUSIVE_AS = ("inconclusive", "fail", "pass")
-REPORT_KIND = "qualgate.gate_report"
-REPORT_VERSION = 1
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
-_EXIT = {PASS: ExitCode.OK, FAIL: ExitCode.FAIL, INCONCLUSIVE: ExitCode.INCONCLUSIVE}
 _TARGET_POWER = 0.8
 
 
@@ -392,6 +391,9 @@ class Comparison:
 
     ``verdict`` is the pooled verdict after Holm's adjustment across candidates
     (``verdict_unadjusted`` before it; ``pvalue_holm`` the adjusted decisive p-value).
+    ``missing``: the verdict with incomplete candidate-side pairs counted as lost
+    (``verdict_worst_case``) and with them dropped (``verdict_dropped``), and what was
+    incomplete, by side and by the baseline's outcome (:mod:`qualgate.pairing`).
     """
 
     name: str
@@ -404,6 +406,7 @@ class Comparison:
     reason: str
     notes: tuple[str, ...] = ()
     dropped: dict | None = None
+    missing: dict | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -415,6 +418,7 @@ class Comparison:
             "verdict_unadjusted": self.verdict_unadjusted,
             "pvalue_holm": self.pvalue_holm,
             "loss_upper_bound": self.pooled.loss_upper_bound,
+            "missing": self.missing,
             "side": self.candidate.to_dict(),
             "pooled": self.pooled.to_dict(),
             "suites": [a.to_dict() for a in self.suites],
@@ -423,9 +427,13 @@ class Comparison:
         }
 
 
+_READING = {"on_missing": "error", "max_errors": 0, "drop_truncated": False, "allow_unknown": False}
+
+
 @dataclasses.dataclass(frozen=True)
 class GateReport:
-    """Everything ``qualgate gate`` decides; ``to_dict()`` is the evidence file's content."""
+    """Everything ``qualgate gate`` decides; :meth:`evidence` is the report file
+    (:class:`qualgate.evidence.Evidence`), ``to_dict()`` its content."""
 
     created_at: str
     policy: str
@@ -437,28 +445,21 @@ class GateReport:
     comparisons: tuple[Comparison, ...]
     verdict: str
     exit_code: int
+    missing: str = "worst-case"
+    reading: dict = dataclasses.field(default_factory=lambda: dict(_READING))
+    baseline_config: dict | None = None  #: :func:`qualgate.evidence.describe_config` of the baseline
+    plan: dict | None = None  #: the plan file's and the run's digests (harness runs)
 
-    def comparison(self, config_id: str) -> Comparison | None:
-        """The comparison whose candidate has this config id."""
-        return next((c for c in self.comparisons if c.candidate.config_id == config_id), None)
+    def evidence(self) -> Evidence:
+        settings = {"policy": self.policy, "margin": self.margin, "alpha": self.alpha, "weighting": self.weighting,
+                    "inconclusive": self.inconclusive, "missing": self.missing, **self.reading}  # fmt: skip
+        return Evidence(
+            self.created_at, "fixed", settings, self.baseline.to_dict() | {"config": self.baseline_config},
+            tuple(c.to_dict() for c in self.comparisons), self.verdict, int(self.exit_code), self.plan,
+        )
 
     def to_dict(self) -> dict:
-        return {
-            "kind": REPORT_KIND,
-            "version": REPORT_VERSION,
-            "created_at": self.created_at,
-            "qualgate_version": __version__,
-            "policy": self.policy,
-            "margin": self.margin,
-            "alpha": self.alpha,
-            "weighting": self.weighting,
-            "inconclusive": self.inconclusive,
-            "multiplicity": "holm" if len(self.comparisons) > 1 else None,
-            "baseline": self.baseline.to_dict(),
-            "candidates": [c.to_dict() for c in self.comparisons],
-            "verdict": self.verdict,
-            "exit_code": self.exit_code,
-        }
+        return self.evidence().to_dict()
 
 
 def _check_settings(policy, margin, alpha, weighting, inconclusive):
@@ -468,10 +469,6 @@ def _check_settings(policy, margin, alpha, weighting, inconclusive):
     margin = _checks.real("margin", margin, low=0.0, high=1.0)
     alpha = _checks.real("alpha", alpha, low=0.0, high=0.5)
     return margin, alpha
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _analyses(p: Pairing, policy, margin, alpha, weighting):
@@ -495,6 +492,20 @@ def _analyses(p: Pairing, policy, margin, alpha, weighting):
     return tuple(suites), pooled
 
 
+def _decide_all(pairings, policy, margin, alpha, weighting):
+    """Per candidate: (suite analyses, pooled analysis, Holm-adjusted p, verdict)."""
+    analyses = [_analyses(p, policy, margin, alpha, weighting) for p in pairings]
+    decisive = [a.pvalue_noninferiority if policy == "noninferiority" else a.pvalue_loss for _, a in analyses]
+    out = []
+    for (suites, a), p_adj in zip(analyses, holm(decisive)):
+        if policy == "noninferiority":
+            verdict = decide(policy, pvalue_noninferiority=p_adj, pvalue_loss=a.pvalue_loss, alpha=alpha)
+        else:
+            verdict = decide(policy, pvalue_noninferiority=None, pvalue_loss=p_adj, alpha=alpha)
+        out.append((suites, a, p_adj, verdict))
+    return out
+
+
 def gate(
     pairings: Sequence[Pairing],
     *,
@@ -504,6 +515,7 @@ def gate(
     alpha: float = 0.05,
     weighting: str = "pooled",
     inconclusive: str = "inconclusive",
+    missing: str = "worst-case",
 ) -> GateReport:
     """Decide each candidate's verdict from its pairing with the (same) baseline.
 
@@ -522,21 +534,24 @@ def gate(
         How suites combine into the pooled decision: counts summed, or suites weighted equally.
     inconclusive : {'inconclusive', 'fail', 'pass'}
         Exit code of an INCONCLUSIVE verdict: 4, 1 or 0. Verdicts themselves are unchanged.
+    missing : {'worst-case', 'drop'}
+        Which verdict decides: with the pairings' imputed pairs (candidate missing or
+        ``error`` where the baseline was correct) counted as lost, or with them dropped. Both
+        are reported.
     """
     margin, alpha = _check_settings(policy, margin, alpha, weighting, inconclusive)
+    _checks.choice("missing", missing, MISSING)
     if not pairings:
         raise ValueError("pairings must hold at least one candidate's pairing")
     names = list(names) if names is not None else [p.candidate.path for p in pairings]
-    analyses = [_analyses(p, policy, margin, alpha, weighting) for p in pairings]
-    pooled = [a[1] for a in analyses]
-    decisive = [a.pvalue_noninferiority if policy == "noninferiority" else a.pvalue_loss for a in pooled]
-    adjusted = holm(decisive)
+    worst = _decide_all(pairings, policy, margin, alpha, weighting)
+    if any(p.n_imputed for p in pairings):
+        dropped = _decide_all([p.without_imputed() for p in pairings], policy, margin, alpha, weighting)
+    else:
+        dropped = worst
     comparisons = []
-    for p, name, (suites, a), p_adj in zip(pairings, names, analyses, adjusted):
-        if policy == "noninferiority":
-            verdict = decide(policy, pvalue_noninferiority=p_adj, pvalue_loss=a.pvalue_loss, alpha=alpha)
-        else:
-            verdict = decide(policy, pvalue_noninferiority=None, pvalue_loss=p_adj, alpha=alpha)
+    for p, name, w, d in zip(pairings, names, worst, dropped):
+        suites, a, p_adj, verdict = w if missing == "worst-case" else d
         reason = a.reason
         notes = _reading_notes(p) + list(p.notes) + list(a.warnings)
         if verdict != a.verdict:
@@ -549,27 +564,28 @@ def gate(
                 f"the candidate gave no answer on {a.no_answer_candidate} pairs, the baseline on "
                 f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
             )
+        if w[3] != d[3]:
+            notes.append(
+                f"the verdict depends on incomplete pairs: {w[3]} with the {p.n_imputed} candidate-side gaps on "
+                f"baseline-correct questions counted as lost, {d[3]} with them dropped"
+                + ("" if missing == "worst-case" else " (--missing drop: qualgate check refuses this report "
+                   "unless --allow-missing-dependence)")
+            )
+        info = {"imputed_as_lost": p.n_imputed, "verdict_worst_case": w[3], "verdict_dropped": d[3],
+                "loss_upper_bound_worst_case": w[1].loss_upper_bound,
+                "loss_upper_bound_dropped": d[1].loss_upper_bound, "incomplete": p.dropped}  # fmt: skip
         comparisons.append(
-            Comparison(name, p.candidate, suites, a, verdict, a.verdict, p_adj, reason, tuple(notes), p.dropped)
+            Comparison(name, p.candidate, suites, a, verdict, a.verdict, p_adj, reason, tuple(notes), p.dropped, info)
         )
-    verdicts = [c.verdict for c in comparisons]
-    overall = FAIL if FAIL in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS
-    code = _EXIT[overall]
-    if overall == INCONCLUSIVE and inconclusive != "inconclusive":
-        code = ExitCode.FAIL if inconclusive == "fail" else ExitCode.OK
+    overall, code = decide_exit([c.verdict for c in comparisons], inconclusive)
     return GateReport(
-        _now(), policy, margin, alpha, weighting, inconclusive, pairings[0].baseline,
-        tuple(comparisons), overall, int(code),
+        now(), policy, margin, alpha, weighting, inconclusive, pairings[0].baseline,
+        tuple(comparisons), overall, int(code), missing,
     )  # fmt: skip
 
 
 def _reading_notes(p: Pairing) -> list[str]:
     return [f"dropped {d}" for d in p.baseline.dropped_truncated + p.candidate.dropped_truncated]
-
-
-def _names(paths) -> list[str]:
-    stems = [Path(p).stem if Path(p).suffix else Path(p).name for p in paths]
-    return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
 
 
 def run_gate(
@@ -581,12 +597,19 @@ def run_gate(
     alpha: float = 0.05,
     weighting: str = "pooled",
     inconclusive: str = "inconclusive",
+    missing: str = "worst-case",
     on_missing: str = "error",
     max_errors: int = 0,
     drop_truncated: bool = False,
     allow_unknown: bool = False,
+    baseline_config: dict | None = None,
+    plan: dict | None = None,
 ) -> GateReport:
     """Read, pair and gate: ``baseline`` and each of ``candidates`` is a record file or directory.
+
+    ``baseline_config``: what the baseline serves (:func:`qualgate.evidence.describe_config`);
+    its config id must be the baseline records'. ``plan``: digests of the plan and the run
+    (harness runs). Both are written into the report for ``qualgate check``.
 
     Raises :class:`~qualgate.errors.DataError` for invalid or unpairable records and
     ``ValueError`` for invalid settings. See :func:`gate` and :func:`~qualgate.pairing.pair_records`.
@@ -599,10 +622,22 @@ def run_gate(
     pairings = [
         pair_records(base, load_side(c, **opts), on_missing=on_missing, max_errors=max_errors) for c in candidates
     ]
-    return gate(
-        pairings, names=_names(candidates), policy=policy, margin=margin, alpha=alpha,
-        weighting=weighting, inconclusive=inconclusive,
+    _check_baseline_config(baseline_config, pairings[0].baseline)
+    report = gate(
+        pairings, names=names(candidates), policy=policy, margin=margin, alpha=alpha,
+        weighting=weighting, inconclusive=inconclusive, missing=missing,
     )  # fmt: skip
+    reading = dict(on_missing=on_missing, max_errors=max_errors, **opts)
+    return dataclasses.replace(report, reading=reading, baseline_config=baseline_config, plan=plan)
+
+
+def _check_baseline_config(description, side: Side) -> None:
+    if description is not None and description.get("config_id") != side.config_id:
+        raise DataError(
+            f"the baseline config given has config id {description.get('config_id')}, but the baseline records "
+            f"carry {side.config_id}: it is not the config that produced them",
+            file=side.path, field="config_id",
+        )
 
 
 # ------------------------------------------------------------------------ rendering
@@ -789,7 +824,7 @@ def calibrate(
             "equivalent are not; look for a harness or engine bug (prompts, seeds, grading, batching)"
         )
     return CalibrationReport(
-        _now(), pairing.baseline, pairing.candidate, alpha, power, t.clusters, t.n, t.max_cluster_size,
+        now(), pairing.baseline, pairing.candidate, alpha, power, t.clusters, t.n, t.max_cluster_size,
         clustered, deff, t.both_correct, t.lost, t.gained, t.both_wrong,
         (t.both_correct + t.lost) / t.n, (t.both_correct + t.gained) / t.n, psi, psi_ci,
         test.pvalue, method, ci, consistent, tuple(sizes), tuple(_reading_notes(pairing) + list(pairing.notes) + notes),

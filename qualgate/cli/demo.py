@@ -68,7 +68,7 @@ def demo(out, questions, seeds, threads, quiet):
     from .run import progress_factory
 
     from .. import demo as demo_pkg
-    from ..errors import DataError
+    from ..errors import DataError, ExitCode
 
     t0 = time.perf_counter()
     for which in demo_pkg.MODELS:
@@ -89,13 +89,13 @@ def demo(out, questions, seeds, threads, quiet):
     result = run_plan(plan, out, progress=progress_factory(quiet), log=log)
     if result.gate is None:  # refused: errors in the records
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
-        return 3
+        return ExitCode.DATA
     click.echo(render_text(result.gate))
     click.echo("speed (output tokens per second of engine time; speed-up over the baseline)")
     click.echo(text_table(speed_rows(summarize(out)), SPEED_HEADERS))
     click.echo(f"\ndemo finished in {time.perf_counter() - t0:.0f} s; records, manifest and "
                f"gate.json in {out} (qualgate report {out})")
-    return 0
+    return ExitCode.OK  # the demo's FAILs are its findings, not a failed command
 
 
 def _on_cpu(plan):

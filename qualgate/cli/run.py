@@ -106,7 +106,7 @@ def run(plan, out, resume, quiet, max_errors, sequential, batch_questions, max_q
     emit_report(out, fmt, markdown)
     if result.manifest["gate"]["status"] == "refused":
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
-    return result.exit_code
+    return ExitCode(result.exit_code)
 
 
 @click.command()
@@ -118,4 +118,4 @@ def report(out, fmt, markdown):
     mean acceptance length, tokens/s, speed-up over the baseline, and the gate's verdict with
     the loss bound."""
     emit_report(out, fmt, markdown)
-    return 0
+    return ExitCode.OK

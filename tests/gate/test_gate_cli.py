@@ -1,6 +1,7 @@
 """``qualgate gate`` and ``qualgate calibrate`` through click's CliRunner: every exit code."""
 
 import dataclasses
+import hashlib
 import json
 
 import pytest
@@ -80,8 +81,13 @@ def test_a_missing_question_is_a_data_error_unless_dropped(write):
     base, cand = write("b.jsonl", ["correct"] * 200), write("c.jsonl", ["correct"] * 199, config="c")
     r = run("gate", base, cand, "--margin", 0.02)
     assert r.exit_code == 3 and "1 keys only in the baseline (e.g. gsm8k/q199 seed 0 sample 0)" in r.output
+    # the missing candidate answer, on a question the baseline got right, counts as lost...
     r = run("gate", base, cand, "--margin", 0.02, "--on-missing", "drop")
-    assert r.exit_code == 0 and "note: dropped 1 keys only in the baseline" in r.output
+    assert r.exit_code == 4 and "note: incomplete: 1 keys only in the baseline" in r.output
+    assert "1 pairs whose candidate side is missing or an error on a question the baseline answered correctly count as lost" in r.output
+    # ...unless --missing drop says otherwise, and the report says the verdict depends on it
+    r = run("gate", base, cand, "--margin", 0.02, "--on-missing", "drop", "--missing", "drop")
+    assert r.exit_code == 0 and "the verdict depends on incomplete pairs: INCONCLUSIVE with the 1" in r.output
 
 
 def test_a_truncated_last_line_is_a_data_error_unless_dropped(write):
@@ -100,7 +106,9 @@ def test_an_error_outcome_is_a_data_error_unless_allowed(write):
     r = run("gate", base, cand, "--margin", 0.02)
     assert r.exit_code == 3 and "1 pairs have an 'error' outcome (an engine failure, not a wrong answer)" in r.output
     r = run("gate", base, cand, "--margin", 0.02, "--max-errors", 1)
-    assert r.exit_code == 0 and "note: dropped 1 pairs have an 'error' outcome" in r.output
+    assert r.exit_code == 4 and "note: incomplete: 1 pairs have an 'error' outcome" in r.output
+    r = run("gate", base, cand, "--margin", 0.02, "--max-errors", 1, "--missing", "drop")
+    assert r.exit_code == 0, r.output
 
 
 def test_mismatched_prompt_hashes_are_a_data_error(write):
@@ -143,9 +151,14 @@ def test_json_report_is_the_evidence_for_check(fly_lossy, tmp_path):
     r = run("gate", *fly_lossy, "--margin", 0.02, "--format", "json", "--output", out)
     report = json.loads(r.output)
     assert json.loads(out.read_text()) == report
-    assert (report["kind"], report["version"], report["policy"], report["margin"], report["alpha"]) == (
-        "qualgate.gate_report", 1, "noninferiority", 0.02, 0.05,
+    s = report["settings"]
+    assert (report["kind"], report["version"], report["design"], s["policy"], s["margin"], s["alpha"]) == (
+        "qualgate.gate_report", 2, "fixed", "noninferiority", 0.02, 0.05,
     )  # fmt: skip
+    assert (s["missing"], s["on_missing"], s["max_errors"]) == ("worst-case", "error", 0)
+    assert report["qualgate_version"] and report["signature"] is None  # no QUALGATE_EVIDENCE_KEY here
+    assert [f["path"] for f in report["baseline"]["files"]] == [str(fly_lossy[0])]
+    assert report["baseline"]["files"][0]["sha256"] == hashlib.sha256(fly_lossy[0].read_bytes()).hexdigest()
     assert report["created_at"].endswith("Z")
     assert (report["baseline"]["config_id"], report["baseline"]["mode"]) == ("cfg-base", "target")
     (cand,) = report["candidates"]
