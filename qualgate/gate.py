@@ -405,7 +405,6 @@ class Comparison:
     pvalue_holm: float
     reason: str
     notes: tuple[str, ...] = ()
-    dropped: dict | None = None
     missing: dict | None = None
 
     def to_dict(self) -> dict:
@@ -423,7 +422,6 @@ class Comparison:
             "pooled": self.pooled.to_dict(),
             "suites": [a.to_dict() for a in self.suites],
             "notes": list(self.notes),
-            "dropped": self.dropped,
         }
 
 
@@ -564,6 +562,8 @@ def gate(
                 f"the candidate gave no answer on {a.no_answer_candidate} pairs, the baseline on "
                 f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
             )
+        if p.dropped and p.dropped["pairs"]:
+            notes.append(_incomplete_note(p.dropped, w[3], d[3]))
         if w[3] != d[3]:
             notes.append(
                 f"the verdict depends on incomplete pairs: {w[3]} with the {p.n_imputed} candidate-side gaps on "
@@ -575,13 +575,22 @@ def gate(
                 "loss_upper_bound_worst_case": w[1].loss_upper_bound,
                 "loss_upper_bound_dropped": d[1].loss_upper_bound, "incomplete": p.dropped}  # fmt: skip
         comparisons.append(
-            Comparison(name, p.candidate, suites, a, verdict, a.verdict, p_adj, reason, tuple(notes), p.dropped, info)
+            Comparison(name, p.candidate, suites, a, verdict, a.verdict, p_adj, reason, tuple(notes), info)
         )
     overall, code = decide_exit([c.verdict for c in comparisons], inconclusive)
     return GateReport(
         now(), policy, margin, alpha, weighting, inconclusive, pairings[0].baseline,
         tuple(comparisons), overall, int(code), missing,
     )  # fmt: skip
+
+
+def _incomplete_note(dropped: dict, worst: str, without: str) -> str:
+    def part(counts):
+        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v)
+
+    return (f"{dropped['pairs']} incomplete pairs (by side: {part(dropped['by_side'])}; by the baseline's outcome: "
+            f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} candidate-side "
+            f"ones on baseline-correct questions counted as lost: {worst}, with all of them dropped: {without}")
 
 
 def _reading_notes(p: Pairing) -> list[str]:

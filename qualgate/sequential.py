@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -246,7 +247,7 @@ def run_sequential_gate(
     ``baseline_config`` and ``plan`` as :func:`qualgate.gate.run_gate`."""
     from .gate import _check_baseline_config
 
-    if isinstance(candidates, str):
+    if isinstance(candidates, (str, Path)):
         candidates = [candidates]
     opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
     base = load_side(baseline, **opts)

@@ -297,3 +297,39 @@ def test_records_mode_labels_are_reported(write, records_of):
     base = write("b.jsonl", recs)
     report = json.loads(run("gate", base, write("c.jsonl", ["correct"] * 200, config="c", mode="fly"), "--margin", 0.05, "--format", "json").output)
     assert report["baseline"]["mode"] is None and report["candidates"][0]["mode"] == "fly"
+
+
+@pytest.mark.parametrize("how", ["error", "missing"])
+def test_losses_hidden_as_errors_or_gaps_do_not_pass(write, table, records_of, how):
+    # issue 16: a lossy candidate's lost answers recorded as `error` (--max-errors 30) or left
+    # out (--on-missing drop) turned FAIL into PASS; 26 of its 60 lost pairs are hidden here
+    b, c = table(700, 60, 10, 230)
+    base = write("target.jsonl", b, mode="target")
+    records = records_of(c, config="cfg-fly", mode="fly")
+    hidden = range(700, 726)  # lost pairs: baseline correct, candidate wrong
+    if how == "error":
+        records = [dataclasses.replace(r, outcome="error", error="timeout") if i in hidden else r
+                   for i, r in enumerate(records)]
+    else:
+        records = [r for i, r in enumerate(records) if i not in hidden]
+    cand = write("fly.jsonl", records)
+    allow = ["--max-errors", 30] if how == "error" else ["--on-missing", "drop"]
+    r = run("gate", base, cand, "--margin", 0.05, *allow, "--format", "json")
+    (c,) = json.loads(r.output)["candidates"]
+    assert r.exit_code == 1 and c["verdict"] == "FAIL"
+    m = c["missing"]
+    assert (m["verdict_worst_case"], m["verdict_dropped"], m["imputed_as_lost"]) == ("FAIL", "PASS", 26)
+    assert m["incomplete"]["by_side"]["candidate_" + how] == 26 and m["incomplete"]["pairs"] == 26
+    assert m["incomplete"]["by_baseline_outcome"] == {"correct": 26, "incorrect": 0, "no_answer": 0, "error": 0,
+                                                      "missing": 0}
+    assert c["pooled"]["lost"] == 60 and c["pooled"]["pairs"] == 1000
+    # the text report says it too
+    text = run("gate", base, cand, "--margin", 0.05, *allow).output
+    assert ("26 incomplete pairs (by side: candidate " + how + " 26; by the baseline's outcome: correct 26); "
+            "verdict with the 26 candidate-side ones on baseline-correct questions counted as lost: FAIL, "
+            "with all of them dropped: PASS") in text
+    # dropping them is an explicit choice, which the report records (and check refuses)
+    r = run("gate", base, cand, "--margin", 0.05, *allow, "--missing", "drop", "--format", "json")
+    doc = json.loads(r.output)
+    assert r.exit_code == 0 and doc["settings"]["missing"] == "drop"
+    assert doc["candidates"][0]["missing"]["verdict_worst_case"] == "FAIL"
