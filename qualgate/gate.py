@@ -53,7 +53,7 @@ import numpy as np
 
 from ._render import fmt_p, fmt_pct, fmt_points, markdown_section, markdown_table, text_table
 from .errors import DataError, ExitCode
-from .evidence import MISSING, REPORT_KIND, REPORT_VERSION, Evidence, decide_exit, names, now
+from .evidence import MISSING, Evidence, decide_exit, names, now
 from .pairing import Pairing, Side, load_side, pair_records
 from .stats import (
     ClusteredTable,

@@ -1,5 +1,8 @@
 """Evidence forgeries against `qualgate check`: the scenarios, and a runner for any qualgate.
 
+(Longer than 450 lines: one small function per scenario, kept in one file so that the list
+``SCENARIOS`` reads as the table of the closing note.)
+
 Each scenario starts from honest evidence written by the real `qualgate gate` on generated
 records (a candidate fly-w2 that passes a 2-point margin, a candidate fly-default that loses
 6.7 points) and forges it: edited fields, hand-written files, rewritten records, relabelled
@@ -16,8 +19,10 @@ Verification modes (how CI is set up):
   as it is: reported apart, not counted);
 - ``before``: main's qualgate, records present, `check CONFIG --evidence FILE [args]`.
 
-Run ``python tests/ci/forgeries.py [--pythonpath DIR]`` to print the table for the qualgate
-found on that path (e.g. ``/work/main`` for the code before the change).
+Run ``python tests/ci/forgeries.py --pythonpath DIR --modes before`` to print the table for
+the qualgate found on that path (e.g. a checkout of the code before the change), or
+``PYTHONPATH=. python tests/ci/forgeries.py --in-process --modes records,signed,unsigned,trust-unsigned``
+for this one.
 """
 
 from __future__ import annotations
@@ -560,6 +565,20 @@ def subprocess_invoke(pythonpath):
     return invoke
 
 
+def in_process_invoke():
+    from click.testing import CliRunner
+
+    from qualgate.cli import cli
+
+    def invoke(args, env):
+        r = CliRunner(env={KEY_ENV: None, "GITHUB_STEP_SUMMARY": None, **env}).invoke(cli, list(map(str, args)))
+        if r.exception is not None and not isinstance(r.exception, SystemExit):  # a traceback
+            raise r.exception
+        return r.exit_code, r.output
+
+    return invoke
+
+
 def main(argv=None):
     import argparse
     import tempfile
@@ -567,8 +586,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pythonpath", default=str(Path(__file__).resolve().parents[2]))
     ap.add_argument("--modes", default="before", help="comma list of " + ", ".join((*MODES, "trust-unsigned", "before")))
+    ap.add_argument("--in-process", action="store_true", help="run the qualgate importable here, in this process")
     a = ap.parse_args(argv)
-    invoke = subprocess_invoke(a.pythonpath)
+    invoke = in_process_invoke() if a.in_process else subprocess_invoke(a.pythonpath)
     results = {}
     for mode in a.modes.split(","):
         with tempfile.TemporaryDirectory() as tmp:

@@ -8,19 +8,11 @@ same modes (the controls), so a check that refused everything would fail these t
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from qualgate.cli import cli
-
-from .forgeries import KEY, KEY_ENV, MODES, SCENARIOS, W2, Ctx, hide_records, honest, run_mode
+from .forgeries import KEY, KEY_ENV, MODES, SCENARIOS, W2, Ctx, hide_records, honest, in_process_invoke, run_mode
 
 pytestmark = pytest.mark.slow
-
-
-def invoke(args, env):
-    r = CliRunner(env={KEY_ENV: None, "GITHUB_STEP_SUMMARY": None, **env}).invoke(cli, list(map(str, args)))
-    assert r.exception is None or isinstance(r.exception, SystemExit), r.output
-    return r.exit_code, r.output
+invoke = in_process_invoke()  # a traceback raises
 
 
 @pytest.mark.parametrize("mode", MODES)
