@@ -69,8 +69,8 @@ _TOP = ("kind", "version", "created_at", "qualgate_version", "design", "settings
 _SETTINGS = {
     "fixed": ("policy", "margin", "alpha", "weighting", "inconclusive", "missing", "on_missing", "max_errors",
               "drop_truncated", "allow_unknown"),
-    "sequential": ("policy", "margin", "alpha", "power", "order", "order_seed", "max_questions", "inconclusive",
-                   "missing", "on_missing", "max_errors", "drop_truncated", "allow_unknown"),
+    "sequential": ("policy", "margin", "alpha", "power", "order", "order_seed", "max_questions", "multiplicity",
+                   "inconclusive", "missing", "on_missing", "max_errors", "drop_truncated", "allow_unknown"),
 }  # fmt: skip
 _MAX_BYTES = 64 << 20
 
@@ -372,6 +372,7 @@ class _Check:
             self.choice(s["order"], ("seeded", "records"), "settings.order")
             self.number(s["order_seed"], "settings.order_seed", 0, 2**63, integer=True, none=True)
             self.number(s["max_questions"], "settings.max_questions", 1, 1e15, integer=True, none=True)
+            self.choice(s["multiplicity"], ("bonferroni", "fixed-sequence"), "settings.multiplicity")
 
     def side(self, side, field):
         if not isinstance(side, dict):

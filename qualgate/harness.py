@@ -43,11 +43,13 @@ __all__ = [
     "MANIFEST_VERSION",
     "RunResult",
     "SequentialSettings",
+    "SpeedSettings",
     "WorkItem",
     "demo_plan",
     "evaluate_gate",
     "load_suites",
     "plan_fingerprint",
+    "measure_speed",
     "read_manifest",
     "request_seed",
     "run_plan",
@@ -286,6 +288,7 @@ def run_plan(
     max_errors: int = 0,
     sequential: SequentialSettings | None = None,
     order_seed: int = 0,
+    speed: SpeedSettings | None = None,
 ) -> RunResult:
     """Run every config of ``plan`` into ``out``, then evaluate the plan's gate.
 
@@ -312,6 +315,10 @@ def run_plan(
         (:mod:`qualgate.sequential`) decides; ``OUT/gate.json`` is then its report.
     order_seed : int
         Seed of the questions' arrival order (:func:`work_items`).
+    speed : SpeedSettings, optional
+        After the quality run, measure every config's speed-up over the baseline in
+        interleaved rounds (:func:`measure_speed`); the manifest's ``speed`` entry holds it
+        and the report uses it.
 
     Returns
     -------
@@ -410,6 +417,9 @@ def run_plan(
         report, summary = evaluate_gate(plan, out, max_errors=max_errors)
     else:
         report, summary = _run_sequential(plan, out, work, runner, sequential, order_seed, max_errors, log)
+    if speed is not None:
+        manifest["speed"] = measure_speed(plan, work, speed, backend_factory=backend_factory, log=log)
+        write_json_atomic(manifest_path, manifest)
     gate_path = out / "gate.json"
     if report is not None:
         report.evidence().write(gate_path)  # signed when QUALGATE_EVIDENCE_KEY is set
@@ -539,6 +549,10 @@ class SequentialSettings:
     batch_questions: int = 100
     max_questions: int | None = None
     power: float = 0.8
+    #: ``bonferroni``: every candidate runs in the same rounds, each tested at alpha / m;
+    #: ``fixed-sequence``: the candidates run one after another in the plan's order, each
+    #: tested at alpha, and the run stops at the first that does not PASS (``qualgate sweep``)
+    multiplicity: str = "bonferroni"
 
     def __post_init__(self):
         for name in ("batch_questions", "max_questions"):
@@ -547,22 +561,26 @@ class SequentialSettings:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         if not 0 < self.power < 1:
             raise ValueError(f"power must be in (0, 1), got {self.power!r}")
+        if self.multiplicity not in ("bonferroni", "fixed-sequence"):
+            raise ValueError(f"multiplicity must be 'bonferroni' or 'fixed-sequence', got {self.multiplicity!r}")
 
 
-def _sequential_report(plan, out, settings, order_seed, max_errors):
+def _sequential_report(plan, out, settings, order_seed, max_errors, candidates=None):
     from .pairing import load_side, pair_records
     from .sequential import sequential_gate
 
     records = Path(out) / "records"
     base = load_side(records / f"{plan.baseline}.jsonl")
+    candidates = list(plan.candidates if candidates is None else candidates)
     pairings = [
         pair_records(base, load_side(records / f"{c}.jsonl"), on_missing="drop", max_errors=max_errors)
-        for c in plan.candidates
+        for c in candidates
     ]
     report = sequential_gate(
-        pairings, names=list(plan.candidates), margin=plan.margin, alpha=plan.alpha,
+        pairings, names=candidates, margin=plan.margin, alpha=plan.alpha,
         power=settings.power, order="seeded", seed=order_seed,
         max_questions=settings.max_questions, inconclusive=plan.inconclusive,
+        multiplicity=settings.multiplicity,
     )  # fmt: skip
     reading = {"on_missing": "drop", "max_errors": max_errors, "drop_truncated": False, "allow_unknown": False}
     return dataclasses.replace(report, reading=reading, **_provenance(plan, out))
@@ -594,7 +612,12 @@ def _provenance(plan, out) -> dict[str, Any]:
 
 
 def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, log):
-    """Rounds of ``settings.batch_questions`` questions until every candidate has stopped."""
+    """Rounds of ``settings.batch_questions`` questions until every candidate has stopped.
+
+    With ``settings.multiplicity == 'fixed-sequence'`` the candidates run one after another
+    in the plan's order (each with the baseline, whose records are reused) and the run stops
+    at the first candidate that does not PASS: the rest are never run.
+    """
     if plan.policy != "noninferiority":
         raise DataError("a sequential run decides non-inferiority; the plan's gate policy is "
                         f"{plan.policy!r}", file=plan.path, field="gate.policy", value=plan.policy)
@@ -605,29 +628,19 @@ def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, l
     questions = len(work) // per_question
     if settings.max_questions is not None:
         questions = min(questions, settings.max_questions)
-    active = list(plan.candidates)
+    fixed = settings.multiplicity == "fixed-sequence"
+    groups = [[c] for c in plan.candidates] if fixed else [list(plan.candidates)]
     stops: dict[str, dict[str, Any]] = {}
+    tested: list[str] = []
     report = None
     try:
-        for first in range(0, questions, settings.batch_questions):
-            last = min(first + settings.batch_questions, questions)
-            items = work[first * per_question : last * per_question]
-            for name in [plan.baseline, *active]:
-                runner.run(name, items)
-            try:
-                report = _sequential_report(plan, out, settings, order_seed, max_errors)
-            except DataError as exc:  # the records cannot be paired: the gate refuses them
-                return None, {"status": "refused", "exit_code": int(ExitCode.DATA), "message": str(exc)}
-            for c in report.comparisons:
-                if c.name in active and (c.result.reason != "exhausted" or last == questions):
-                    active.remove(c.name)
-                    stops[c.name] = {"after_questions": last, "verdict": c.verdict,
-                                     "stopped_by": c.result.reason,
-                                     "questions_used": c.result.n_questions}
-                    runner.close(c.name)
-                    log(f"{c.name}: {c.verdict} ({c.result.reason}) after "
-                        f"{c.result.n_questions} questions")
-            if not active:
+        for group in groups:
+            tested += group
+            report = _sequential_rounds(plan, out, work[: questions * per_question], runner, settings,
+                                        order_seed, max_errors, log, group, per_question, stops, tested)  # fmt: skip
+            if isinstance(report, dict):  # the records cannot be paired: the gate refuses them
+                return None, report
+            if any(stops[c]["verdict"] != "PASS" for c in group):
                 break
     finally:
         runner.close_all()
@@ -637,6 +650,8 @@ def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, l
         "power": settings.power,
         "order_seed": order_seed,
         "questions_available": len(work) // per_question,
+        "multiplicity": settings.multiplicity,
+        "not_run": [c for c in plan.candidates if c not in tested],
         "stops": stops,
     }
     return report, {
@@ -647,6 +662,111 @@ def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, l
         "exit_code": int(report.exit_code),
         "verdicts": {c.name: c.verdict for c in report.comparisons},
     }
+
+
+def _sequential_rounds(plan, out, work, runner, settings, order_seed, max_errors, log, active, per_question,
+                       stops, tested):  # fmt: skip
+    """Rounds for the baseline and the ``active`` candidates until each has stopped (entered in
+    ``stops``); returns the last report over the ``tested`` candidates, or the refusal summary
+    (a dict) when the records cannot be paired."""
+    active = list(active)
+    questions = len(work) // per_question
+    report = None
+    for first in range(0, questions, settings.batch_questions):
+        last = min(first + settings.batch_questions, questions)
+        items = work[first * per_question : last * per_question]
+        for name in [plan.baseline, *active]:
+            runner.run(name, items)
+        try:
+            report = _sequential_report(plan, out, settings, order_seed, max_errors, tested)
+        except DataError as exc:
+            return {"status": "refused", "exit_code": int(ExitCode.DATA), "message": str(exc)}
+        for c in report.comparisons:
+            if c.name in active and (c.result.reason != "exhausted" or last == questions):
+                active.remove(c.name)
+                stops[c.name] = {"after_questions": last, "verdict": c.verdict,
+                                 "stopped_by": c.result.reason, "questions_used": c.result.n_questions}  # fmt: skip
+                runner.close(c.name)
+                log(f"{c.name}: {c.verdict} ({c.result.reason}) after {c.result.n_questions} questions")
+        if not active:
+            break
+    return report
+
+
+@dataclass(frozen=True)
+class SpeedSettings:
+    """Interleaved speed rounds after the quality run (see :mod:`qualgate.speed`): ``rounds``
+    rounds of ``questions`` work items each, the first ones of the seeded order."""
+
+    rounds: int = 7
+    questions: int = 64
+    confidence_level: float = 0.95
+    max_relative_width: float = 0.2
+
+    def __post_init__(self):
+        for name in ("rounds", "questions"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"speed {name} must be a positive integer, got {v!r}")
+
+
+def measure_speed(plan, work: Sequence[WorkItem], settings: SpeedSettings, *, names: Sequence[str] | None = None,
+                  backend_factory: Callable = open_backend, log: Callable[[str], None] | None = None) -> dict:  # fmt: skip
+    """Interleaved speed of ``names`` (default: every config) against the plan's baseline.
+
+    Every config's backend is open at once, so that round ``r`` can send the same requests to
+    each config back to back; a backend that must hold the accelerator alone cannot take part
+    (``DataError``). Returns the manifest's ``speed`` entry: the settings and, per candidate,
+    :meth:`qualgate.speed.SpeedResult.to_dict`.
+    """
+    from .speed import interleaved_speed
+
+    log = log or (lambda msg: None)
+    names = [plan.baseline] + [n for n in (names or plan.configs) if n != plan.baseline]
+    per_round = settings.questions
+    if len(work) < settings.rounds * per_round:
+        per_round = max(1, len(work) // settings.rounds)
+    rounds = [work[r * per_round : (r + 1) * per_round] for r in range(settings.rounds)]
+    rounds = [r for r in rounds if r]
+    backends = {}
+    try:
+        for name in names:
+            backend = backend_factory(plan.configs[name])
+            backends[name] = backend
+            if getattr(backend, "exclusive", False):
+                raise DataError(f"engine {backend.engine!r} of config {name!r} holds the accelerator alone, so its "
+                                "speed cannot be measured interleaved with the others; measure it without "
+                                "--speed-rounds", field="engine", value=backend.engine)  # fmt: skip
+
+        def generate_for(name):
+            cfg, backend = plan.configs[name], backends[name]
+            size = max(1, int(backend.batch_size))
+
+            def generate(items):
+                gens = []
+                for start in range(0, len(items), size):
+                    gens += backend.generate([Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
+                                              for w in items[start : start + size]])  # fmt: skip
+                return gens
+
+            return generate
+
+        for name in names:  # one warm-up batch each: lazy initialisation is not speed
+            generate_for(name)(rounds[0][:1])
+        results = interleaved_speed({n: generate_for(n) for n in names}, rounds, baseline=plan.baseline,
+                                    confidence_level=settings.confidence_level,
+                                    max_relative_width=settings.max_relative_width)  # fmt: skip
+    finally:
+        for backend in backends.values():
+            backend.close()
+    for r in results.values():
+        log(f"{r.config}: speed-up {r.speedup:.2f}x ({r.confidence_level:.0%} CI {r.confidence_interval[0]:.2f}"
+            f"-{r.confidence_interval[1]:.2f}) over {r.rounds} interleaved rounds")
+        if r.warning:
+            log(f"{r.config}: warning: {r.warning}")
+    return {"method": "interleaved", "rounds": len(rounds), "questions_per_round": per_round,
+            "confidence_level": settings.confidence_level, "max_relative_width": settings.max_relative_width,
+            "results": {name: r.to_dict() for name, r in results.items()}}  # fmt: skip
 
 
 def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):

@@ -7,7 +7,10 @@ recomputes statistics (the verdicts come from ``gate.json``). Per config:
 - accuracy per suite (correct / graded; ``error`` records are excluded and counted apart),
 - the no-answer rate (nothing could be extracted; counted as incorrect in accuracy),
 - the mean acceptance length, ``1 + accepted / drafting steps`` (speculative configs),
-- output tokens per second of engine time and the speed-up over the baseline's,
+- output tokens per second of engine time and the speed-up over the baseline's: with the
+  run's interleaved speed rounds (``run --speed-rounds``), the median of per-round ratios with
+  its confidence interval (:mod:`qualgate.speed`); otherwise the ratio of the two configs'
+  tokens/s over the whole run, timed at different moments (``speedup_ci`` is then ``None``),
 - for candidates: the gate's verdict and the upper confidence bound of the loss.
 """
 
@@ -40,6 +43,7 @@ class ConfigSummary:
     acceptance_length: float | None
     tokens_per_s: float | None
     speedup: float | None
+    speedup_ci: tuple[float, float] | None = None  #: with interleaved speed rounds
     verdict: str | None = None
     loss_upper: float | None = None
     reason: str | None = None
@@ -105,6 +109,12 @@ def _scan(path: Path):
     return suites, steps, accepted, records, errors
 
 
+def _interval(speed: dict | None) -> tuple[float, float] | None:
+    """The interleaved speed-up's interval; ``None`` when unmeasured or unbounded (too few rounds)."""
+    ci = (speed or {}).get("confidence_interval") or (None, None)
+    return None if None in ci else (float(ci[0]), float(ci[1]))
+
+
 def _comparisons(gate: dict) -> dict[str, dict[str, Any]]:
     """Candidate name -> its entry of gate.json (verdict, reason, loss_upper_bound, ...)."""
     return {c["name"]: c for c in gate.get("candidates", [])}
@@ -128,6 +138,7 @@ def summarize(out: str | Path) -> RunReport:
 
     rows = []
     base_tps = (manifest["configs"].get(baseline, {}).get("throughput") or {}).get("tokens_per_s")
+    measured = (manifest.get("speed") or {}).get("results", {})
     for name, entry in manifest["configs"].items():
         suites, steps, accepted, records, errors = _scan(out / entry["records"])
         per_suite = {
@@ -157,7 +168,11 @@ def summarize(out: str | Path) -> RunReport:
                 no_answer_rate=_rate(sum(c["no_answer"] for c in suites.values()), n),
                 acceptance_length=1 + accepted / steps if steps else None,
                 tokens_per_s=tps,
-                speedup=tps / base_tps if tps and base_tps else None,
+                # with interleaved rounds, a config they did not time has no speed-up: the
+                # naive ratio would mix two methods in one column
+                speedup=measured[name]["speedup"] if name in measured else
+                None if measured else tps / base_tps if tps and base_tps else None,
+                speedup_ci=_interval(measured.get(name)),
                 verdict=cmp_.get("verdict"),
                 loss_upper=cmp_.get("loss_upper_bound"),
                 reason=cmp_.get("reason"),
@@ -190,7 +205,7 @@ def _rows(report: RunReport) -> tuple[list[str], list[list[str]]]:
             str(c.errors),
             "—" if c.acceptance_length is None else f"{c.acceptance_length:.2f}",
             "—" if c.tokens_per_s is None else f"{c.tokens_per_s:,.0f}",
-            "—" if c.speedup is None else f"{c.speedup:.2f}",
+            fmt_speedup(c.speedup, c.speedup_ci),
             c.verdict or "—",
             fmt_points(c.loss_upper),
         ]
@@ -222,9 +237,19 @@ def _notes(report: RunReport) -> list[str]:
     return out
 
 
+def fmt_speedup(speedup: float | None, ci: tuple[float, float] | None) -> str:
+    """``1.51``, or with an interleaved interval ``1.51 [1.48, 1.55]``."""
+    if speedup is None:
+        return "—"
+    return f"{speedup:.2f}" if ci is None else f"{speedup:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
 def _title(report: RunReport) -> str:
+    interleaved = any(c.speedup_ci is not None for c in report.configs)
+    how = ("median of interleaved per-round tok/s ratios [confidence interval]" if interleaved else
+           "tok/s over the baseline's, each config timed on its own (no interval: --speed-rounds measures one)")
     return (f"qualgate run {report.run_id}: plan {report.plan} ({report.status}), "
-            f"baseline {report.baseline}; speed-up = tok/s over the baseline's")
+            f"baseline {report.baseline}; speed-up = {how}")
 
 
 def render_text(report: RunReport) -> str:

@@ -46,6 +46,7 @@ __all__ = [
 
 ORDERS = ("seeded", "records")
 _READING = {"on_missing": "error", "max_errors": 0, "drop_truncated": False, "allow_unknown": False}
+MULTIPLICITIES = ("bonferroni", "fixed-sequence")
 
 
 def arrival_order(keys: Sequence[tuple[str, str]], *, seed: int) -> np.ndarray:
@@ -127,11 +128,13 @@ class SequentialReport:
     reading: dict = dataclasses.field(default_factory=lambda: dict(_READING))
     baseline_config: dict | None = None
     plan: dict | None = None
+    multiplicity: str = "bonferroni"
 
     def evidence(self) -> Evidence:
         settings = {"policy": "noninferiority", "margin": self.margin, "alpha": self.alpha, "power": self.power,
                     "order": self.order, "order_seed": self.order_seed, "max_questions": self.max_questions,
-                    "inconclusive": self.inconclusive, "missing": self.missing, **self.reading}  # fmt: skip
+                    "multiplicity": self.multiplicity, "inconclusive": self.inconclusive, "missing": self.missing,
+                    **self.reading}  # fmt: skip
         return Evidence(
             self.created_at, "sequential", settings, self.baseline.to_dict() | {"config": self.baseline_config},
             tuple(c.to_dict() for c in self.comparisons), self.verdict, int(self.exit_code), self.plan,
@@ -170,6 +173,7 @@ def sequential_gate(
     max_questions: int | None = None,
     inconclusive: str = "inconclusive",
     missing: str = "worst-case",
+    multiplicity: str = "bonferroni",
 ) -> SequentialReport:
     """Run the sequential test for each candidate's pairing with the (same) baseline.
 
@@ -182,6 +186,12 @@ def sequential_gate(
         Question budget per candidate.
     missing : {'worst-case', 'drop'}
         As :func:`qualgate.gate.gate` (see the module docstring).
+    multiplicity : {'bonferroni', 'fixed-sequence'}
+        ``bonferroni``: each candidate is tested at ``alpha / len(pairings)``.
+        ``fixed-sequence``: the pairings are a fixed sequence, each tested at ``alpha``, and
+        every candidate but the last must have passed (:mod:`qualgate.sweep` stops at the
+        first that does not); the chance of any false PASS stays below ``alpha``
+        (Maurer, Hothorn & Lehmacher 1995; Westfall & Krishen 2001).
     Other parameters as :func:`qualgate.gate.gate` and
     :func:`qualgate.stats.sequential_noninferiority`.
     """
@@ -193,8 +203,9 @@ def sequential_gate(
     if not pairings:
         raise ValueError("pairings must hold at least one candidate's pairing")
     names = list(names) if names is not None else [p.candidate.path for p in pairings]
-    each = alpha / len(pairings)
     choice("missing", missing, MISSING)
+    choice("multiplicity", multiplicity, MULTIPLICITIES)
+    each = alpha / len(pairings) if multiplicity == "bonferroni" else alpha
     comparisons = []
     for p, name in zip(pairings, names):
         p = _asked(p, order, seed)
@@ -211,10 +222,14 @@ def sequential_gate(
         comparisons.append(
             SequentialComparison(name, p.candidate, r, p.max_cluster_size, _sentence(r, margin), info)
         )
-    overall, code = decide_exit([c.verdict for c in comparisons], inconclusive)
+    verdicts = [c.verdict for c in comparisons]
+    if multiplicity == "fixed-sequence" and any(v != "PASS" for v in verdicts[:-1]):
+        raise ValueError("in a fixed sequence every candidate but the last must have passed")
+    overall, code = decide_exit(verdicts, inconclusive)
     return SequentialReport(
         now(), margin, alpha, float(power), order, seed if order == "seeded" else None,
         max_questions, inconclusive, pairings[0].baseline, tuple(comparisons), overall, int(code), missing,
+        multiplicity=multiplicity,
     )  # fmt: skip
 
 

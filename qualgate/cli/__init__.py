@@ -31,6 +31,7 @@ _COMMANDS = {
     "run": "qualgate.cli.run:run",
     "report": "qualgate.cli.run:report",
     "demo": "qualgate.cli.demo:demo",
+    "sweep": "qualgate.cli.sweep:sweep",
     "reanalyze": "qualgate.cli.reanalyze:reanalyze",
     "lint": "qualgate.cli.ci:lint",
     "check": "qualgate.cli.ci:check",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import click
@@ -26,6 +27,7 @@ class _Seeds(click.ParamType):
 def speed_rows(report):
     """Rows of the speed table: per config, accuracy, acceptance length, tokens/s, speed-up."""
     from .._render import fmt_pct
+    from ..report import fmt_speedup
 
     rows = []
     for c in report.configs:
@@ -33,7 +35,7 @@ def speed_rows(report):
             c.name, c.mode, fmt_pct(c.accuracy), fmt_pct(c.no_answer_rate),
             "—" if c.acceptance_length is None else f"{c.acceptance_length:.2f}",
             "—" if c.tokens_per_s is None else f"{c.tokens_per_s:,.0f}",
-            "—" if c.speedup is None else f"{c.speedup:.2f}x",
+            fmt_speedup(c.speedup, c.speedup_ci),
         ])  # fmt: skip
     return rows
 
@@ -61,8 +63,10 @@ def demo(out, questions, seeds, threads, quiet):
 
     import torch
 
+    from .._render import write_atomic
     from ..gate import render_text
-    from ..harness import demo_plan, run_plan
+    from ..harness import SpeedSettings, demo_plan, run_plan
+    from ..html_report import run_html
     from ..report import summarize
     from .._render import text_table
     from .run import progress_factory
@@ -86,15 +90,19 @@ def demo(out, questions, seeds, threads, quiet):
         click.echo(f"qualgate demo: {n} questions x {len(plan.seeds)} seed(s), "
                    f"{len(plan.configs)} configs, records in {out}", err=True)
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
-    result = run_plan(plan, out, progress=progress_factory(quiet), log=log)
+    result = run_plan(plan, out, progress=progress_factory(quiet), log=log, speed=SpeedSettings(rounds=7, questions=32))
     if result.gate is None:  # refused: errors in the records
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
         return ExitCode.DATA
     click.echo(render_text(result.gate))
-    click.echo("speed (output tokens per second of engine time; speed-up over the baseline)")
+    click.echo("speed (output tokens per second of engine time over the run; speed-up: median of 7 interleaved "
+               "rounds' ratios to the baseline [95% interval])")
     click.echo(text_table(speed_rows(summarize(out)), SPEED_HEADERS))
+    page = os.path.join(out, "report.html")
+    write_atomic(page, run_html(out))
     click.echo(f"\ndemo finished in {time.perf_counter() - t0:.0f} s; records, manifest and "
                f"gate.json in {out} (qualgate report {out})")
+    click.echo(f"HTML report (plots and the questions that flipped): {page}")
     return ExitCode.OK  # the demo's FAILs are its findings, not a failed command
 
 

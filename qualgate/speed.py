@@ -1,0 +1,139 @@
+"""Speed-ups measured side by side: interleaved rounds, the median of per-round ratios.
+
+Timing each config on its own, at a different moment, lets whatever else the machine does
+decide the speed-up (a loaded CPU once turned a 2.8x speed-up into "105x"). Here every round
+decodes the *same* batch of questions under every config back to back, in an order rotated
+from round to round, and each candidate's speed-up is the median over rounds of
+
+    ratio_r = (output tokens / engine seconds of the candidate in round r)
+              / (output tokens / engine seconds of the baseline in round r),
+
+with a distribution-free confidence interval for that median from the order statistics of the
+ratios (the binomial sign-test interval: Conover, *Practical Nonparametric Statistics*, 3rd
+ed., 1999, §3.2; the same interval as R's ``DescTools::MedianCI(method = "exact")``). Load
+that lasts a round slows both sides of its ratio; load that comes and goes moves a few ratios,
+which the median ignores. A warning is raised when the interval is wider than
+``max_relative_width`` times the speed-up.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from scipy import stats
+
+__all__ = ["SpeedResult", "interleaved_speed", "median_ci", "speed_summary"]
+
+
+@dataclass(frozen=True)
+class SpeedResult:
+    """One candidate's interleaved speed-up over the baseline."""
+
+    config: str
+    baseline: str
+    rounds: int
+    ratios: tuple[float, ...]  #: per round, candidate tokens/s over baseline tokens/s
+    tokens_per_s: tuple[float, ...]  #: the candidate's, per round
+    baseline_tokens_per_s: tuple[float, ...]
+    speedup: float  #: median of ``ratios``
+    confidence_interval: tuple[float, float]
+    confidence_level: float  #: achieved (order statistics give discrete levels >= the asked one)
+    warning: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "config": self.config, "baseline": self.baseline, "rounds": self.rounds,
+            "ratios": list(self.ratios), "tokens_per_s": list(self.tokens_per_s),
+            "baseline_tokens_per_s": list(self.baseline_tokens_per_s), "speedup": self.speedup,
+            "confidence_interval": list(self.confidence_interval),
+            "confidence_level": self.confidence_level, "warning": self.warning,
+        }  # fmt: skip
+
+
+def median_ci(values: Sequence[float], confidence_level: float = 0.95) -> tuple[float, float, float]:
+    """Distribution-free interval for the median: ``(low, high, achieved_level)``.
+
+    With the values sorted, ``(x_(k), x_(n+1-k))`` for the largest ``k`` with
+    ``2 * P(Binomial(n, 1/2) <= k - 1) <= 1 - confidence_level``; its coverage is at least
+    ``confidence_level`` for any continuous distribution. With too few values for that level
+    (n < 6 at 95 %) the interval is ``(-inf, inf)`` with level 1.
+
+    Examples
+    --------
+    >>> median_ci(range(1, 11))  # n = 10: x_(2), x_(9), level 1 - 2 * 11/1024
+    (2.0, 9.0, 0.978515625)
+    """
+    xs = sorted(float(v) for v in values)
+    n = len(xs)
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    if n == 0:
+        raise ValueError("median_ci needs at least one value")
+    tail = (1 - confidence_level) / 2
+    k = 0
+    while k + 1 <= n // 2 and stats.binom.cdf(k, n, 0.5) <= tail:
+        k += 1
+    if k == 0:
+        return -math.inf, math.inf, 1.0
+    return xs[k - 1], xs[n - k], float(1 - 2 * stats.binom.cdf(k - 1, n, 0.5))
+
+
+def speed_summary(config, baseline, candidate_tps, baseline_tps, *, confidence_level=0.95,
+                  max_relative_width=0.2) -> SpeedResult:  # fmt: skip
+    """The :class:`SpeedResult` of per-round tokens/s of a candidate and of the baseline."""
+    ratios = [c / b for c, b in zip(candidate_tps, baseline_tps)]
+    speedup = float(statistics.median(ratios))
+    low, high, level = median_ci(ratios, confidence_level)
+    warning = None
+    if not math.isfinite(low) or (high - low) > max_relative_width * speedup:
+        warning = (f"the speed-up's {level:.1%} interval [{low:.3g}, {high:.3g}] is wider than "
+                   f"{max_relative_width:.0%} of the speed-up ({speedup:.3g}): run more rounds or on a quieter machine")
+    return SpeedResult(config, baseline, len(ratios), tuple(ratios), tuple(candidate_tps), tuple(baseline_tps),
+                       speedup, (low, high), level, warning)  # fmt: skip
+
+
+def interleaved_speed(
+    generate: Mapping[str, Callable],
+    rounds: Sequence[Sequence],
+    *,
+    baseline: str,
+    confidence_level: float = 0.95,
+    max_relative_width: float = 0.2,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, SpeedResult]:
+    """Measure every config's speed-up over ``baseline`` in interleaved rounds.
+
+    Parameters
+    ----------
+    generate : mapping of name -> callable
+        ``generate[name](requests)`` decodes a batch and returns objects with
+        ``output_tokens`` (a backend's ``generate``); the baseline is one of the names.
+    rounds : sequence of request batches
+        Round ``r`` sends ``rounds[r]`` to every config, in the order of the names rotated by
+        ``r`` (so that no config always goes first, or always follows the same one).
+
+    Returns
+    -------
+    dict of name -> SpeedResult, for every name but the baseline.
+    """
+    names = list(generate)
+    if baseline not in generate:
+        raise ValueError(f"baseline {baseline!r} is not one of {names}")
+    tps: dict[str, list[float]] = {n: [] for n in names}
+    for r, requests in enumerate(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            t0 = clock()
+            gens = generate[name](requests)
+            seconds = clock() - t0
+            tokens = sum(g.output_tokens or 0 for g in gens)
+            tps[name].append(tokens / seconds if seconds > 0 else math.inf)
+    return {
+        name: speed_summary(name, baseline, tps[name], tps[baseline], confidence_level=confidence_level,
+                            max_relative_width=max_relative_width)  # fmt: skip
+        for name in names if name != baseline
+    }
