@@ -268,6 +268,7 @@ def _record(run_id, config_id, mode, item: WorkItem, gen) -> dict[str, Any]:
             outcome=grade.outcome,
             answer_strict=None if grade.strict is None else str(grade.strict),
             answer_lenient=None if grade.lenient is None else str(grade.lenient),
+            decided_by=grade.decided_by,
             output=gen.text,
         )
     for name in ("output_tokens", "spec_steps", "draft_tokens", "accepted_tokens",

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import operator
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,6 +61,8 @@ class Side:
     n_records: int
     dropped_truncated: tuple[str, ...] = ()  #: incomplete last lines dropped on reading
     sha256: tuple[str, ...] = ()  #: of each of ``files``, as read
+    #: (decided_by, records) for the records that carry ``decided_by``, most frequent first
+    decided_by: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -70,6 +73,7 @@ class Side:
             "files": [{"path": f, "sha256": h} for f, h in zip(self.files, self.sha256)],
             "records": self.n_records,
             "dropped_truncated": list(self.dropped_truncated),
+            "decided_by": dict(self.decided_by),
         }
 
 
@@ -191,9 +195,11 @@ def _describe(records: Sequence[Record], cols: dict, label: str, path) -> Side:
         )
     files = getattr(records, "files", (str(path),))
     dropped = tuple(t.describe() for t in getattr(records, "dropped", ()))
+    decided = Counter(r.decided_by for r in getattr(records, "records", records) if r.decided_by is not None)
     return Side(
         str(path), configs.pop(), modes.pop(), tuple(sorted(set(cols["run_id"]))), tuple(files), len(records), dropped,
         tuple(getattr(records, "sha256", ())),
+        tuple(sorted(decided.items(), key=lambda kv: (-kv[1], kv[0]))),
     )
 
 

@@ -29,6 +29,7 @@ prompt_hash        yes       hash of the rendered prompt
 mode               no        a label (``target``, ``standard``, ``fly`` ...)
 answer_strict      no        answer extracted by the strict extractor
 answer_lenient     no        answer extracted by the lenient extractor
+decided_by         no        the extractor whose answer decided ``outcome`` (``strict:boxed``)
 gold               no        the reference answer
 output             no        the generated text
 output_tokens      no        generated tokens (int >= 0)
@@ -103,6 +104,7 @@ class Record:
     mode: str | None = None
     answer_strict: str | None = None
     answer_lenient: str | None = None
+    decided_by: str | None = None
     gold: str | None = None
     output: str | None = None
     output_tokens: int | None = None
@@ -191,6 +193,7 @@ def _validate(d: Mapping) -> None:
             ((v := g("mode")) is None or type(v) is str)
             and ((v := g("answer_strict")) is None or type(v) is str)
             and ((v := g("answer_lenient")) is None or type(v) is str)
+            and ((v := g("decided_by")) is None or type(v) is str)
             and ((v := g("gold")) is None or type(v) is str)
             and ((v := g("output")) is None or type(v) is str)
             and ((v := g("output_tokens")) is None or type(v) is int and v >= 0)

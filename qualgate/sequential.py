@@ -144,6 +144,14 @@ class SequentialReport:
         return self.evidence().to_dict()
 
 
+def _method(r: SequentialResult, pairs_per_question: int) -> str:
+    """The test behind a sequential verdict, as printed with it."""
+    if r.reason in ("final", "budget", "exhausted") and r.max_questions is not None:
+        final = "robust clustered score test" if pairs_per_question > 1 else "exact unconditional score test"
+        return f"budgeted design: always-valid betting test at alpha/50, then the fixed-n {final}"
+    return "always-valid betting test (Waudby-Smith & Ramdas 2024)"
+
+
 def _sentence(r: SequentialResult, margin: float) -> str:
     level = f"{1 - r.alpha:.1%}".replace(".0%", "%")
     used = f"{r.n_questions:,} of {r.n_available:,} questions"
@@ -156,6 +164,11 @@ def _sentence(r: SequentialResult, margin: float) -> str:
         return (
             f"stopped for futility after {used}: at the observed loss ({fmt_points(r.loss)} points) a PASS "
             f"has become unlikely (upper bound {ub} points against the {m}-point margin)"
+        )
+    if r.reason == "final":
+        return (
+            f"after {used} (the budget or all questions) the fixed-n test at the end of the budgeted design "
+            f"puts the loss at most {ub} points ({1 - 0.98 * r.alpha:.1%} upper bound), below the {m}-point margin"
         )
     what = "the budget ran out" if r.reason == "budget" else "the questions ran out"
     return f"{what} after {used} without a decision (upper bound {ub} points against the {m}-point margin)"
@@ -212,15 +225,17 @@ def sequential_gate(
         runs = {}
         for how, q in (("worst-case", p), ("drop", p.without_imputed())):
             positions = arrival_order(q.question_keys, seed=seed) if order == "seeded" else np.arange(q.n_questions)
+            sizes = np.bincount(q.question, minlength=q.n_questions)[positions]
             runs[how] = sequential_noninferiority(
                 question_differences(q, positions), margin=margin, alpha=each, power=power,
-                max_questions=max_questions,
+                max_questions=max_questions, pairs=sizes,
             )
         r, w, d = runs[missing], runs["worst-case"].verdict, runs["drop"].verdict
         info = {"imputed_as_lost": p.n_imputed, "verdict_worst_case": w, "verdict_dropped": d,
                 "incomplete": p.dropped}
         comparisons.append(
-            SequentialComparison(name, p.candidate, r, p.max_cluster_size, _sentence(r, margin), info)
+            SequentialComparison(name, p.candidate, r, p.max_cluster_size,
+                                 f"{_sentence(r, margin)} [{_method(r, p.max_cluster_size)}]", info)  # fmt: skip
         )
     verdicts = [c.verdict for c in comparisons]
     if multiplicity == "fixed-sequence" and any(v != "PASS" for v in verdicts[:-1]):

@@ -73,7 +73,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 @click.option("--max-questions", type=click.IntRange(min=1), default=None,
               help="With --sequential: question budget per candidate.")
 @click.option("--power", type=_FRACTION, default=0.8, show_default=True,
-              help="With --sequential: target power against no loss (sets the futility boundary).")
+              help="With --sequential and no --max-questions: target power against no loss (sets the futility boundary).")
 @click.option("--missing", type=click.Choice(["worst-case", "drop"]), default="worst-case", show_default=True,
               help="Which verdict decides when pairs are incomplete (--on-missing drop, --max-errors): with "
                    "candidate-side gaps and errors on baseline-correct questions counted as lost, or with them "

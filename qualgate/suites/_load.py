@@ -40,6 +40,8 @@ class Question:
     gold: str
     prompt_hash: str
     meta: dict = field(default_factory=dict, compare=False)
+    #: multiple choice: the option texts in the order shown (A, B, ...), for the extractors
+    options: tuple[str, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict:
         return {
@@ -70,8 +72,13 @@ class Suite:
     _spec: SuiteSpec | None = field(default=None, repr=False)
 
     def grade(self, question: Question, text: str) -> graders.Grade:
-        """Grade ``text`` (a model's output) against ``question.gold``."""
+        """Grade ``text`` (a model's output) against ``question.gold``.
+
+        The suite's ``think`` setting removes reasoning blocks first; a grader that takes a
+        ``problem`` (``math_verify`` with ``canonical``) gets the question's last user message.
+        """
         spec = self._spec
+        users = [m["content"] for m in question.prompt if m.get("role") == "user"]
         return graders.grade(
             text,
             question.gold,
@@ -79,6 +86,9 @@ class Suite:
             lenient=spec.lenient,
             grader=spec.grader,
             decides=self.decides,
+            think=spec.think,
+            problem=users[-1] if users else None,
+            options=question.options,
         )
 
     def to_dict(self, *, questions: bool = True) -> dict:
@@ -268,7 +278,7 @@ def _question(spec: SuiteSpec, row: dict, i: int, label: str) -> Question:
     messages.append({"role": "user", "content": render(spec.user, variables)})
     meta = {c: _value(row, c, i, label, "meta") for c in spec.meta}
     return Question(id=qid, prompt=tuple(messages), gold=gold, prompt_hash=prompt_hash(messages),
-                    meta=meta)  # fmt: skip
+                    meta=meta, options=tuple(shown) if spec.choices is not None else ())  # fmt: skip
 
 
 def load_suite(

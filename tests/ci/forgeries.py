@@ -368,8 +368,8 @@ def _lossy_baseline_config_edited(ctx, *, both):
 
 
 def _alpha(ctx):
-    b = ctx.recs("target.jsonl", "target", BASE[:30])
-    w2 = ctx.recs("fly-w2.jsonl", "fly", BASE[:30])
+    b = ctx.recs("target.jsonl", "target", BASE[:100])
+    w2 = ctx.recs("fly-w2.jsonl", "fly", BASE[:100])
     doc = ctx.gate(b, w2, "--margin", 0.02, "--alpha", 0.45, out=ctx.root / "alpha.json")
     assert doc["verdict"] == "PASS"  # only because of alpha: at 0.05 it is INCONCLUSIVE
     return W2, ctx.root / "alpha.json", []

@@ -43,7 +43,7 @@ def test_schema_lists_the_required_fields_of_issue_3_first():
     assert REQUIRED == ("schema_version", "run_id", "config_id", "suite", "suite_version", "question_id",
                         "seed", "sample_index", "outcome", "prompt_hash")  # fmt: skip
     assert set(FIELDS) - set(REQUIRED) == {
-        "mode", "answer_strict", "answer_lenient", "gold", "output", "output_tokens", "spec_steps",
+        "mode", "answer_strict", "answer_lenient", "decided_by", "gold", "output", "output_tokens", "spec_steps",
         "draft_tokens", "accepted_tokens", "deferred_tokens", "latency_s", "error",
     }  # fmt: skip
 

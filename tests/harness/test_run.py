@@ -56,8 +56,8 @@ def test_outcomes_are_the_suite_grading_of_the_output(finished):
     for r in read_records(out / "records" / "fly.jsonl"):
         q = questions[r.question_id]
         g = suite.grade(q, r.output)
-        assert (r.outcome, r.answer_lenient, r.gold, r.prompt_hash) == (
-            g.outcome, None if g.lenient is None else str(g.lenient), q.gold, q.prompt_hash)
+        assert (r.outcome, r.answer_lenient, r.decided_by, r.gold, r.prompt_hash) == (
+            g.outcome, None if g.lenient is None else str(g.lenient), g.decided_by, q.gold, q.prompt_hash)
 
 
 def test_each_request_is_decoded_with_the_seed_of_its_key(finished, models):
