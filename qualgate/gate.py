@@ -8,7 +8,8 @@ Layers, each usable on its own (the sequential gate reuses the lower ones):
 3. :func:`decide` is the decision rule, a pure function of two p-values (vectorised);
 4. :func:`gate` applies it to several candidates with Holm's adjustment and sets the exit
    code; :func:`run_gate` goes from paths to a :class:`GateReport`;
-5. :func:`render_text` / :func:`render_markdown` and ``GateReport.to_dict()`` render it.
+5. :func:`render_text` / :func:`render_markdown` render it; ``GateReport.evidence()`` is the
+   report file (:mod:`qualgate.evidence`, the one writer and reader of gate reports).
 
 Policies
 --------
@@ -37,22 +38,25 @@ the decisive p-values (non-inferiority p-values for ``noninferiority``, the loss
 ``mcnemar``), so that the chance of any false PASS (resp. FAIL) stays below alpha.
 
 Exit codes: PASS 0, FAIL 1, INCONCLUSIVE 4 (``inconclusive='fail'|'pass'`` maps it to 1 or 0);
-with several candidates the worst verdict decides.
+with several candidates the worst verdict decides (:func:`qualgate.evidence.decide_exit`).
+
+Incomplete pairs (``--on-missing drop``, ``--max-errors``): by default (``missing='worst-case'``)
+a candidate-side gap on a question the baseline answered correctly counts as lost; the verdict
+with those pairs dropped is reported beside it (:mod:`qualgate.pairing`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from . import __version__
 from ._render import fmt_p, fmt_pct, fmt_points, markdown_section, markdown_table, text_table
 from .errors import DataError, ExitCode
+from .evidence import MISSING, Evidence, decide_exit, names, now
 from .flips import Flips, find_flips
 from .flips import render_markdown as render_flips_markdown
 from .pairing import Pairing, Side, pair_records
@@ -74,8 +78,6 @@ from .stats import _checks
 __all__ = [
     "INCONCLUSIVE_AS",
     "POLICIES",
-    "REPORT_KIND",
-    "REPORT_VERSION",
     "WEIGHTINGS",
     "Analysis",
     "CalibrationReport",
@@ -97,10 +99,7 @@ __all__ = [
 POLICIES = ("noninferiority", "mcnemar")
 WEIGHTINGS = ("pooled", "equal")
 INCONCLUSIVE_AS = ("inconclusive", "fail", "pass")
-REPORT_KIND = "qualgate.gate_report"
-REPORT_VERSION = 1
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
-_EXIT = {PASS: ExitCode.OK, FAIL: ExitCode.FAIL, INCONCLUSIVE: ExitCode.INCONCLUSIVE}
 _TARGET_POWER = 0.8
 #: Non-inferiority test with one pair per question: the exact unconditional test, whose size
 #: is at most alpha at every n and discordance (the asymptotic score test's reaches 0.068 at
@@ -426,6 +425,9 @@ class Comparison:
 
     ``verdict`` is the pooled verdict after Holm's adjustment across candidates
     (``verdict_unadjusted`` before it; ``pvalue_holm`` the adjusted decisive p-value).
+    ``missing``: the verdict with incomplete candidate-side pairs counted as lost
+    (``verdict_worst_case``) and with them dropped (``verdict_dropped``), and what was
+    incomplete, by side and by the baseline's outcome (:mod:`qualgate.pairing`).
     """
 
     name: str
@@ -437,7 +439,7 @@ class Comparison:
     pvalue_holm: float
     reason: str
     notes: tuple[str, ...] = ()
-    dropped: dict | None = None
+    missing: dict | None = None
     #: with a policy file: each suite's tier, and its verdict (blocking ones after Holm)
     tiers: tuple[str, ...] = ()
     suite_verdicts: tuple[str, ...] = ()
@@ -456,18 +458,22 @@ class Comparison:
             "verdict_unadjusted": self.verdict_unadjusted,
             "pvalue_holm": self.pvalue_holm,
             "loss_upper_bound": self.pooled.loss_upper_bound,
+            "missing": self.missing,
             "side": self.candidate.to_dict(),
             "pooled": self.pooled.to_dict(),
             "suites": suites,
             "notes": list(self.notes),
-            "dropped": self.dropped,
             "flips": self.flips.to_dict() if self.flips is not None else None,
         }
 
 
+_READING = {"on_missing": "error", "max_errors": 0, "drop_truncated": False, "allow_unknown": False}
+
+
 @dataclasses.dataclass(frozen=True)
 class GateReport:
-    """Everything ``qualgate gate`` decides; ``to_dict()`` is the evidence file's content."""
+    """Everything ``qualgate gate`` decides; :meth:`evidence` is the report file
+    (:class:`qualgate.evidence.Evidence`), ``to_dict()`` its content."""
 
     created_at: str
     policy: str
@@ -479,30 +485,23 @@ class GateReport:
     comparisons: tuple[Comparison, ...]
     verdict: str
     exit_code: int
+    missing: str = "worst-case"
+    reading: dict = dataclasses.field(default_factory=lambda: dict(_READING))
+    baseline_config: dict | None = None  #: :func:`qualgate.evidence.describe_config` of the baseline
+    plan: dict | None = None  #: the plan file's and the run's digests (harness runs)
     suite_policy: Policy | None = None
 
-    def comparison(self, config_id: str) -> Comparison | None:
-        """The comparison whose candidate has this config id."""
-        return next((c for c in self.comparisons if c.candidate.config_id == config_id), None)
+    def evidence(self) -> Evidence:
+        settings = {"policy": self.policy, "margin": self.margin, "alpha": self.alpha, "weighting": self.weighting,
+                    "inconclusive": self.inconclusive, "missing": self.missing, **self.reading,
+                    "suite_policy": self.suite_policy.to_dict() if self.suite_policy else None}  # fmt: skip
+        return Evidence(
+            self.created_at, "fixed", settings, self.baseline.to_dict() | {"config": self.baseline_config},
+            tuple(c.to_dict() for c in self.comparisons), self.verdict, int(self.exit_code), self.plan,
+        )
 
     def to_dict(self) -> dict:
-        return {
-            "kind": REPORT_KIND,
-            "version": REPORT_VERSION,
-            "created_at": self.created_at,
-            "qualgate_version": __version__,
-            "policy": self.policy,
-            "margin": self.margin,
-            "alpha": self.alpha,
-            "weighting": self.weighting,
-            "inconclusive": self.inconclusive,
-            "multiplicity": "holm" if len(self.comparisons) > 1 or self.suite_policy else None,
-            "suite_policy": self.suite_policy.to_dict() if self.suite_policy else None,
-            "baseline": self.baseline.to_dict(),
-            "candidates": [c.to_dict() for c in self.comparisons],
-            "verdict": self.verdict,
-            "exit_code": self.exit_code,
-        }
+        return self.evidence().to_dict()
 
 
 def _check_settings(policy, margin, alpha, weighting, inconclusive):
@@ -512,10 +511,6 @@ def _check_settings(policy, margin, alpha, weighting, inconclusive):
     margin = _checks.real("margin", margin, low=0.0, high=1.0)
     alpha = _checks.real("alpha", alpha, low=0.0, high=0.5)
     return margin, alpha
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _analyses(p: Pairing, policy, margin, alpha, weighting, suite_policy: Policy | None = None):
@@ -548,6 +543,45 @@ def _analyses(p: Pairing, policy, margin, alpha, weighting, suite_policy: Policy
     return tuple(suites), pooled, margin
 
 
+def _decide_all(pairings, policy, margin, alpha, weighting, suite_policy=None):
+    """Per candidate: ``(suites, pooled, p_adj, verdict, reason, tiers, suite_verdicts, notes, margin)``.
+
+    Holm's adjustment runs over the pooled decision of each candidate or, with a suite
+    policy, over every blocking (candidate, suite) decision (:mod:`qualgate.policy`).
+    """
+    analyses = [_analyses(p, policy, margin, alpha, weighting, suite_policy) for p in pairings]
+    decide_p = (lambda a: a.pvalue_noninferiority) if policy == "noninferiority" else (lambda a: a.pvalue_loss)
+
+    def verdict_at(a: Analysis, p_adj: float) -> str:
+        if policy == "noninferiority":
+            return decide(policy, pvalue_noninferiority=p_adj, pvalue_loss=a.pvalue_loss, alpha=alpha)
+        return decide(policy, pvalue_noninferiority=None, pvalue_loss=p_adj, alpha=alpha)
+
+    if suite_policy is None:
+        units = [(i, None) for i in range(len(pairings))]
+    else:
+        units = [(i, j) for i, (suites, _, _) in enumerate(analyses) for j, a in enumerate(suites)
+                 if suite_policy.for_suite(a.scope).tier == "blocking"]  # fmt: skip
+    adjusted = dict(zip(units, holm([decide_p(analyses[i][1] if j is None else analyses[i][0][j])
+                                     for i, j in units]))) if units else {}  # fmt: skip
+    out = []
+    for i, (p, (suites, a, m)) in enumerate(zip(pairings, analyses)):
+        tiers, suite_verdicts, notes = (), (), []
+        if suite_policy is None:
+            p_adj = adjusted[i, None]
+            verdict = verdict_at(a, p_adj)
+            reason = a.reason
+            if verdict != a.verdict:
+                reason = (f"{a.reason}; but after Holm's adjustment across {len(pairings)} candidates "
+                          f"(adjusted {_p_is(p_adj)}) the verdict is {verdict}")  # fmt: skip
+        else:
+            verdict, p_adj, reason, tiers, suite_verdicts, more = suite_policy.decide(
+                suites, {j: adjusted[i, j] for ii, j in units if ii == i}, verdict_at, len(units))
+            notes = list(more) + list(suite_policy.check_present(p.suites))
+        out.append((suites, a, p_adj, verdict, reason, tiers, suite_verdicts, notes, m))
+    return out
+
+
 def gate(
     pairings: Sequence[Pairing],
     *,
@@ -557,6 +591,7 @@ def gate(
     alpha: float = 0.05,
     weighting: str = "pooled",
     inconclusive: str = "inconclusive",
+    missing: str = "worst-case",
     suite_policy: Policy | None = None,
     flips: Sequence[Flips] | None = None,
 ) -> GateReport:
@@ -577,6 +612,10 @@ def gate(
         How suites combine into the pooled decision: counts summed, or suites weighted equally.
     inconclusive : {'inconclusive', 'fail', 'pass'}
         Exit code of an INCONCLUSIVE verdict: 4, 1 or 0. Verdicts themselves are unchanged.
+    missing : {'worst-case', 'drop'}
+        Which verdict decides: with the pairings' imputed pairs (candidate missing or
+        ``error`` where the baseline was correct) counted as lost, or with them dropped. Both
+        are reported.
     suite_policy : Policy, optional
         Per-suite margins and tiers (:mod:`qualgate.policy`): each suite is decided at its own
         margin, the blocking suites decide (Holm's adjustment over every blocking
@@ -587,71 +626,61 @@ def gate(
     """
     if (margin is None) == (suite_policy is None):
         raise ValueError("give either a margin or a suite policy (a policy file), not both or neither")
-    _check_settings(policy, margin if margin is not None else 0.5, alpha, weighting, inconclusive)
+    checked, alpha = _check_settings(policy, margin if margin is not None else 0.5, alpha, weighting, inconclusive)
+    margin = checked if margin is not None else None
+    _checks.choice("missing", missing, MISSING)
     if not pairings:
         raise ValueError("pairings must hold at least one candidate's pairing")
     names = list(names) if names is not None else [p.candidate.path for p in pairings]
     flips = list(flips) if flips is not None else [None] * len(pairings)
-    analyses = [_analyses(p, policy, margin, alpha, weighting, suite_policy) for p in pairings]
-    decide_p = (lambda a: a.pvalue_noninferiority) if policy == "noninferiority" else (lambda a: a.pvalue_loss)
-
-    def verdict_at(a: Analysis, p_adj: float) -> str:
-        if policy == "noninferiority":
-            return decide(policy, pvalue_noninferiority=p_adj, pvalue_loss=a.pvalue_loss, alpha=alpha)
-        return decide(policy, pvalue_noninferiority=None, pvalue_loss=p_adj, alpha=alpha)
-
-    # the decisions Holm's adjustment runs over: pooled per candidate, or blocking suites
-    if suite_policy is None:
-        units = [(i, None) for i in range(len(pairings))]
+    worst = _decide_all(pairings, policy, margin, alpha, weighting, suite_policy)
+    if any(p.n_imputed for p in pairings):
+        dropped = _decide_all([p.without_imputed() for p in pairings], policy, margin, alpha, weighting, suite_policy)
     else:
-        units = [(i, j) for i, (suites, _, _) in enumerate(analyses) for j, a in enumerate(suites)
-                 if suite_policy.for_suite(a.scope).tier == "blocking"]  # fmt: skip
-    adjusted = dict(zip(units, holm([decide_p(analyses[i][1] if j is None else analyses[i][0][j])
-                                     for i, j in units]))) if units else {}  # fmt: skip
+        dropped = worst
     comparisons = []
-    for i, (p, name, (suites, a, _), f) in enumerate(zip(pairings, names, analyses, flips)):
-        notes = _reading_notes(p) + list(p.notes) + list(a.warnings)
-        tiers, suite_verdicts = (), ()
-        if suite_policy is None:
-            p_adj = adjusted[i, None]
-            verdict = verdict_at(a, p_adj)
-            reason = a.reason
-            if verdict != a.verdict:
-                reason = (
-                    f"{a.reason}; but after Holm's adjustment across {len(pairings)} candidates "
-                    f"(adjusted {_p_is(p_adj)}) the verdict is {verdict}"
-                )
-        else:
-            verdict, p_adj, reason, tiers, suite_verdicts, more = suite_policy.decide(
-                suites, {j: adjusted[i, j] for ii, j in units if ii == i}, verdict_at, len(units))
-            notes += more + suite_policy.check_present(p.suites)
+    for p, name, w, d, f in zip(pairings, names, worst, dropped, flips):
+        suites, a, p_adj, verdict, reason, tiers, suite_verdicts, more, _ = w if missing == "worst-case" else d
+        notes = _reading_notes(p) + list(p.notes) + list(a.warnings) + more
         if a.no_answer_candidate > a.no_answer_baseline:
             notes.append(
                 f"the candidate gave no answer on {a.no_answer_candidate} pairs, the baseline on "
                 f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
             )
+        if p.dropped and p.dropped["pairs"]:
+            notes.append(_incomplete_note(p.dropped, w[3], d[3]))
+        if w[3] != d[3]:
+            notes.append(
+                f"the verdict depends on incomplete pairs: {w[3]} with the {p.n_imputed} candidate-side gaps on "
+                f"baseline-correct questions counted as lost, {d[3]} with them dropped"
+                + ("" if missing == "worst-case" else " (--missing drop: qualgate check refuses this report "
+                   "unless --allow-missing-dependence)")
+            )
+        info = {"imputed_as_lost": p.n_imputed, "verdict_worst_case": w[3], "verdict_dropped": d[3],
+                "loss_upper_bound_worst_case": w[1].loss_upper_bound,
+                "loss_upper_bound_dropped": d[1].loss_upper_bound, "incomplete": p.dropped}  # fmt: skip
         comparisons.append(Comparison(name, p.candidate, suites, a, verdict, a.verdict, p_adj, reason, tuple(notes),
-                                      p.dropped, tiers, suite_verdicts, f))  # fmt: skip
-    verdicts = [c.verdict for c in comparisons]
-    overall = FAIL if FAIL in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS
-    code = _EXIT[overall]
-    if overall == INCONCLUSIVE and inconclusive != "inconclusive":
-        code = ExitCode.FAIL if inconclusive == "fail" else ExitCode.OK
+                                      info, tiers, suite_verdicts, f))  # fmt: skip
+    overall, code = decide_exit([c.verdict for c in comparisons], inconclusive)
     if margin is None:  # the loosest blocking margin used: what a --max-margin check must see
-        margin = max(m for *_, m in analyses)
+        margin = max(w[-1] for w in worst)
     return GateReport(
-        _now(), policy, margin, alpha, weighting, inconclusive, pairings[0].baseline,
-        tuple(comparisons), overall, int(code), suite_policy,
+        now(), policy, margin, alpha, weighting, inconclusive, pairings[0].baseline,
+        tuple(comparisons), overall, int(code), missing, suite_policy=suite_policy,
     )  # fmt: skip
+
+
+def _incomplete_note(dropped: dict, worst: str, without: str) -> str:
+    def part(counts):
+        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v)
+
+    return (f"{dropped['pairs']} incomplete pairs (by side: {part(dropped['by_side'])}; by the baseline's outcome: "
+            f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} candidate-side "
+            f"ones on baseline-correct questions counted as lost: {worst}, with all of them dropped: {without}")
 
 
 def _reading_notes(p: Pairing) -> list[str]:
     return [f"dropped {d}" for d in p.baseline.dropped_truncated + p.candidate.dropped_truncated]
-
-
-def _names(paths) -> list[str]:
-    stems = [Path(p).stem if Path(p).suffix else Path(p).name for p in paths]
-    return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
 
 
 def run_gate(
@@ -663,10 +692,13 @@ def run_gate(
     alpha: float = 0.05,
     weighting: str = "pooled",
     inconclusive: str = "inconclusive",
+    missing: str = "worst-case",
     on_missing: str = "error",
     max_errors: int = 0,
     drop_truncated: bool = False,
     allow_unknown: bool = False,
+    baseline_config: dict | None = None,
+    plan: dict | None = None,
     suite_policy: Policy | None = None,
     input_format: str = "auto",
     import_options=None,
@@ -677,12 +709,17 @@ def run_gate(
     :mod:`qualgate.importers`, whose ``ImportOptions`` ``import_options`` are).
 
     Every candidate's flips (:func:`qualgate.flips.find_flips`) are carried into the report.
+    ``baseline_config``: what the baseline serves (:func:`qualgate.evidence.describe_config`);
+    its config id must be the baseline records'. ``plan``: digests of the plan and the run
+    (harness runs). Both are written into the report for ``qualgate check``.
+
     Raises :class:`~qualgate.errors.DataError` for invalid or unpairable records and
     ``ValueError`` for invalid settings. See :func:`gate` and :func:`~qualgate.pairing.pair_records`.
     """
     if isinstance(candidates, (str, Path)):
         candidates = [candidates]
     _check_settings(policy, margin if margin is not None else 0.5, alpha, weighting, inconclusive)
+    opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
     base = _read_side(baseline, input_format, import_options, drop_truncated, allow_unknown)
     pairings, flips = [], []
     for c in candidates:
@@ -690,10 +727,22 @@ def run_gate(
         pairings.append(pair_records(base, cand, on_missing=on_missing, max_errors=max_errors,
                                      on_prompt_mismatch=on_prompt_mismatch))  # fmt: skip
         flips.append(find_flips(base, cand))
-    return gate(
-        pairings, names=_names(candidates), policy=policy, margin=margin, alpha=alpha,
-        weighting=weighting, inconclusive=inconclusive, suite_policy=suite_policy, flips=flips,
+    _check_baseline_config(baseline_config, pairings[0].baseline)
+    report = gate(
+        pairings, names=names(candidates), policy=policy, margin=margin, alpha=alpha,
+        weighting=weighting, inconclusive=inconclusive, missing=missing, suite_policy=suite_policy, flips=flips,
     )  # fmt: skip
+    reading = dict(on_missing=on_missing, max_errors=max_errors, **opts)
+    return dataclasses.replace(report, reading=reading, baseline_config=baseline_config, plan=plan)
+
+
+def _check_baseline_config(description, side: Side) -> None:
+    if description is not None and description.get("config_id") != side.config_id:
+        raise DataError(
+            f"the baseline config given has config id {description.get('config_id')}, but the baseline records "
+            f"carry {side.config_id}: it is not the config that produced them",
+            file=side.path, field="config_id",
+        )
 
 
 def _read_side(path, input_format, import_options, drop_truncated, allow_unknown):
@@ -923,7 +972,7 @@ def calibrate(
             "equivalent are not; look for a harness or engine bug (prompts, seeds, grading, batching)"
         )
     return CalibrationReport(
-        _now(), pairing.baseline, pairing.candidate, alpha, power, t.clusters, t.n, t.max_cluster_size,
+        now(), pairing.baseline, pairing.candidate, alpha, power, t.clusters, t.n, t.max_cluster_size,
         clustered, deff, t.both_correct, t.lost, t.gained, t.both_wrong,
         (t.both_correct + t.lost) / t.n, (t.both_correct + t.gained) / t.n, psi, psi_ci,
         test.pvalue, method, ci, consistent, tuple(sizes), tuple(_reading_notes(pairing) + list(pairing.notes) + notes),

@@ -27,6 +27,7 @@ directory is refused naming them.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import hashlib
@@ -47,6 +48,7 @@ from typing import Any
 from .backends import Request, open_backend, package_versions
 from .backends._devices import open_on_devices
 from .errors import DataError, ExitCode
+from .evidence import now as _now
 
 __all__ = [
     "MANIFEST_VERSION",
@@ -220,10 +222,6 @@ def read_manifest(out: str | Path) -> dict[str, Any]:
                         file=str(path), field="manifest_version",
                         value=data.get("manifest_version") if isinstance(data, dict) else None)
     return data
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _git_revision(where: Path) -> dict[str, Any] | None:
@@ -552,7 +550,7 @@ def _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory,
         write_json_atomic(manifest_path, manifest)
     gate_path = out / "gate.json"
     if report is not None:
-        write_json_atomic(gate_path, report.to_dict())
+        report.evidence().write(gate_path)  # signed when QUALGATE_EVIDENCE_KEY is set
     else:
         gate_path.unlink(missing_ok=True)
     manifest["status"] = "complete"
@@ -728,12 +726,39 @@ def _sequential_report(plan, out, settings, order_seed, max_errors, candidates=N
         pair_records(base, load_side(records / f"{c}.jsonl"), on_missing="drop", max_errors=max_errors)
         for c in candidates
     ]
-    return sequential_gate(
+    report = sequential_gate(
         pairings, names=candidates, margin=plan.margin, alpha=plan.alpha,
         power=settings.power, order="seeded", seed=order_seed,
         max_questions=settings.max_questions, inconclusive=plan.inconclusive,
         multiplicity=settings.multiplicity,
     )  # fmt: skip
+    reading = {"on_missing": "drop", "max_errors": max_errors, "drop_truncated": False, "allow_unknown": False}
+    return dataclasses.replace(report, reading=reading, **_provenance(plan, out))
+
+
+def _provenance(plan, out) -> dict[str, Any]:
+    """What a run's gate report says about the baseline config and the plan (for ``check``)."""
+    from .config import IDENTITY_OPTIONS
+    from .evidence import describe_config
+    from .pairing import sha256_file
+
+    base = plan.configs[plan.baseline]
+    numerics = {k: base.engine_options.get(k) for k in IDENTITY_OPTIONS}
+    try:
+        manifest = read_manifest(out)
+    except DataError:  # records gated outside a run directory
+        manifest = {}
+    fingerprint = json.dumps(manifest.get("fingerprint"), sort_keys=True, separators=(",", ":"))
+    return {
+        "baseline_config": describe_config(base.model, base.speculative, numerics),
+        "plan": {
+            "name": plan.name,
+            "path": plan.path,
+            "sha256": sha256_file(plan.path) if plan.path and Path(plan.path).is_file() else None,
+            "run_id": manifest.get("run_id"),
+            "fingerprint_sha256": hashlib.sha256(fingerprint.encode()).hexdigest(),
+        },
+    }
 
 
 def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, log):
@@ -918,6 +943,7 @@ def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):
             weighting=plan.weighting,
             inconclusive=plan.inconclusive,
             max_errors=max_errors,
+            **_provenance(plan, out),
         )
     except DataError as exc:
         return None, {"status": "refused", "exit_code": int(ExitCode.DATA), "message": str(exc)}

@@ -115,22 +115,24 @@ def _sequential_paths(gate: Mapping, pairings: Mapping[str, Any]) -> list[dict]:
 
     if gate.get("design") != "sequential":
         return []
-    alpha_each = gate["alpha"] / max(1, len(gate.get("candidates", [])))
+    s = gate["settings"]
+    split = s["multiplicity"] == "bonferroni"
+    alpha_each = s["alpha"] / max(1, len(gate.get("candidates", []))) if split else s["alpha"]
     paths = []
     for c in gate["candidates"]:
         p = pairings.get(c["name"])
         if p is None or not c.get("questions_used"):
             continue
-        if gate.get("order") == "seeded":
-            order = arrival_order(p.question_keys, seed=gate.get("order_seed") or 0)
+        if s["order"] == "seeded":
+            order = arrival_order(p.question_keys, seed=s["order_seed"] or 0)
         else:
             order = np.arange(p.n_questions)
         d = question_differences(p, order)[: c["questions_used"]]
         looks = sorted({int(x) for x in np.linspace(1, d.size, min(SEQUENTIAL_LOOKS, d.size))})
         low, high = [], []
         for k in looks:
-            r = sequential_noninferiority(d[:k], margin=gate["margin"], alpha=alpha_each,
-                                          power=gate.get("power", 0.8), max_questions=k)
+            r = sequential_noninferiority(d[:k], margin=s["margin"], alpha=alpha_each,
+                                          power=s["power"], max_questions=k)
             low.append(100 * r.lower_bound)
             high.append(100 * r.upper_bound)
         paths.append({"label": c["name"], "questions": looks, "low": low, "high": high,
@@ -262,13 +264,13 @@ def gate_html(gate: Mapping, baseline, candidates: Sequence, **read) -> str:
             notes.append(f"{c['name']}: records could not be paired for the sequential plot ({exc})")
     design = " (sequential)" if gate.get("design") == "sequential" else ""
     subtitle = (f"baseline {gate['baseline'].get('path', '?')} (config {gate['baseline'].get('config_id', '?')}); "
-                f"{gate.get('policy', '?')}{design}, margin {fmt_points(gate['margin'])} points, "
-                f"alpha {gate['alpha']:g}; verdict {gate['verdict']}")  # fmt: skip
+                f"{gate['settings']['policy']}{design}, margin {fmt_points(gate['settings']['margin'])} points, "
+                f"alpha {gate['settings']['alpha']:g}; verdict {gate['verdict']}")  # fmt: skip
     provenance = [("qualgate", str(gate.get("qualgate_version"))), ("created", str(gate.get("created_at"))),
                   ("baseline config id", str(gate["baseline"].get("config_id")))]  # fmt: skip
     provenance += [(f"config id of {c['name']}", str(c.get("config_id"))) for c in gate.get("candidates", [])]
     return render_html(HtmlReport(
-        title="qualgate gate", subtitle=subtitle, margin=100 * gate["margin"],
+        title="qualgate gate", subtitle=subtitle, margin=100 * gate["settings"]["margin"],
         verdicts=_verdict_rows(gate, {}), forest=_forest(gate), speed=[], acceptance=[],
         sequential=_sequential_paths(gate, pairings), calibration=[], flips=_capped(flips),
         flip_counts=_flip_counts(flips), provenance=provenance, notes=notes,

@@ -15,9 +15,18 @@
   qualgate run with another tool's run of the same questions, whose prompt hash covers a
   differently rendered prompt (:mod:`qualgate.prompts`);
 - pairs where either side has outcome ``error`` (an engine failure is not a wrong answer),
-  unless ``max_errors`` allows that many, which are then dropped and reported.
+  unless ``max_errors`` allows that many.
 
 ``no_answer`` counts as not correct, and is counted apart on each side.
+
+Missingness that cannot hide a loss: a pair whose candidate side is missing or an ``error``
+while the baseline answered correctly is kept as a *lost* pair (baseline correct, candidate
+not), flagged in :attr:`Pairing.imputed` (the worst case for the candidate: a config that
+fails exactly where it would have been wrong cannot pass by failing).
+:meth:`Pairing.without_imputed` drops them, for the verdict without imputation. Every other
+incomplete pair (baseline side missing or ``error``, or a candidate-side gap on a question the
+baseline got wrong) is dropped. :attr:`Pairing.dropped` counts all of them by side and by the
+baseline's outcome.
 
 The result, :class:`Pairing`, holds per-pair arrays (correctness on each side, the suite, the
 question as the cluster) that the gate, the sequential gate and calibration read.
@@ -25,6 +34,8 @@ question as the cluster) that the gate, the sequential gate and calibration read
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import operator
 from collections import Counter
 from collections.abc import Sequence
@@ -33,12 +44,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import DataError
-from .records import Record, RecordSet, _gc_paused, read_records
+from .records import Record, RecordSet, _gc_paused, read_records, record_files
 
-__all__ = ["ON_MISSING", "ON_PROMPT_MISMATCH", "Pairing", "Side", "load_side", "pair_records"]
+__all__ = ["IMPUTED_ERROR", "IMPUTED_MISSING", "ON_MISSING", "ON_PROMPT_MISMATCH", "Pairing", "Side", "load_side",
+           "pair_records"]
 
 ON_MISSING = ("error", "drop")
 ON_PROMPT_MISMATCH = ("error", "report")
+IMPUTED_ERROR, IMPUTED_MISSING = 1, 2  #: codes of :attr:`Pairing.imputed`
 _EXAMPLES = 3
 
 
@@ -53,6 +66,7 @@ class Side:
     files: tuple[str, ...]
     n_records: int
     dropped_truncated: tuple[str, ...] = ()  #: incomplete last lines dropped on reading
+    sha256: tuple[str, ...] = ()  #: of each of ``files``, as read
     #: (decided_by, records) for the records that carry ``decided_by``, most frequent first
     decided_by: tuple[tuple[str, int], ...] = ()
 
@@ -62,7 +76,7 @@ class Side:
             "config_id": self.config_id,
             "mode": self.mode,
             "run_ids": list(self.run_ids),
-            "files": list(self.files),
+            "files": [{"path": f, "sha256": h} for f, h in zip(self.files, self.sha256)],
             "records": self.n_records,
             "dropped_truncated": list(self.dropped_truncated),
             "decided_by": dict(self.decided_by),
@@ -89,6 +103,29 @@ class Pairing:
     notes: tuple[str, ...] = ()  #: what was dropped, in sentences
     dropped: dict | None = None  #: counts of what was dropped (JSON-ready)
     question_keys: tuple[tuple[str, str], ...] = ()  #: (suite, question_id) of each cluster id
+    imputed: np.ndarray | None = None  #: int8 per pair: 0, IMPUTED_ERROR or IMPUTED_MISSING
+
+    @property
+    def n_imputed(self) -> int:
+        return int(np.count_nonzero(self.imputed)) if self.imputed is not None else 0
+
+    def subset(self, keep: np.ndarray) -> Pairing:
+        """The pairs where ``keep`` is true, questions and suites renumbered from 0."""
+        keep = np.asarray(keep, dtype=bool)
+        qs, question = np.unique(self.question[keep], return_inverse=True)
+        keys = tuple(self.question_keys[q] for q in qs.tolist()) if self.question_keys else ()
+        ss, suite = np.unique(self.suite[keep], return_inverse=True)
+        imputed = self.imputed[keep] if self.imputed is not None else None
+        return dataclasses.replace(
+            self, suites=tuple(self.suites[s] for s in ss.tolist()), suite=suite.astype(np.intp),
+            question=question.astype(np.intp), baseline_correct=self.baseline_correct[keep],
+            candidate_correct=self.candidate_correct[keep], baseline_no_answer=self.baseline_no_answer[keep],
+            candidate_no_answer=self.candidate_no_answer[keep], question_keys=keys, imputed=imputed,
+        )  # fmt: skip
+
+    def without_imputed(self) -> Pairing:
+        """The pairing with the imputed (worst-case) pairs dropped instead."""
+        return self if not self.n_imputed else self.subset(self.imputed == 0)
 
     @property
     def n_pairs(self) -> int:
@@ -105,8 +142,33 @@ class Pairing:
 
 
 def load_side(path, *, drop_truncated: bool = False, allow_unknown: bool = False) -> RecordSet:
-    """Read one side (a record file or a directory of them)."""
-    return read_records(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+    """Read one side (a record file or a directory of them), with the SHA-256 of each file."""
+    before = _digests(record_files(path))
+    records = read_records(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+    if _digests(records.files) != before:
+        raise DataError("the record files changed while they were read; gate them again", file=str(path))
+    return HashedRecordSet(**{f.name: getattr(records, f.name) for f in dataclasses.fields(records)},
+                           sha256=tuple(before))
+
+
+@dataclass(frozen=True, eq=False)
+class HashedRecordSet(RecordSet):
+    """A :class:`~qualgate.records.RecordSet` with the SHA-256 of each of its files."""
+
+    sha256: tuple[str, ...] = ()
+
+
+def sha256_file(path) -> str:
+    """The hex SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _digests(files) -> list[str]:
+    return [sha256_file(f) for f in files]
 
 
 _USED = ("suite", "question_id", "seed", "sample_index", "suite_version", "prompt_hash", "outcome",
@@ -142,6 +204,7 @@ def _describe(records: Sequence[Record], cols: dict, label: str, path) -> Side:
     decided = Counter(r.decided_by for r in getattr(records, "records", records) if r.decided_by is not None)
     return Side(
         str(path), configs.pop(), modes.pop(), tuple(sorted(set(cols["run_id"]))), tuple(files), len(records), dropped,
+        tuple(getattr(records, "sha256", ())),
         tuple(sorted(decided.items(), key=lambda kv: (-kv[1], kv[0]))),
     )
 
@@ -231,7 +294,6 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
         bi, cj = np.arange(len(matched)), np.array(matched, dtype=np.intp)
 
     problems, notes = [], []
-    dropped = {"baseline_only": 0, "candidate_only": 0, "errors": 0}
     for label, count, keys, other in (
         ("baseline", len(bkeys) - len(bi), bkeys, cindex),
         ("candidate", len(ckeys) - len(bi), ckeys, bindex),
@@ -242,8 +304,7 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
             if on_missing == "error":
                 problems.append(text + "; pass --on-missing drop to pair the intersection")
             else:
-                notes.append(f"dropped {text}")
-                dropped[f"{label}_only"] = count
+                notes.append(f"incomplete: {text}")
 
     for name in ("suite_version", "prompt_hash"):
         bv, cv = np.array(bcols[name], dtype=object)[bi], np.array(ccols[name], dtype=object)[cj]
@@ -278,19 +339,34 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
         if len(errors) > max_errors:
             problems.append(f"{text}; --max-errors allows {max_errors}")
         else:
-            notes.append(f"dropped {text}")
-            dropped["errors"] = len(errors)
-    keep = np.ones(len(bi), dtype=bool)
-    keep[errors] = False
-    if not problems and not keep.any():
+            notes.append(f"incomplete: {text}")
+
+    # every baseline key: kept, imputed as lost (worst case) or dropped
+    ball = np.array(bcols["outcome"], dtype=object)
+    status = np.zeros(len(bkeys), dtype=np.int8)  # 0 kept, IMPUTED_*, 3 dropped
+    cout = np.full(len(bkeys), "missing", dtype=object)
+    cout[bi] = co
+    b_ok = ball == "correct"
+    status[(cout == "missing")] = np.where(b_ok[cout == "missing"], IMPUTED_MISSING, _DROPPED)
+    c_err = (cout == "error") & (ball != "error")
+    status[c_err] = np.where(b_ok[c_err], IMPUTED_ERROR, _DROPPED)
+    status[ball == "error"] = _DROPPED
+    dropped = _dropped_counts(ball, cout, len(ckeys) - len(bi))
+    if not problems and not (status == 0).any():
         problems.append("no pairs left to compare")
     if problems:
         sep = " " if len(problems) == 1 else "\n  - "
         raise DataError(f"cannot pair {bpath} with {cpath}:{sep}" + "\n  - ".join(problems))
+    if dropped["imputed_as_lost"]:
+        notes.append(
+            f"{dropped['imputed_as_lost']} pairs whose candidate side is missing or an error on a question the "
+            "baseline answered correctly count as lost (worst case)"
+        )
 
-    bi, bo, co = bi[keep], bo[keep], co[keep]
+    rows = np.flatnonzero(status < _DROPPED)
+    bo, co = ball[rows], cout[rows]
     qids: dict = {}
-    question = np.array([qids.setdefault(bkeys[i][:2], len(qids)) for i in bi.tolist()], dtype=np.intp)
+    question = np.array([qids.setdefault(bkeys[i][:2], len(qids)) for i in rows.tolist()], dtype=np.intp)
     # suites numbered in sorted order, through the (few) questions
     suites = {suite: 0 for suite, _ in qids}
     suites = {suite: i for i, suite in enumerate(sorted(suites))}
@@ -308,4 +384,37 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
         tuple(notes),
         dropped,
         tuple(qids),
+        status[rows],
     )
+
+
+_DROPPED = 3
+
+
+def _dropped_counts(b_outcome, c_outcome, baseline_missing: int) -> dict:
+    """Incomplete pairs by side and by the baseline's outcome (JSON-ready)."""
+    c_missing, c_error = c_outcome == "missing", c_outcome == "error"
+    b_error = b_outcome == "error"
+    incomplete = c_missing | c_error | b_error
+    by_side = {
+        "candidate_missing": int(np.count_nonzero(c_missing)),
+        "candidate_error": int(np.count_nonzero(c_error & ~b_error)),
+        "baseline_missing": int(baseline_missing),
+        "baseline_error": int(np.count_nonzero(b_error & ~c_error & ~c_missing)),
+        "both_error": int(np.count_nonzero(b_error & c_error)),
+        "baseline_error_candidate_missing": int(np.count_nonzero(b_error & c_missing)),
+    }
+    by_outcome = {o: int(np.count_nonzero(incomplete & (b_outcome == o)))
+                  for o in ("correct", "incorrect", "no_answer", "error")}
+    by_outcome["missing"] = int(baseline_missing)
+    imputed = int(np.count_nonzero((c_missing | c_error) & (b_outcome == "correct")))
+    return {
+        "pairs": int(np.count_nonzero(incomplete)) + int(baseline_missing),
+        "imputed_as_lost": imputed,
+        "by_side": by_side,
+        "by_baseline_outcome": by_outcome,
+        # the counts of earlier versions
+        "baseline_only": int(np.count_nonzero(c_missing)),
+        "candidate_only": int(baseline_missing),
+        "errors": int(np.count_nonzero(c_error | b_error)),
+    }

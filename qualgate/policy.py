@@ -35,7 +35,7 @@ from pathlib import Path
 from ._render import fmt_p, fmt_points
 from .errors import DataError
 
-__all__ = ["DROPS", "TIERS", "Policy", "SuitePolicy", "evidence_reasons", "read_policy"]
+__all__ = ["DROPS", "TIERS", "Policy", "SuitePolicy", "evidence_reasons", "policy_from_dict", "read_policy"]
 
 TIERS = ("blocking", "warning", "advisory")
 DROPS = ("absolute", "relative")
@@ -127,6 +127,13 @@ class Policy:
         }
 
 
+def policy_from_dict(data: Mapping) -> Policy:
+    """The :class:`Policy` that ``Policy.to_dict()`` wrote (a gate report's ``settings.suite_policy``)."""
+    default = data.get("default")
+    return Policy(str(data["path"]), {str(k): SuitePolicy(**v) for k, v in data["suites"].items()},
+                  SuitePolicy(**default) if default else None)  # fmt: skip
+
+
 def _rule(data, path: str, where: str) -> SuitePolicy:
     if not isinstance(data, Mapping):
         raise DataError("must be a mapping with margin, drop, tier", file=path, field=where, value=data)
@@ -184,7 +191,7 @@ def evidence_reasons(policy: Policy, report: Mapping, candidate: Mapping) -> lis
     looser than the policy's (a relative drop is converted with the recorded baseline
     accuracy). Warning and advisory suites add no condition.
     """
-    if not report.get("suite_policy"):
+    if not (report.get("settings") or {}).get("suite_policy"):
         return [f"the evidence was gated without a policy file; `qualgate check --policy-file {policy.path}` "
                 f"needs `qualgate gate --policy-file` evidence"]
     entries = {s.get("scope"): s for s in candidate.get("suites") or [] if isinstance(s, Mapping)}

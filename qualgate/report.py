@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._strict import load_json
 from ._render import fmt_pct, fmt_points, markdown_table, text_table
+from .evidence import Evidence
 
 __all__ = ["ConfigSummary", "RunReport", "render_markdown", "render_text", "summarize"]
 
@@ -130,7 +130,7 @@ def summarize(out: str | Path) -> RunReport:
     gate_path = out / "gate.json"
     gate: dict[str, Any] = dict(manifest.get("gate") or {})
     if gate.get("status") == "ok" and gate_path.exists():
-        gate["report"] = load_json(gate_path)
+        gate["report"] = Evidence.read(gate_path).to_dict()  # the one reader of gate reports
     comparisons = _comparisons(gate.get("report") or {})
     baseline = plan["baseline"]
     candidates = set(plan.get("candidates") or [])
@@ -223,11 +223,11 @@ def _notes(report: RunReport) -> list[str]:
     if status != "ok":
         return [f"gate: refused the records: {g.get('message')}"]
     out = [
-        f"gate: {g['report'].get('policy', '?')}, margin {fmt_points(report.margin)} points, "
+        f"gate: {g['report']['settings']['policy']}, margin {fmt_points(report.margin)} points, "
         f"alpha {report.alpha:g} (loss UB: upper confidence bound of the loss, in points); "
         f"verdict {g.get('verdict')} (exit {g.get('exit_code')})"
     ]
-    if g["report"].get("design") == "sequential":
+    if g["report"]["design"] == "sequential":
         out.append(
             "sequential run: each candidate answered only the questions it needed before it "
             "stopped (and the baseline as many as the last of them), so the accuracies above are "

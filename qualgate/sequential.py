@@ -8,9 +8,14 @@ candidate stops at PASS, FAIL, futility, or its question budget. With several ca
 level is split equally among them (Bonferroni), which keeps every e-process valid under any
 monitoring.
 
-The report has the shape of :class:`qualgate.gate.GateReport`'s evidence file
-(``kind: qualgate.gate_report``, ``policy: noninferiority``) with ``design: sequential``, so
-``qualgate check`` accepts a sequential PASS as evidence.
+The report is written by the same writer as the fixed gate's
+(:class:`qualgate.evidence.Evidence`, ``design: sequential``), so ``qualgate check`` accepts a
+sequential PASS as evidence.
+
+Incomplete pairs: as in the fixed gate, a candidate-side ``error`` or gap on a question the
+baseline answered correctly counts as lost (``missing='worst-case'``), except gaps on
+questions after the last one the candidate has any record for in the arrival order: those
+were never asked (a sequential run stops each candidate early).
 """
 
 from __future__ import annotations
@@ -18,14 +23,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
-from . import __version__
 from ._render import fmt_points, markdown_section, text_table
-from .errors import ExitCode
-from .gate import REPORT_KIND, REPORT_VERSION, _names, _now
-from .pairing import Pairing, Side, load_side, pair_records
+from .evidence import MISSING, Evidence, decide_exit, names, now
+from .pairing import IMPUTED_MISSING, Pairing, Side, load_side, pair_records
 from .stats import SequentialResult, sequential_noninferiority
 from .stats._checks import choice, count, real
 
@@ -41,8 +45,8 @@ __all__ = [
 ]
 
 ORDERS = ("seeded", "records")
+_READING = {"on_missing": "error", "max_errors": 0, "drop_truncated": False, "allow_unknown": False}
 MULTIPLICITIES = ("bonferroni", "fixed-sequence")
-_EXIT = {"PASS": ExitCode.OK, "FAIL": ExitCode.FAIL, "INCONCLUSIVE": ExitCode.INCONCLUSIVE}
 
 
 def arrival_order(keys: Sequence[tuple[str, str]], *, seed: int) -> np.ndarray:
@@ -75,6 +79,7 @@ class SequentialComparison:
     result: SequentialResult
     pairs_per_question: int
     reason: str
+    missing: dict | None = None  #: as :attr:`qualgate.gate.Comparison.missing`
 
     @property
     def verdict(self) -> str:
@@ -98,13 +103,14 @@ class SequentialComparison:
             "e_pass": r.e_pass,
             "e_fail": r.e_fail,
             "alpha": r.alpha,
+            "missing": self.missing,
             "side": self.candidate.to_dict(),
         }
 
 
 @dataclasses.dataclass(frozen=True)
 class SequentialReport:
-    """Everything ``qualgate gate --sequential`` decides; ``to_dict()`` is the evidence file."""
+    """Everything ``qualgate gate --sequential`` decides; :meth:`evidence` is the report file."""
 
     created_at: str
     margin: float
@@ -118,29 +124,24 @@ class SequentialReport:
     comparisons: tuple[SequentialComparison, ...]
     verdict: str
     exit_code: int
+    missing: str = "worst-case"
+    reading: dict = dataclasses.field(default_factory=lambda: dict(_READING))
+    baseline_config: dict | None = None
+    plan: dict | None = None
     multiplicity: str = "bonferroni"
 
+    def evidence(self) -> Evidence:
+        settings = {"policy": "noninferiority", "margin": self.margin, "alpha": self.alpha, "power": self.power,
+                    "order": self.order, "order_seed": self.order_seed, "max_questions": self.max_questions,
+                    "multiplicity": self.multiplicity, "inconclusive": self.inconclusive, "missing": self.missing,
+                    **self.reading}  # fmt: skip
+        return Evidence(
+            self.created_at, "sequential", settings, self.baseline.to_dict() | {"config": self.baseline_config},
+            tuple(c.to_dict() for c in self.comparisons), self.verdict, int(self.exit_code), self.plan,
+        )
+
     def to_dict(self) -> dict:
-        return {
-            "kind": REPORT_KIND,
-            "version": REPORT_VERSION,
-            "created_at": self.created_at,
-            "qualgate_version": __version__,
-            "policy": "noninferiority",
-            "design": "sequential",
-            "margin": self.margin,
-            "alpha": self.alpha,
-            "power": self.power,
-            "order": self.order,
-            "order_seed": self.order_seed,
-            "max_questions": self.max_questions,
-            "inconclusive": self.inconclusive,
-            "multiplicity": self.multiplicity if len(self.comparisons) > 1 else None,
-            "baseline": self.baseline.to_dict(),
-            "candidates": [c.to_dict() for c in self.comparisons],
-            "verdict": self.verdict,
-            "exit_code": self.exit_code,
-        }
+        return self.evidence().to_dict()
 
 
 def _method(r: SequentialResult, pairs_per_question: int) -> str:
@@ -184,6 +185,7 @@ def sequential_gate(
     seed: int = 0,
     max_questions: int | None = None,
     inconclusive: str = "inconclusive",
+    missing: str = "worst-case",
     multiplicity: str = "bonferroni",
 ) -> SequentialReport:
     """Run the sequential test for each candidate's pairing with the (same) baseline.
@@ -195,6 +197,8 @@ def sequential_gate(
         which they first appear in the baseline's records.
     max_questions : int, optional
         Question budget per candidate.
+    missing : {'worst-case', 'drop'}
+        As :func:`qualgate.gate.gate` (see the module docstring).
     multiplicity : {'bonferroni', 'fixed-sequence'}
         ``bonferroni``: each candidate is tested at ``alpha / len(pairings)``.
         ``fixed-sequence``: the pairings are a fixed sequence, each tested at ``alpha``, and
@@ -212,34 +216,49 @@ def sequential_gate(
     if not pairings:
         raise ValueError("pairings must hold at least one candidate's pairing")
     names = list(names) if names is not None else [p.candidate.path for p in pairings]
+    choice("missing", missing, MISSING)
     choice("multiplicity", multiplicity, MULTIPLICITIES)
     each = alpha / len(pairings) if multiplicity == "bonferroni" else alpha
     comparisons = []
     for p, name in zip(pairings, names):
-        if order == "seeded":
-            positions = arrival_order(p.question_keys, seed=seed)
-        else:
-            positions = np.arange(p.n_questions)
-        d = question_differences(p, positions)
-        sizes = np.bincount(p.question, minlength=p.n_questions)[positions]
-        r = sequential_noninferiority(
-            d, margin=margin, alpha=each, power=power, max_questions=max_questions, pairs=sizes
-        )
+        p = _asked(p, order, seed)
+        runs = {}
+        for how, q in (("worst-case", p), ("drop", p.without_imputed())):
+            positions = arrival_order(q.question_keys, seed=seed) if order == "seeded" else np.arange(q.n_questions)
+            sizes = np.bincount(q.question, minlength=q.n_questions)[positions]
+            runs[how] = sequential_noninferiority(
+                question_differences(q, positions), margin=margin, alpha=each, power=power,
+                max_questions=max_questions, pairs=sizes,
+            )
+        r, w, d = runs[missing], runs["worst-case"].verdict, runs["drop"].verdict
+        info = {"imputed_as_lost": p.n_imputed, "verdict_worst_case": w, "verdict_dropped": d,
+                "incomplete": p.dropped}
         comparisons.append(
             SequentialComparison(name, p.candidate, r, p.max_cluster_size,
-                                 f"{_sentence(r, margin)} [{_method(r, p.max_cluster_size)}]")  # fmt: skip
+                                 f"{_sentence(r, margin)} [{_method(r, p.max_cluster_size)}]", info)  # fmt: skip
         )
     verdicts = [c.verdict for c in comparisons]
-    overall = "FAIL" if "FAIL" in verdicts else "INCONCLUSIVE" if "INCONCLUSIVE" in verdicts else "PASS"
-    code = _EXIT[overall]
-    if overall == "INCONCLUSIVE" and inconclusive != "inconclusive":
-        code = ExitCode.FAIL if inconclusive == "fail" else ExitCode.OK
     if multiplicity == "fixed-sequence" and any(v != "PASS" for v in verdicts[:-1]):
         raise ValueError("in a fixed sequence every candidate but the last must have passed")
+    overall, code = decide_exit(verdicts, inconclusive)
     return SequentialReport(
-        _now(), margin, alpha, float(power), order, seed if order == "seeded" else None,
-        max_questions, inconclusive, pairings[0].baseline, tuple(comparisons), overall, int(code), multiplicity,
+        now(), margin, alpha, float(power), order, seed if order == "seeded" else None,
+        max_questions, inconclusive, pairings[0].baseline, tuple(comparisons), overall, int(code), missing,
+        multiplicity=multiplicity,
     )  # fmt: skip
+
+
+def _asked(p: Pairing, order: str, seed: int) -> Pairing:
+    """``p`` without the imputed gaps on questions after the candidate's last record (in arrival
+    order): those questions were not asked yet, not lost."""
+    if not p.n_imputed:
+        return p
+    positions = arrival_order(p.question_keys, seed=seed) if order == "seeded" else np.arange(p.n_questions)
+    rank = np.empty(p.n_questions, dtype=np.intp)
+    rank[positions] = np.arange(p.n_questions)
+    asked = np.bincount(p.question, weights=p.imputed != IMPUTED_MISSING, minlength=p.n_questions) > 0
+    last = rank[asked].max() if asked.any() else -1
+    return p.subset((p.imputed != IMPUTED_MISSING) | (rank[p.question] <= last))
 
 
 def run_sequential_gate(
@@ -250,10 +269,15 @@ def run_sequential_gate(
     max_errors: int = 0,
     drop_truncated: bool = False,
     allow_unknown: bool = False,
+    baseline_config: dict | None = None,
+    plan: dict | None = None,
     **settings,
 ) -> SequentialReport:
-    """Read, pair and run :func:`sequential_gate` (``settings`` are its keyword arguments)."""
-    if isinstance(candidates, str):
+    """Read, pair and run :func:`sequential_gate` (``settings`` are its keyword arguments);
+    ``baseline_config`` and ``plan`` as :func:`qualgate.gate.run_gate`."""
+    from .gate import _check_baseline_config
+
+    if isinstance(candidates, (str, Path)):
         candidates = [candidates]
     opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
     base = load_side(baseline, **opts)
@@ -261,7 +285,10 @@ def run_sequential_gate(
         pair_records(base, load_side(c, **opts), on_missing=on_missing, max_errors=max_errors)
         for c in candidates
     ]
-    return sequential_gate(pairings, names=_names(candidates), **settings)
+    _check_baseline_config(baseline_config, pairings[0].baseline)
+    report = sequential_gate(pairings, names=names(candidates), **settings)
+    reading = dict(on_missing=on_missing, max_errors=max_errors, **opts)
+    return dataclasses.replace(report, reading=reading, baseline_config=baseline_config, plan=plan)
 
 
 _HEADERS = [

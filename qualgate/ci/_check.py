@@ -1,41 +1,53 @@
 """``qualgate check``: may this serving config be deployed, given this evidence?
 
 A lossless config (no speculative decoding, or ``standard``/``block`` verification) is
-allowed without evidence. A lossy one (``fly``, ``synthetic``) is allowed only with a gate
-report (``qualgate gate --output REPORT.json``) in which
+allowed without evidence. A lossy one (``fly``, ``synthetic``, anything not known lossless) is
+allowed only with a gate report (``qualgate gate --output REPORT.json``, read by
+:class:`qualgate.evidence.Evidence`, which refuses what the writer would not write) such that
 
 1. a candidate has exactly this config's id (:func:`qualgate.config.config_id`, the id the
-   harness stores with every record: same target model, same resolved speculative config,
-   same dtype/quantization/kv_cache_dtype);
-2. that candidate's verdict is PASS;
-3. the gate's non-inferiority margin is no looser than ``max_margin`` (when given);
-4. the report is no older than ``max_age`` (when given).
+   harness stores with every record) and its verdict is PASS;
+2. that PASS does not depend on incomplete pairs (its worst-case verdict is PASS too), unless
+   ``allow_missing_dependence``;
+3. the baseline's *resolved* config (``baseline.config``, whose id must be the baseline's) is
+   lossless, and is not this config;
+4. the margin is at most ``max_margin`` (default 0.02), alpha at most ``max_alpha`` (0.05),
+   and the report is at most ``max_age`` old (default 30 days) and not from the future;
+5. the report is *verified*, in order of strength:
+   (a) with the record files available (``records``, a directory searched for files with the
+   report's SHA-256s, or the paths in the report): their digests match and the verdicts
+   recomputed from them with the report's settings equal the report's;
+   (b) with a key in ``QUALGATE_EVIDENCE_KEY``: the report's HMAC matches (always checked
+   when a key is set; an unsigned report is refused);
+   (c) otherwise it is refused unless ``trust_unsigned``.
 
-Every unmet condition becomes one refusal reason that names what is missing or mismatched.
+A record file found at its path with another digest (rewritten after the report) is refused
+whatever else holds. Every unmet condition becomes one refusal reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
+import math
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._strict import load_json
 from ..errors import DataError
-from ..speculative import (
-    LOSSY_METHODS,
-    SPECULATIVE_KEYS,
-    normalise_speculative,
-    resolve_speculative,
-)
+from ..evidence import KEY_ENV, LOSSLESS, Evidence, ReportError, resolved_method
+from ..speculative import SPECULATIVE_KEYS, normalise_speculative, resolve_speculative
 from ._serving import ServingConfig, read_serving_config
 
-__all__ = ["CheckResult", "check", "parse_age"]
+__all__ = ["DEFAULT_MAX_AGE", "DEFAULT_MAX_ALPHA", "DEFAULT_MAX_MARGIN", "CheckResult", "check", "parse_age"]
 
-LOSSLESS = ("target", "standard", "block")
+DEFAULT_MAX_MARGIN = 0.02  #: 2 accuracy points
+DEFAULT_MAX_ALPHA = 0.05
+DEFAULT_MAX_AGE = "30d"
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 86400}
 
@@ -94,39 +106,6 @@ class CheckResult:
         }
 
 
-def _read_report(path) -> dict[str, Any]:
-    p = Path(path)
-    data = load_json(p)  # strict: a regular file, no duplicate keys, no NaN
-    if not isinstance(data, dict):
-        raise DataError("a gate report is a JSON object", file=p, value=type(data).__name__)
-    return data
-
-
-def _parse_time(value, *, path) -> _dt.datetime:
-    if not isinstance(value, str):
-        raise DataError("must be an ISO 8601 UTC time", file=path, field="created_at", value=value)
-    try:
-        t = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise DataError("must be an ISO 8601 UTC time", file=path, field="created_at",
-                        value=value) from exc
-    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
-
-
-def _entries(report, *, path) -> tuple[dict | None, list[dict]]:
-    """The baseline and candidate entries of a gate report (dicts with config_id, mode, ...)."""
-    base = report.get("baseline")
-    cands = report.get("candidates")
-    if not isinstance(cands, list) or not all(isinstance(c, dict) for c in cands):
-        raise DataError("a gate report needs a list of candidates", file=path,
-                        field="candidates", value=type(cands).__name__)
-    for i, c in enumerate(cands):
-        if not isinstance(c.get("config_id"), str) or "verdict" not in c:
-            raise DataError("each candidate needs config_id and verdict", file=path,
-                            field=f"candidates[{i}]", value=sorted(c))
-    return (base if isinstance(base, dict) else None), cands
-
-
 def _describe(cfg: ServingConfig, allow_keys) -> str:
     """What this config's id is computed from, resolved, in one line."""
     spec = resolve_speculative({k: v for k, v in (cfg.speculative or {}).items()
@@ -155,9 +134,14 @@ def check(
     config: str | Path | ServingConfig,
     evidence: str | Path | None = None,
     *,
-    max_margin: float | None = None,
-    max_age: _dt.timedelta | str | None = None,
+    max_margin: float | None = DEFAULT_MAX_MARGIN,
+    max_age: _dt.timedelta | str | None = DEFAULT_MAX_AGE,
+    max_alpha: float | None = DEFAULT_MAX_ALPHA,
     allow_keys: tuple[str, ...] = (),
+    records: str | Path | None = None,
+    trust_unsigned: bool = False,
+    allow_missing_dependence: bool = False,
+    key: str | None = None,
     now: _dt.datetime | None = None,
     suite_policy=None,
 ) -> CheckResult:
@@ -169,13 +153,21 @@ def check(
         The serving config (any format :func:`read_serving_config` reads).
     evidence : path, optional
         A gate report JSON (``qualgate gate --output``). Needed only for a lossy config.
-    max_margin : float, optional
-        The loosest non-inferiority margin accepted (e.g. 0.02 for 2 points).
+    max_margin, max_alpha : float, optional
+        The loosest non-inferiority margin and level accepted (``None``: no limit).
     max_age : timedelta or str, optional
-        The oldest report accepted (``"30d"``, ``"12h"``, ...).
+        The oldest report accepted (``"30d"``, ``"12h"``, ...; ``None``: no limit).
     allow_keys : tuple of str
         ``speculative_config`` keys outside qualgate's config id that the caller asserts do
         not change outputs (e.g. ``draft_tensor_parallel_size``); they are left out of the id.
+    records : path, optional
+        A directory holding the report's record files (found by their SHA-256).
+    trust_unsigned : bool
+        Accept a report that can be verified neither from records nor by a signature.
+    allow_missing_dependence : bool
+        Accept a PASS that is not a PASS with incomplete candidate pairs counted as lost.
+    key : str, optional
+        The HMAC key (default: ``$QUALGATE_EVIDENCE_KEY``).
     now : datetime, optional
         The current time (UTC), for tests.
     suite_policy : qualgate.policy.Policy, optional
@@ -187,11 +179,13 @@ def check(
     DataError
         The config or the evidence cannot be read, or the config is invalid.
     """
-    if max_margin is not None and (isinstance(max_margin, bool) or not 0 < max_margin < 1):
-        raise ValueError(f"max_margin must be in (0, 1), got {max_margin!r}")
+    for name, v, high in (("max_margin", max_margin, 1), ("max_alpha", max_alpha, 0.5)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < high):
+            raise ValueError(f"{name} must be in (0, {high}), got {v!r}")
     if isinstance(max_age, str):
         max_age = parse_age(max_age)
     now = now or _dt.datetime.now(_dt.timezone.utc)
+    key = key if key is not None else os.environ.get(KEY_ENV) or None
     cfg = config if isinstance(config, ServingConfig) else read_serving_config(config)
     spec = _as_vllm_reads(cfg)
     method = spec.get("rejection_sample_method", "standard") if spec else "target"
@@ -233,76 +227,235 @@ def check(
             f"with config id {cid}",
         ), None, tuple(notes))
 
-    from ..gate import REPORT_KIND, REPORT_VERSION  # the format qualgate gate writes
-
     epath = str(evidence)
-    report = _read_report(evidence)
-    reasons: list[str] = []
-    if report.get("kind") != REPORT_KIND:
-        return CheckResult(cfg, cid, True, method, (
-            f"{epath} is not a qualgate gate report (kind {report.get('kind')!r}, expected "
-            f"{REPORT_KIND!r}): produce it with `qualgate gate ... --output REPORT.json`",
-        ), None, tuple(notes))
-    if report.get("version") != REPORT_VERSION:
-        return CheckResult(cfg, cid, True, method, (
-            f"{epath} is gate report version {report.get('version')!r}; this qualgate reads "
-            f"version {REPORT_VERSION}",
-        ), None, tuple(notes))
-    baseline, cands = _entries(report, path=epath)
-    created = _parse_time(report.get("created_at"), path=epath)
-    margin = report.get("margin")
-    policy = report.get("policy")
+    try:
+        report = Evidence.read(evidence)
+    except ReportError as exc:
+        return CheckResult(cfg, cid, True, method, (f"{epath} is not valid evidence: {exc}",), None, tuple(notes))
+    s = report.settings
     info: dict[str, Any] = {
-        "path": epath,
-        "created_at": report.get("created_at"),
-        "age_seconds": round((now - created).total_seconds()),
-        "policy": policy,
-        "margin": margin,
-        "alpha": report.get("alpha"),
-        "baseline": baseline,
-        "candidate": None,
-    }
+        "path": epath, "created_at": report.created_at, "age_seconds": round((now - report.created).total_seconds()),
+        "design": report.design, "policy": s["policy"], "margin": s["margin"], "alpha": s["alpha"],
+        "baseline": {k: report.baseline.get(k) for k in ("config_id", "mode", "config")}, "candidate": None,
+        "verified": [],
+    }  # fmt: skip
+    reasons = _binding(report, cfg, cid, allow_keys, epath, info, allow_missing_dependence, suite_policy)
+    reasons += _limits(report, max_margin, max_alpha)
+    verified, found_mtime, why = _verify(report, Path(evidence), records, key, trust_unsigned)
+    info["verified"] = verified
+    reasons += why
+    reasons += _age(report, max_age, now, found_mtime)
+    if "trusted-unsigned" in verified:
+        notes.append("the report was neither recomputed from its records nor signed: accepted only "
+                     "because of --trust-unsigned")
+    return CheckResult(cfg, cid, True, method, tuple(reasons), info, tuple(notes))
 
-    match = [c for c in cands if c["config_id"] == cid]
+
+def _binding(report: Evidence, cfg, cid, allow_keys, epath, info, allow_missing_dependence,
+             suite_policy=None) -> list[str]:
+    """This config is a candidate with PASS (not by dropping pairs); the baseline is lossless."""
+    reasons = []
+    match = [c for c in report.candidates if c["config_id"] == cid]
     if not match:
-        listed = "; ".join(f"{c.get('name', '?')} {c['config_id']} (mode {c.get('mode')})"
-                           for c in cands) or "none"
+        listed = "; ".join(f"{c['name']} {c['config_id']} (mode {c.get('mode')})" for c in report.candidates)
         reasons.append(
             f"no candidate in {epath} has this config's id {cid} (its candidates: {listed}); "
             f"the id is computed from: {_describe(cfg, allow_keys)}. Gate exactly this "
             "config: the harness config must resolve to the same model, speculative_config "
             "(an unset fly_window_size is min(6, K - 1)) and dtype/quantization/kv_cache_dtype")
     else:
-        cand = match[0]
-        info["candidate"] = {k: cand.get(k) for k in ("name", "config_id", "mode", "verdict",
-                                                      "reason", "loss_upper_bound")}
-        verdict = str(cand["verdict"]).upper()
-        if verdict != "PASS":
+        (cand,) = match  # the reader refuses two candidates with one id
+        info["candidate"] = {k: cand.get(k) for k in ("name", "config_id", "mode", "verdict", "reason",
+                                                      "loss_upper_bound", "missing")}
+        if cand["verdict"] != "PASS":
             why = f": {cand['reason']}" if cand.get("reason") else ""
-            reasons.append(f"the gate's verdict for candidate {cand.get('name', cid)} "
-                           f"({cid}) is {verdict}, not PASS{why}")
+            reasons.append(f"the gate's verdict for candidate {cand['name']} ({cid}) is {cand['verdict']}, not "
+                           f"PASS{why}")
+        elif cand["missing"]["verdict_worst_case"] != "PASS" and not allow_missing_dependence:
+            m = cand["missing"]
+            reasons.append(
+                f"the PASS depends on incomplete pairs: with the {m.get('imputed_as_lost')} candidate-side "
+                f"errors or gaps on baseline-correct questions counted as lost the verdict is "
+                f"{m['verdict_worst_case']} (gate without --missing drop, or pass --allow-missing-dependence)")
         if suite_policy is not None:
             from ..policy import evidence_reasons
 
-            reasons += evidence_reasons(suite_policy, report, cand)
-    if baseline is not None:
-        bmode = baseline.get("mode")
-        if baseline.get("config_id") == cid:
-            reasons.append(f"in {epath} this config is the baseline, not a candidate")
-        elif bmode in LOSSY_METHODS:
-            reasons.append(f"the report's baseline {baseline.get('config_id')} is itself lossy "
-                           f"(mode {bmode}): evidence must compare against a lossless baseline")
+            reasons += evidence_reasons(suite_policy, report.to_dict(), cand)
+    base = report.baseline
+    if base["config_id"] == cid:
+        reasons.append(f"in {epath} this config is the baseline, not a candidate")
+    bmethod, problem = resolved_method(base.get("config"))
+    if problem:
+        reasons.append(f"{problem}; gate with --baseline-config (qualgate gate) or from a plan (qualgate run)")
+    elif base.get("config", {}).get("config_id") != base["config_id"]:
+        reasons.append(f"baseline.config is config {base['config']['config_id']}, but the baseline records "
+                       f"carry {base['config_id']}")
+    elif bmethod not in LOSSLESS:
+        reasons.append(f"the report's baseline {base['config_id']} is itself lossy (its resolved config uses "
+                       f"{bmethod!r} verification; mode label {base.get('mode')!r}): evidence must compare "
+                       "against a lossless baseline")
+    return reasons
+
+
+def _limits(report: Evidence, max_margin, max_alpha) -> list[str]:
+    s, reasons = report.settings, []
     if max_margin is not None:
-        if policy != "noninferiority" or not isinstance(margin, (int, float)):
-            reasons.append(f"--max-margin {max_margin} needs a non-inferiority gate; the "
-                           f"report's policy is {policy!r} with margin {margin!r}")
-        elif margin > max_margin + 1e-12:
-            reasons.append(f"the gate's non-inferiority margin {margin} is looser than "
-                           f"--max-margin {max_margin}")
-    if max_age is not None and now - created > max_age:
-        reasons.append(f"the report was created {report.get('created_at')} "
-                       f"({_fmt_age(now - created)} ago), older than --max-age "
-                       f"{_fmt_age(max_age)}")
+        if s["policy"] != "noninferiority":
+            reasons.append(f"--max-margin {max_margin} needs a non-inferiority gate; the report's policy is "
+                           f"{s['policy']!r} with margin {s['margin']!r}")
+        elif s["margin"] > max_margin + 1e-12:
+            reasons.append(f"the gate's non-inferiority margin {s['margin']} is looser than --max-margin "
+                           f"{max_margin}")
+    if max_alpha is not None and s["alpha"] > max_alpha + 1e-12:
+        reasons.append(f"the gate's alpha {s['alpha']} is larger than --max-alpha {max_alpha}")
+    return reasons
+
+
+def _age(report: Evidence, max_age, now, found_mtime) -> list[str]:
+    created, reasons = report.created, []
     if created - now > _dt.timedelta(minutes=5):
-        reasons.append(f"the report's created_at {report.get('created_at')} is in the future")
-    return CheckResult(cfg, cid, True, method, tuple(reasons), info, tuple(notes))
+        reasons.append(f"the report's created_at {report.created_at} is in the future")
+    if max_age is not None:
+        if now - created > max_age:
+            reasons.append(f"the report was created {report.created_at} ({_fmt_age(now - created)} ago), older "
+                           f"than --max-age {_fmt_age(max_age)}")
+        elif found_mtime is not None and now - found_mtime > max_age:
+            reasons.append(f"its record files were last written {_fmt_age(now - found_mtime)} ago, longer than "
+                           f"--max-age {_fmt_age(max_age)} (the report's created_at {report.created_at} is later)")
+    return reasons
+
+
+# --------------------------------------------------------------------------- verification
+
+
+def _verify(report: Evidence, where: Path, records, key, trust_unsigned):
+    """``(how it was verified, newest record mtime, reasons)`` (see the module docstring, 5)."""
+    verified, reasons, newest = [], [], None
+    located, why = _locate(report, where, records)
+    reasons += why
+    if located is not None:
+        mismatch = _recompute(report, located)
+        if mismatch:
+            reasons.append("the verdicts recomputed from the record files differ from the report: " + mismatch)
+        else:
+            verified.append("records")
+        newest = max(_dt.datetime.fromtimestamp(Path(p).stat().st_mtime, _dt.timezone.utc)
+                     for p in located.values())
+    if key:
+        problem = report.signature_problem(key)
+        if problem:
+            reasons.append(f"{problem} ({KEY_ENV} is set, so the report must carry its HMAC)")
+        else:
+            verified.append("signature")
+    if not verified and not reasons:
+        if trust_unsigned:
+            verified.append("trusted-unsigned")
+        else:
+            reasons.append(
+                "the report cannot be verified: its record files are not available (pass --records DIR) "
+                f"and {KEY_ENV} is not set to check its signature; pass --trust-unsigned to accept it as it is")
+    return verified, newest, reasons
+
+
+def _locate(report: Evidence, where: Path, records):
+    """``({report path: local path} or None, reasons)``: every record file, by its SHA-256."""
+    from ..pairing import sha256_file
+    from ..records import RECORD_SUFFIXES
+
+    wanted = report.record_files()
+    if records is not None:
+        root = Path(records)
+        if not root.is_dir():
+            raise DataError("--records must be a directory of record files", file=str(root))
+        by_digest: dict[str, str] = {}
+        for f in sorted(root.rglob("*")):
+            if f.suffix in RECORD_SUFFIXES and f.is_file():
+                by_digest.setdefault(sha256_file(f), str(f))
+        missing = [p for _, p, h in wanted if h not in by_digest]
+        if missing:
+            return None, [f"--records {root} holds no file with the SHA-256 the report gives for "
+                          f"{', '.join(missing[:3])}" + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+                          + " (changed or missing)"]
+        return {p: by_digest[h] for _, p, h in wanted}, []
+    found, changed = {}, []
+    for side, p, h in wanted:
+        for cand in (Path(p), where.parent / p):
+            if cand.is_file():
+                if sha256_file(cand) == h:
+                    found[p] = str(cand)
+                else:
+                    changed.append(f"{cand} ({side})")
+                break
+    if changed:
+        return None, [f"record files were changed after the report (their SHA-256 differs): {', '.join(changed[:3])}"]
+    return (found if len(found) == len(wanted) else None), []
+
+
+def _recompute(report: Evidence, located: dict[str, str]) -> str:
+    """Empty when the records give the report's verdicts and statistics, else the first differences."""
+    from ..gate import gate
+    from ..pairing import load_side, pair_records
+    from ..policy import policy_from_dict
+    from ..sequential import sequential_gate
+
+    s = report.settings
+    reading = {k: s[k] for k in ("on_missing", "max_errors", "drop_truncated", "allow_unknown")}
+    opts = {"drop_truncated": s["drop_truncated"], "allow_unknown": s["allow_unknown"]}
+    with tempfile.TemporaryDirectory(prefix="qualgate-check-") as tmp:
+
+        def side(i, files):
+            d = Path(tmp) / str(i)
+            d.mkdir()
+            for f in files:
+                (d / Path(f["path"]).name).symlink_to(Path(located[f["path"]]).resolve())
+            return load_side(d, **opts)
+
+        try:
+            base = side("b", report.baseline["files"])
+            pairings = [pair_records(base, side(i, c["side"]["files"]), on_missing=s["on_missing"],
+                                     max_errors=s["max_errors"]) for i, c in enumerate(report.candidates)]
+        except DataError as exc:
+            return f"the records cannot be gated with the report's settings: {exc}"
+        names = [c["name"] for c in report.candidates]
+        if report.design == "fixed":
+            rules = policy_from_dict(s["suite_policy"]) if s["suite_policy"] else None
+            again = gate(pairings, names=names, policy=s["policy"], margin=None if rules else s["margin"],
+                         alpha=s["alpha"], weighting=s["weighting"], inconclusive=s["inconclusive"],
+                         missing=s["missing"], suite_policy=rules)
+        else:
+            again = sequential_gate(pairings, names=names, margin=s["margin"], alpha=s["alpha"], power=s["power"],
+                                    order=s["order"], seed=s["order_seed"] or 0, max_questions=s["max_questions"],
+                                    inconclusive=s["inconclusive"], missing=s["missing"],
+                                    multiplicity=s["multiplicity"])
+        again = dataclasses.replace(again, reading=reading, baseline_config=report.baseline.get("config"),
+                                    plan=report.plan)
+        diffs = _diff(again.to_dict(), report.to_dict(), "")
+    return "; ".join(diffs[:3]) + (f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else "")
+
+
+#: not part of the decision: the flips (outputs of the verified record files, for people to read)
+_NOT_RECOMPUTED = {"created_at", "signature", "qualgate_version", "path", "notes", "dropped_truncated", "flips"}
+
+
+def _diff(a, b, where) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            if k in _NOT_RECOMPUTED:
+                continue
+            if k not in a or k not in b:
+                out.append(f"{where}{k} only in {'the report' if k in b else 'the recomputation'}")
+            else:
+                out += _diff(a[k], b[k], f"{where}{k}.")
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where.rstrip('.')} has {len(b)} entries, recomputed {len(a)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _diff(x, y, f"{where.rstrip('.')}[{i}].")]
+    if (isinstance(a, float) or isinstance(b, float)) and not isinstance(a, bool) and not isinstance(b, bool) \
+            and isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
+            return []
+    elif a == b and type(a) is type(b):
+        return []
+    return [f"{where.rstrip('.')} is {json.dumps(b)} in the report, {json.dumps(a)} recomputed"]

@@ -8,6 +8,8 @@ for every command (see :class:`qualgate.errors.ExitCode`):
 - :class:`qualgate.errors.DataError` becomes exit 3 with its message on stderr;
 - any other ``ValueError`` from the library (an invalid argument value) becomes exit 2;
 - click's own usage errors exit 2.
+
+A gate's verdicts map to its exit code in one function, :func:`qualgate.evidence.decide_exit`.
 """
 
 from __future__ import annotations

@@ -111,9 +111,20 @@ def _check_markdown(result) -> str:
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--evidence", type=click.Path(dir_okay=False),
               help="Gate report JSON (qualgate gate --output REPORT.json).")
-@click.option("--max-margin", type=float, help="Loosest non-inferiority margin accepted, "
-              "e.g. 0.02.")
-@click.option("--max-age", help="Oldest evidence accepted: 30d, 12h, 90m, 2w (bare number: days).")
+@click.option("--max-margin", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.02,
+              show_default=True, help="Loosest non-inferiority margin accepted (0.02 = 2 points).")
+@click.option("--max-alpha", type=click.FloatRange(0, 0.5, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="Largest one-sided alpha accepted.")
+@click.option("--max-age", default="30d", show_default=True,
+              help="Oldest evidence accepted: 30d, 12h, 90m, 2w (bare number: days).")
+@click.option("--records", type=click.Path(file_okay=False),
+              help="Directory holding the report's record files (found by SHA-256): the verdicts are "
+                   "recomputed from them. Default: the paths in the report, when present.")
+@click.option("--trust-unsigned", is_flag=True,
+              help="Accept a report that can be verified neither from its records nor by its signature "
+                   "(QUALGATE_EVIDENCE_KEY).")
+@click.option("--allow-missing-dependence", is_flag=True,
+              help="Accept a PASS that holds only with incomplete pairs dropped (gate --missing drop).")
 @click.option("--allow-key", "allow_keys", multiple=True,
               help="A speculative_config key outside qualgate's config id that does not change "
                    "outputs (e.g. draft_tensor_parallel_size); repeatable.")
@@ -121,12 +132,16 @@ def _check_markdown(result) -> str:
               help="Require the evidence to meet this gate policy file: every blocking suite PASS at a "
                    "margin no looser than the policy's.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-def check(config, evidence, max_margin, max_age, allow_keys, policy_file, fmt):
-    """Block a lossy serving config unless a gate report passed exactly this config.
+def check(config, evidence, max_margin, max_alpha, max_age, records, trust_unsigned, allow_missing_dependence,
+          allow_keys, policy_file, fmt):
+    """Block a lossy serving config unless a verified gate report passed exactly this config.
 
     A lossless CONFIG is allowed without evidence. A lossy one (fly, synthetic) is allowed
     only if --evidence is a gate report with verdict PASS for a candidate whose config id
-    equals CONFIG's, with a margin no looser than --max-margin and no older than --max-age.
+    equals CONFIG's, against a baseline whose resolved config is lossless, with a margin no
+    looser than --max-margin, alpha no larger than --max-alpha, no older than --max-age, and
+    verified: recomputed from its record files (--records, or the paths in the report), or
+    its HMAC checked with QUALGATE_EVIDENCE_KEY (always, when set), or --trust-unsigned.
     With GITHUB_STEP_SUMMARY set, a markdown summary is appended to it.
 
     \b
@@ -135,10 +150,12 @@ def check(config, evidence, max_margin, max_age, allow_keys, policy_file, fmt):
     from ..ci import check as check_config
     from ..ci import parse_age
 
-    age = parse_age(max_age) if max_age is not None else None
     from ..policy import read_policy
 
-    result = check_config(config, evidence, max_margin=max_margin, max_age=age, allow_keys=tuple(allow_keys),
+    result = check_config(config, evidence, max_margin=max_margin, max_alpha=max_alpha,
+                          max_age=parse_age(max_age), allow_keys=tuple(allow_keys), records=records,
+                          trust_unsigned=trust_unsigned,
+                          allow_missing_dependence=allow_missing_dependence,
                           suite_policy=read_policy(policy_file) if policy_file else None)
     if fmt == "json":
         _emit_json(result.to_dict())
@@ -150,8 +167,10 @@ def check(config, evidence, max_margin, max_age, allow_keys, policy_file, fmt):
         ev = result.evidence
         if ev and ev.get("candidate"):
             c = ev["candidate"]
+            how = ", ".join(ev["verified"]) or "not verified"
             click.echo(f"  evidence {ev['path']}: candidate {c['name']} {c['verdict']}, policy "
-                       f"{ev['policy']}, margin {ev['margin']}, created {ev['created_at']}")
+                       f"{ev['policy']}, margin {ev['margin']}, created {ev['created_at']}; "
+                       f"verified by: {how}")
         for reason in result.reasons:
             click.echo(f"  refused: {reason}")
         for note in result.notes:

@@ -72,7 +72,7 @@ def demo(out, questions, seeds, threads, quiet):
     from .run import progress_factory
 
     from .. import demo as demo_pkg
-    from ..errors import DataError
+    from ..errors import DataError, ExitCode
 
     t0 = time.perf_counter()
     for which in demo_pkg.MODELS:
@@ -93,7 +93,7 @@ def demo(out, questions, seeds, threads, quiet):
     result = run_plan(plan, out, progress=progress_factory(quiet), log=log, speed=SpeedSettings(rounds=7, questions=32))
     if result.gate is None:  # refused: errors in the records
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
-        return 3
+        return ExitCode.DATA
     click.echo(render_text(result.gate))
     click.echo("speed (output tokens per second of engine time over the run; speed-up: median of 7 interleaved "
                "rounds' ratios to the baseline [95% interval])")
@@ -104,7 +104,7 @@ def demo(out, questions, seeds, threads, quiet):
                f"gate.json in {out} (qualgate report {out})")
     click.echo(f"HTML report (plots and the questions that flipped): {page}")
     click.echo(demo_outcome(result.gate.verdict))
-    return 0
+    return ExitCode.OK  # the demo's FAILs are its findings, not a failed command
 
 
 def demo_outcome(verdict: str) -> str:

@@ -44,7 +44,8 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
     """Print ``report``, write its JSON, markdown and HTML (``html``: (path, build) or None)."""
     from .._render import append_step_summary, to_json, write_atomic
 
-    doc = to_json(report)
+    # a gate report is written as evidence: signed when QUALGATE_EVIDENCE_KEY is set
+    doc = to_json(report.evidence().signed() if hasattr(report, "evidence") else report)
     click.echo(doc if fmt == "json" else text(report), nl=fmt == "json")
     if output:
         write_atomic(output, doc + "\n")
@@ -87,11 +88,19 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
               help="With --sequential: question budget per candidate.")
 @click.option("--power", type=_FRACTION, default=0.8, show_default=True,
               help="With --sequential and no --max-questions: target power against no loss (sets the futility boundary).")
+@click.option("--missing", type=click.Choice(["worst-case", "drop"]), default="worst-case", show_default=True,
+              help="Which verdict decides when pairs are incomplete (--on-missing drop, --max-errors): with "
+                   "candidate-side gaps and errors on baseline-correct questions counted as lost, or with them "
+                   "dropped. Both are reported; qualgate check refuses a PASS that needs 'drop'.")
+@click.option("--baseline-config", type=click.Path(exists=True, dir_okay=False, path_type=str),
+              help="The baseline's serving or decoding config (any format qualgate check reads); its config id "
+                   "must be the baseline records'. Written into the report: qualgate check refuses evidence "
+                   "whose baseline config it cannot resolve to a lossless one.")
 @_records_options
 @click.option("--html", type=_OUT, help="Also write a self-contained HTML page (plots, flips) to this file.")
 def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive, weighting, sequential, order,
-         order_seed, max_questions, power, on_missing, max_errors, drop_truncated, allow_unknown, input_format,
-         prompt_mismatch, fmt, output, markdown, html, **kwargs):  # fmt: skip
+         order_seed, max_questions, power, missing, baseline_config, on_missing, max_errors, drop_truncated,
+         allow_unknown, input_format, prompt_mismatch, fmt, output, markdown, html, **kwargs):  # fmt: skip
     """Decide whether each CANDIDATE loses quality against BASELINE.
 
     BASELINE and each CANDIDATE are record files (.jsonl, .parquet, .csv) or directories of
@@ -100,6 +109,8 @@ def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive,
     the question is the unit (clustered tests). Write the evidence for `qualgate check` with
     --output REPORT.json. When GITHUB_STEP_SUMMARY is set, the markdown report is appended there.
 
+    With QUALGATE_EVIDENCE_KEY set, the report is signed (HMAC-SHA256) for `qualgate check`.
+
     \b
     Exit codes: 0 PASS, 1 FAIL, 4 INCONCLUSIVE (see --inconclusive),
                 2 usage error, 3 invalid or unpairable records.
@@ -107,7 +118,7 @@ def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive,
     if (margin is None) == (policy_file is None):
         raise click.UsageError("give --margin or --policy-file (one of them)")
     records = dict(on_missing=on_missing, max_errors=max_errors, drop_truncated=drop_truncated,
-                   allow_unknown=allow_unknown)
+                   allow_unknown=allow_unknown, missing=missing, baseline_config=_describe(baseline_config))
     foreign = dict(input_format=input_format, import_options=options_from(kwargs), on_prompt_mismatch=prompt_mismatch)
     if sequential and (policy_file or input_format != "auto" or prompt_mismatch != "error"):
         raise click.UsageError("--sequential reads qualgate records at one margin: no --policy-file, "
@@ -138,6 +149,18 @@ def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive,
         inconclusive=inconclusive, suite_policy=suite_policy, **records, **foreign,
     )  # fmt: skip
     return _emit(report, fmt, output, markdown, render_text, render_markdown, html)
+
+
+def _describe(path):
+    """:func:`qualgate.evidence.describe_config` of a serving or decoding config file."""
+    if path is None:
+        return None
+    from ..ci import read_serving_config
+    from ..evidence import describe_config
+
+    cfg = read_serving_config(path)
+    cfg.config_id()  # a DataError naming the file when it cannot be resolved
+    return describe_config(cfg.model, cfg.speculative, cfg.numerics)
 
 
 class _Losses(click.ParamType):

@@ -148,7 +148,7 @@ def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_que
     emit_report(out, fmt, markdown, html if result.manifest["gate"]["status"] == "ok" else None)
     if result.manifest["gate"]["status"] == "refused":
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
-    return result.exit_code
+    return ExitCode(result.exit_code)
 
 
 def _records_written(out) -> int:
@@ -169,4 +169,4 @@ def report(out, fmt, markdown, html):
     mean acceptance length, tokens/s, speed-up over the baseline, and the gate's verdict with
     the loss bound. With --html, also a self-contained page with plots and the flipped questions."""
     emit_report(out, fmt, markdown, html)
-    return 0
+    return ExitCode.OK

@@ -13,7 +13,8 @@ from qualgate.config import load_config, load_plan
 from qualgate.records import Record
 
 DATA = Path(__file__).parent / "data"
-N = 300
+N = 600
+TARGET = DATA / "target.decoding.yaml"
 
 
 def ids():
@@ -65,25 +66,30 @@ def evidence(tmp_path_factory):
     w2 = write_records(d / "fly-w2.jsonl", i["fly-w2"], "fly", flip(base, 2, 2))
     fd = write_records(d / "fly-default.jsonl", i["fly-default"], "fly", flip(base, 40, 0))
     out = {}
-    gate(b, w2, fd, "--margin", 0.05, "--output", d / "report.json")
+    gate(b, w2, fd, "--margin", 0.02, "--baseline-config", TARGET, "--output", d / "report.json")
     out["report"] = d / "report.json"
-    gate(b, w2, "--margin", 0.05, "--policy", "mcnemar", "--output", d / "mcnemar.json")
+    gate(b, w2, "--margin", 0.02, "--policy", "mcnemar", "--baseline-config", TARGET, "--output", d / "mcnemar.json")
     out["mcnemar"] = d / "mcnemar.json"
+    gate(b, w2, "--margin", 0.05, "--baseline-config", TARGET, "--output", d / "margin5.json")
+    out["margin5"] = d / "margin5.json"
     small = write_records(d / "small" / "target.jsonl", i["target"], "target", base[:30])
     small_w2 = write_records(d / "small" / "fly-w2.jsonl", i["fly-w2"], "fly", base[:30])
-    gate(small, small_w2, "--margin", 0.02, "--output", d / "inconclusive.json")
+    gate(small, small_w2, "--margin", 0.02, "--baseline-config", TARGET, "--output", d / "inconclusive.json")
     out["inconclusive"] = d / "inconclusive.json"
     lossy_base = write_records(d / "lossy-base.jsonl", i["fly-default"], "fly", base)
-    gate(lossy_base, w2, "--margin", 0.05, "--output", d / "lossy-baseline.json")
+    gate(lossy_base, w2, "--margin", 0.02, "--baseline-config", DATA / "fly-default-window.yaml",
+         "--output", d / "lossy-baseline.json")
     out["lossy-baseline"] = d / "lossy-baseline.json"
+    gate(b, w2, "--margin", 0.02, "--output", d / "no-baseline-config.json")
+    out["no-baseline-config"] = d / "no-baseline-config.json"
     # OUT/gate.json of a harness run (qualgate run), from the harness's own evaluation
-    from qualgate.harness import evaluate_gate, write_json_atomic
+    from qualgate.harness import evaluate_gate
 
     run_dir = d / "run"
     write_records(run_dir / "records" / "target.jsonl", i["target"], "target", base)
     write_records(run_dir / "records" / "fly-w2.jsonl", i["fly-w2"], "fly", flip(base, 1, 1))
     report, _ = evaluate_gate(load_plan(DATA / "plan.yaml"), run_dir)
-    write_json_atomic(run_dir / "gate.json", report.to_dict())
+    report.evidence().write(run_dir / "gate.json")
     out["run"] = run_dir / "gate.json"
     return out
 
@@ -100,9 +106,9 @@ def test_the_served_config_and_the_harness_config_have_one_id():
 
 
 def test_a_lossy_config_with_passing_evidence_for_its_id_is_allowed(evidence):
-    r = run(DATA / "fly-w2.yaml", "--evidence", evidence["report"], "--max-margin", 0.05,
-            "--max-age", "30d")
+    r = run(DATA / "fly-w2.yaml", "--evidence", evidence["report"])
     assert r.exit_code == 0, r.output
+    assert "verified by: records" in r.stdout
     assert r.stdout.startswith(f"{DATA / 'fly-w2.yaml'}: allowed (fly, lossy; config id "
                                f"{ids()['fly-w2']})")
 
@@ -159,21 +165,23 @@ def test_an_inconclusive_verdict_is_refused(evidence):
     assert "is INCONCLUSIVE, not PASS" in reason
 
 
-def test_a_margin_looser_than_max_margin_is_refused(evidence):
-    (reason,) = check(DATA / "fly-w2.yaml", evidence["report"], max_margin=0.02).reasons
+def test_a_margin_looser_than_max_margin_is_refused_by_default(evidence):
+    (reason,) = check(DATA / "fly-w2.yaml", evidence["margin5"]).reasons
     assert reason == "the gate's non-inferiority margin 0.05 is looser than --max-margin 0.02"
+    assert check(DATA / "fly-w2.yaml", evidence["margin5"], max_margin=0.05).allowed
+    assert run(DATA / "fly-w2.yaml", "--evidence", evidence["margin5"], "--max-margin", 0.05).exit_code == 0
 
 
 def test_max_margin_needs_a_noninferiority_gate(evidence):
-    (reason,) = check(DATA / "fly-w2.yaml", evidence["mcnemar"], max_margin=0.05).reasons
-    assert reason.startswith("--max-margin 0.05 needs a non-inferiority gate; the report's "
+    (reason,) = check(DATA / "fly-w2.yaml", evidence["mcnemar"]).reasons
+    assert reason.startswith("--max-margin 0.02 needs a non-inferiority gate; the report's "
                              "policy is 'mcnemar'")
 
 
 def test_evidence_older_than_max_age_is_refused(evidence):
     created = json.loads(evidence["report"].read_text())["created_at"]
     later = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) + dt.timedelta(days=31)
-    (reason,) = check(DATA / "fly-w2.yaml", evidence["report"], max_age="30d", now=later).reasons
+    (reason,) = check(DATA / "fly-w2.yaml", evidence["report"], now=later).reasons  # default 30d
     assert reason == (f"the report was created {created} (31.0 days ago), older than --max-age "
                       "30.0 days")
     assert check(DATA / "fly-w2.yaml", evidence["report"], max_age="32d", now=later).allowed
@@ -188,7 +196,20 @@ def test_evidence_from_the_future_is_refused(evidence):
 
 def test_a_lossy_baseline_is_refused(evidence):
     (reason,) = check(DATA / "fly-w2.yaml", evidence["lossy-baseline"]).reasons
-    assert "is itself lossy (mode fly)" in reason
+    assert "is itself lossy (its resolved config uses 'fly' verification" in reason
+
+
+def test_a_baseline_whose_config_is_not_stated_is_refused(evidence):
+    (reason,) = check(DATA / "fly-w2.yaml", evidence["no-baseline-config"]).reasons
+    assert reason.startswith("the report does not say what the baseline serves")
+
+
+def test_a_baseline_config_with_another_id_than_the_records_is_a_data_error(evidence, tmp_path):
+    i = ids()
+    base = write_records(tmp_path / "b.jsonl", i["fly-default"], "target", [True] * 50)  # relabelled
+    cand = write_records(tmp_path / "c.jsonl", i["fly-w2"], "fly", [True] * 50)
+    r = CliRunner().invoke(cli, ["gate", str(base), str(cand), "--margin", "0.02", "--baseline-config", str(TARGET)])
+    assert r.exit_code == 3 and f"but the baseline records carry {i['fly-default']}" in r.stderr
 
 
 def test_a_config_that_is_the_baseline_is_refused(evidence):
@@ -197,10 +218,9 @@ def test_a_config_that_is_the_baseline_is_refused(evidence):
 
 
 def test_every_unmet_condition_is_listed(evidence):
-    r = run(DATA / "fly-default-window.yaml", "--evidence", evidence["report"],
-            "--max-margin", 0.02)
+    r = run(DATA / "fly-default-window.yaml", "--evidence", evidence["margin5"])
     assert r.exit_code == 1
-    assert r.stdout.count("  refused: ") == 2
+    assert r.stdout.count("  refused: ") == 2  # no candidate with its id; the margin
 
 
 def test_a_key_outside_the_id_is_refused_unless_allowed(evidence):
@@ -226,16 +246,16 @@ def test_a_json_file_that_is_not_a_gate_report_is_refused(tmp_path):
     p = tmp_path / "other.json"
     p.write_text('{"kind": "qualgate.calibration_report", "version": 1}')
     (reason,) = check(DATA / "fly-w2.yaml", p).reasons
-    assert "is not a qualgate gate report (kind 'qualgate.calibration_report'" in reason
+    assert "field 'kind' = 'qualgate.calibration_report': not a qualgate gate report" in reason
 
 
 def test_an_unsupported_report_version_is_refused(evidence, tmp_path):
     doc = json.loads(evidence["report"].read_text())
-    doc["version"] = 2
-    p = tmp_path / "v2.json"
+    doc["version"] = 1
+    p = tmp_path / "v1.json"
     p.write_text(json.dumps(doc))
     (reason,) = check(DATA / "fly-w2.yaml", p).reasons
-    assert "gate report version 2" in reason
+    assert "gate report version 1; this qualgate reads version 2" in reason
 
 
 # ------------------------------------------------------------------ exit codes and output
@@ -266,8 +286,8 @@ def test_an_unknown_verifier_is_not_taken_for_lossless():
     assert r.exit_code == 3 and "'lossless'" in r.stderr
 
 
-@pytest.mark.parametrize("args", [["--max-age", "soon"], ["--max-margin", 1.5],
-                                  ["--format", "yaml"]])
+@pytest.mark.parametrize("args", [["--max-age", "soon"], ["--max-margin", 1.5], ["--max-margin", "nan"],
+                                  ["--max-margin", -1], ["--max-alpha", 0.7], ["--format", "yaml"]])
 def test_bad_options_exit_2(args):
     assert run(DATA / "fly-w2.yaml", *args).exit_code == 2
 

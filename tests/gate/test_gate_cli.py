@@ -1,6 +1,7 @@
 """``qualgate gate`` and ``qualgate calibrate`` through click's CliRunner: every exit code."""
 
 import dataclasses
+import hashlib
 import json
 
 import pytest
@@ -82,8 +83,13 @@ def test_a_missing_question_is_a_data_error_unless_dropped(write):
     base, cand = write("b.jsonl", ["correct"] * 200), write("c.jsonl", ["correct"] * 199, config="c")
     r = run("gate", base, cand, "--margin", 0.02)
     assert r.exit_code == 3 and "1 keys only in the baseline (e.g. gsm8k/q199 seed 0 sample 0)" in r.output
+    # the missing candidate answer, on a question the baseline got right, counts as lost...
     r = run("gate", base, cand, "--margin", 0.02, "--on-missing", "drop")
-    assert r.exit_code == 0 and "note: dropped 1 keys only in the baseline" in r.output
+    assert r.exit_code == 4 and "note: incomplete: 1 keys only in the baseline" in r.output
+    assert "1 pairs whose candidate side is missing or an error on a question the baseline answered correctly count as lost" in r.output
+    # ...unless --missing drop says otherwise, and the report says the verdict depends on it
+    r = run("gate", base, cand, "--margin", 0.02, "--on-missing", "drop", "--missing", "drop")
+    assert r.exit_code == 0 and "the verdict depends on incomplete pairs: INCONCLUSIVE with the 1" in r.output
 
 
 def test_a_truncated_last_line_is_a_data_error_unless_dropped(write):
@@ -102,7 +108,9 @@ def test_an_error_outcome_is_a_data_error_unless_allowed(write):
     r = run("gate", base, cand, "--margin", 0.02)
     assert r.exit_code == 3 and "1 pairs have an 'error' outcome (an engine failure, not a wrong answer)" in r.output
     r = run("gate", base, cand, "--margin", 0.02, "--max-errors", 1)
-    assert r.exit_code == 0 and "note: dropped 1 pairs have an 'error' outcome" in r.output
+    assert r.exit_code == 4 and "note: incomplete: 1 pairs have an 'error' outcome" in r.output
+    r = run("gate", base, cand, "--margin", 0.02, "--max-errors", 1, "--missing", "drop")
+    assert r.exit_code == 0, r.output
 
 
 def test_mismatched_prompt_hashes_are_a_data_error(write):
@@ -145,9 +153,14 @@ def test_json_report_is_the_evidence_for_check(fly_lossy, tmp_path):
     r = run("gate", *fly_lossy, "--margin", 0.02, "--format", "json", "--output", out)
     report = json.loads(r.output)
     assert json.loads(out.read_text()) == report
-    assert (report["kind"], report["version"], report["policy"], report["margin"], report["alpha"]) == (
-        "qualgate.gate_report", 1, "noninferiority", 0.02, 0.05,
+    s = report["settings"]
+    assert (report["kind"], report["version"], report["design"], s["policy"], s["margin"], s["alpha"]) == (
+        "qualgate.gate_report", 2, "fixed", "noninferiority", 0.02, 0.05,
     )  # fmt: skip
+    assert (s["missing"], s["on_missing"], s["max_errors"]) == ("worst-case", "error", 0)
+    assert report["qualgate_version"] and report["signature"] is None  # no QUALGATE_EVIDENCE_KEY here
+    assert [f["path"] for f in report["baseline"]["files"]] == [str(fly_lossy[0])]
+    assert report["baseline"]["files"][0]["sha256"] == hashlib.sha256(fly_lossy[0].read_bytes()).hexdigest()
     assert report["created_at"].endswith("Z")
     assert (report["baseline"]["config_id"], report["baseline"]["mode"]) == ("cfg-base", "target")
     (cand,) = report["candidates"]
@@ -286,6 +299,42 @@ def test_records_mode_labels_are_reported(write, records_of):
     base = write("b.jsonl", recs)
     report = json.loads(run("gate", base, write("c.jsonl", ["correct"] * 200, config="c", mode="fly"), "--margin", 0.05, "--format", "json").output)
     assert report["baseline"]["mode"] is None and report["candidates"][0]["mode"] == "fly"
+
+
+@pytest.mark.parametrize("how", ["error", "missing"])
+def test_losses_hidden_as_errors_or_gaps_do_not_pass(write, table, records_of, how):
+    # issue 16: a lossy candidate's lost answers recorded as `error` (--max-errors 30) or left
+    # out (--on-missing drop) turned FAIL into PASS; 26 of its 60 lost pairs are hidden here
+    b, c = table(700, 60, 10, 230)
+    base = write("target.jsonl", b, mode="target")
+    records = records_of(c, config="cfg-fly", mode="fly")
+    hidden = range(700, 726)  # lost pairs: baseline correct, candidate wrong
+    if how == "error":
+        records = [dataclasses.replace(r, outcome="error", error="timeout") if i in hidden else r
+                   for i, r in enumerate(records)]
+    else:
+        records = [r for i, r in enumerate(records) if i not in hidden]
+    cand = write("fly.jsonl", records)
+    allow = ["--max-errors", 30] if how == "error" else ["--on-missing", "drop"]
+    r = run("gate", base, cand, "--margin", 0.05, *allow, "--format", "json")
+    (c,) = json.loads(r.output)["candidates"]
+    assert r.exit_code == 1 and c["verdict"] == "FAIL"
+    m = c["missing"]
+    assert (m["verdict_worst_case"], m["verdict_dropped"], m["imputed_as_lost"]) == ("FAIL", "PASS", 26)
+    assert m["incomplete"]["by_side"]["candidate_" + how] == 26 and m["incomplete"]["pairs"] == 26
+    assert m["incomplete"]["by_baseline_outcome"] == {"correct": 26, "incorrect": 0, "no_answer": 0, "error": 0,
+                                                      "missing": 0}
+    assert c["pooled"]["lost"] == 60 and c["pooled"]["pairs"] == 1000
+    # the text report says it too
+    text = run("gate", base, cand, "--margin", 0.05, *allow).output
+    assert ("26 incomplete pairs (by side: candidate " + how + " 26; by the baseline's outcome: correct 26); "
+            "verdict with the 26 candidate-side ones on baseline-correct questions counted as lost: FAIL, "
+            "with all of them dropped: PASS") in text
+    # dropping them is an explicit choice, which the report records (and check refuses)
+    r = run("gate", base, cand, "--margin", 0.05, *allow, "--missing", "drop", "--format", "json")
+    doc = json.loads(r.output)
+    assert r.exit_code == 0 and doc["settings"]["missing"] == "drop"
+    assert doc["candidates"][0]["missing"]["verdict_worst_case"] == "FAIL"
 
 
 def test_the_share_decided_by_each_extractor_is_printed_beside_the_no_answer_rates(write, records_of):

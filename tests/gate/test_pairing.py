@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from qualgate.errors import DataError
-from qualgate.pairing import pair_records
+from qualgate.pairing import IMPUTED_ERROR, IMPUTED_MISSING, pair_records
 
 
 def test_pairs_on_keys_not_row_order(records_of):
@@ -38,10 +38,26 @@ def test_keys_on_one_side_only_are_refused_with_examples(records_of):
         pair_records(base, records_of(["correct"] * 3, config="c"))
 
 
-def test_on_missing_drop_pairs_the_intersection_and_says_so(records_of):
+def test_candidate_gaps_on_baseline_correct_questions_count_as_lost(records_of):
     p = pair_records(records_of(["correct"] * 5), records_of(["correct"] * 3, config="c"), on_missing="drop")
-    assert p.n_pairs == 3 and p.dropped["baseline_only"] == 2
-    assert "dropped 2 keys only in the baseline" in p.notes[0]
+    assert p.n_pairs == 5 and p.n_imputed == 2 and p.imputed.tolist() == [0, 0, 0, IMPUTED_MISSING, IMPUTED_MISSING]
+    assert p.candidate_correct.tolist() == [True, True, True, False, False]
+    assert "incomplete: 2 keys only in the baseline" in p.notes[0]
+    assert p.dropped["by_side"]["candidate_missing"] == 2 and p.dropped["by_baseline_outcome"]["correct"] == 2
+    dropped = p.without_imputed()
+    assert dropped.n_pairs == 3 and dropped.n_questions == 3 and dropped.n_imputed == 0
+
+
+def test_gaps_on_baseline_wrong_questions_and_baseline_side_gaps_are_dropped(records_of):
+    base = records_of(["incorrect", "correct", "error", "correct"])
+    cand = records_of(["error", "correct", "correct"], config="c")  # q3 missing
+    p = pair_records(base, cand, on_missing="drop", max_errors=2)
+    # q0: candidate error, baseline wrong -> dropped; q2: baseline error -> dropped; q3: lost
+    assert p.n_pairs == 2 and p.imputed.tolist() == [0, IMPUTED_MISSING]
+    assert p.dropped["by_side"] == {"candidate_missing": 1, "candidate_error": 1, "baseline_missing": 0,
+                                    "baseline_error": 1, "both_error": 0, "baseline_error_candidate_missing": 0}
+    assert p.dropped["by_baseline_outcome"] == {"correct": 1, "incorrect": 1, "no_answer": 0, "error": 1,
+                                                "missing": 0}
 
 
 def test_prompt_hash_mismatch_is_refused(records_of):
@@ -66,8 +82,11 @@ def test_error_outcome_is_refused_not_counted_wrong(records_of):
 
 def test_max_errors_drops_that_many_error_pairs_and_says_so(records_of):
     p = pair_records(records_of(["correct"] * 3), records_of(["correct", "error", "incorrect"], config="c"), max_errors=1)
-    assert p.n_pairs == 2 and p.dropped["errors"] == 1 and "dropped 1 pairs" in p.notes[0]
-    assert p.candidate_correct.tolist() == [True, False]
+    assert p.dropped["errors"] == 1 and "incomplete: 1 pairs" in p.notes[0]
+    # the candidate's error on a question the baseline got right is a loss (worst case)
+    assert p.n_pairs == 3 and p.imputed.tolist() == [0, IMPUTED_ERROR, 0]
+    assert p.candidate_correct.tolist() == [True, False, False]
+    assert p.without_imputed().candidate_correct.tolist() == [True, False]
 
 
 def test_every_problem_is_listed_at_once(records_of):

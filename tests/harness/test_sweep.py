@@ -80,7 +80,8 @@ def test_the_sequence_stops_at_the_first_candidate_that_does_not_pass(swept):
         assert verdicts[-1] != "PASS"
     gate = json.loads((out / "gate.json").read_text())
     assert [c["name"] for c in gate["candidates"]] == tested
-    assert all(c["alpha"] == gate["alpha"] for c in gate["candidates"])  # each at the full alpha
+    assert gate["settings"]["multiplicity"] == "fixed-sequence"
+    assert all(c["alpha"] == gate["settings"]["alpha"] for c in gate["candidates"])  # each at the full alpha
     for name in sweep["not_run"]:
         assert not (out / "records" / f"{name}.jsonl").exists()
 
@@ -101,7 +102,8 @@ def test_the_chosen_config_is_the_fastest_that_passed_and_check_finds_its_eviden
     gate = json.loads((out / "gate.json").read_text())
     entry = next(c for c in gate["candidates"] if c["name"] == sweep["chosen"])
     assert entry["verdict"] == "PASS"
-    c = CliRunner().invoke(cli, ["check", str(out / "chosen.yaml"), "--evidence", str(out / "gate.json")])
+    c = CliRunner().invoke(cli, ["check", str(out / "chosen.yaml"), "--evidence", str(out / "gate.json"),
+                                 "--max-margin", str(gate["settings"]["margin"])])  # the test plan's loose margin
     assert entry["config_id"] in c.output
     assert c.exit_code == 0, c.output
 

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from qualgate.cli import cli
+from qualgate.evidence import Evidence
 from qualgate.records import Record, RecordWriter
 from qualgate.sequential import arrival_order
 
@@ -77,8 +78,9 @@ def test_evidence_is_a_noninferiority_gate_report(tmp_path):
     r = invoke(b, c, "--margin", "0.02", "--output", str(out))
     assert r.exit_code == 0
     doc = json.loads(out.read_text())
-    assert (doc["kind"], doc["policy"], doc["design"]) == ("qualgate.gate_report", "noninferiority", "sequential")
+    assert (doc["kind"], doc["settings"]["policy"], doc["design"]) == ("qualgate.gate_report", "noninferiority", "sequential")
     assert doc["candidates"][0]["config_id"] == "cfg-cand"
+    assert Evidence.read(out).to_dict() == doc  # the one reader takes what the one writer wrote
 
 
 def test_several_seeds_per_question_are_one_unit(tmp_path):
