@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ import yaml
 
 from .errors import DataError
 from .speculative import is_lossy, resolve_speculative
+from .vllm033 import cite, rule
 
 __all__ = [
     "DecodingConfig",
@@ -88,6 +90,8 @@ ENGINE_OPTION_KEYS = (
     *IDENTITY_OPTIONS,
     # vLLM (offline and server)
     "tensor_parallel_size",
+    "data_parallel_size",
+    "distributed_executor_backend",
     "max_num_seqs",
     "max_num_batched_tokens",
     "gpu_memory_utilization",
@@ -104,6 +108,9 @@ ENGINE_OPTION_KEYS = (
     "timeout_s",
     "max_retries",
     "retry_backoff_s",
+    "max_wait_s",
+    "max_response_bytes",
+    "recheck_s",
     # reference engine
     "device",
     "batch_size",
@@ -244,6 +251,56 @@ class DecodingConfig:
         }
 
 
+def _check_vllm_sampling(sampling: dict, *, path) -> None:
+    """vLLM 0.33's SamplingParams ranges (rule ``sampling-ranges`` of :mod:`qualgate.vllm033`),
+    checked before any engine starts, so a value vLLM refuses is a config error (exit 3)."""
+    where = f"vLLM 0.33 refuses it ({cite('sampling-ranges')})"
+    for key, (low, high, closed_low) in rule("sampling-ranges").data["ranges"].items():
+        v = sampling.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v > high or (v < low if closed_low else v <= low):
+            span = f"{'[' if closed_low else '('}{low:g}, {high:g}]"
+            raise _err(f"must be a finite number in {span}: {where}", path=path,
+                       key=f"sampling.{key}", value=v)
+    rp = sampling.get("repetition_penalty")
+    if rp is not None and (isinstance(rp, bool) or not isinstance(rp, (int, float))
+                           or not math.isfinite(rp) or rp <= 0):
+        raise _err(f"must be a finite number > 0: {where}", path=path,
+                   key="sampling.repetition_penalty", value=rp)
+    stop = sampling.get("stop")
+    if stop is not None and not (isinstance(stop, str) or (
+            isinstance(stop, list) and all(isinstance(x, str) for x in stop))):
+        raise _err("must be a string or a list of strings", path=path, key="sampling.stop",
+                   value=stop)
+    ids = sampling.get("stop_token_ids")
+    if ids is not None and not (isinstance(ids, list) and all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ids)):
+        raise _err("must be a list of token ids", path=path, key="sampling.stop_token_ids",
+                   value=ids)
+
+
+def _check_parallel(options: Mapping, *, path) -> None:
+    """tensor_parallel_size, data_parallel_size and distributed_executor_backend as vLLM 0.33
+    takes them (rules ``cli-parallel`` and ``llm-data-parallel``)."""
+    for key in ("tensor_parallel_size", "data_parallel_size"):
+        v = options.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise _err("must be a positive integer", path=path, key=f"engine_options.{key}",
+                       value=v)
+    backends = rule("cli-parallel").data["backends"]
+    backend = options.get("distributed_executor_backend")
+    if backend is not None and backend not in backends:
+        raise _err(f"must be one of {list(backends)} ({cite('cli-parallel')})", path=path,
+                   key="engine_options.distributed_executor_backend", value=backend)
+    if (options.get("data_parallel_size") or 1) > 1 and backend != "external_launcher":
+        raise _err("vLLM 0.33's offline LLM refuses data_parallel_size > 1 unless "
+                   "distributed_executor_backend is 'external_launcher' (one process per "
+                   f"rank, started by torchrun) ({cite('llm-data-parallel')})", path=path,
+                   key="engine_options.data_parallel_size", value=options["data_parallel_size"])
+
+
 def parse_config(data: Any, *, path: str | Path | None = None, name: str | None = None) -> DecodingConfig:
     """Validate a decoding config mapping and resolve its defaults."""
     _check_keys(data, CONFIG_KEYS, path=path, where="")
@@ -283,9 +340,11 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
                    value=top_k)
     if top_k == -1:
         sampling["top_k"] = 0
+    _check_vllm_sampling(sampling, path=path)
 
     options = data.get("engine_options") or {}
     _check_keys(options, ENGINE_OPTION_KEYS, path=path, where="engine_options")
+    _check_parallel(options, path=path)
     if engine == "vllm-server" and not options.get("base_urls"):
         raise _err("engine 'vllm-server' needs engine_options.base_urls", path=path,
                    key="engine_options.base_urls")

@@ -110,6 +110,12 @@ def _scan(path: Path):
     return suites, steps, accepted, records, errors
 
 
+def _interval(speed: dict | None) -> tuple[float, float] | None:
+    """The interleaved speed-up's interval; ``None`` when unmeasured or unbounded (too few rounds)."""
+    ci = (speed or {}).get("confidence_interval") or (None, None)
+    return None if None in ci else (float(ci[0]), float(ci[1]))
+
+
 def _comparisons(gate: dict) -> dict[str, dict[str, Any]]:
     """Candidate name -> its entry of gate.json (verdict, reason, loss_upper_bound, ...)."""
     return {c["name"]: c for c in gate.get("candidates", [])}
@@ -166,9 +172,11 @@ def summarize(out: str | Path) -> RunReport:
                 no_answer_rate=_rate(sum(c["no_answer"] for c in suites.values()), n),
                 acceptance_length=1 + accepted / steps if steps else None,
                 tokens_per_s=tps,
+                # with interleaved rounds, a config they did not time has no speed-up: the
+                # naive ratio would mix two methods in one column
                 speedup=measured[name]["speedup"] if name in measured else
-                tps / base_tps if tps and base_tps else None,
-                speedup_ci=tuple(measured[name]["confidence_interval"]) if name in measured else None,
+                None if measured else tps / base_tps if tps and base_tps else None,
+                speedup_ci=_interval(measured.get(name)),
                 verdict=cmp_.get("verdict"),
                 loss_upper=cmp_.get("loss_upper_bound"),
                 reason=cmp_.get("reason"),

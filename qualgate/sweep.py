@@ -274,7 +274,9 @@ def run_sweep(plan: Plan, grid: Grid, out: str | Path, *, batch_questions: int =
         doc = {"name": chosen, "engine": cfg.engine, "model": cfg.model, "speculative": cfg.speculative,
                "sampling": cfg.sampling, "engine_options": cfg.engine_options}  # fmt: skip
         header = (f"# chosen by qualgate sweep {manifest['run_id']}: the fastest config of the sweep that passed "
-                  f"the non-inferiority gate (margin {fmt_points(plan.margin)} points); evidence: gate.json\n")
+                  f"the non-inferiority gate (margin {fmt_points(plan.margin)} points); evidence: gate.json\n"
+                  "# model paths are written as in the base config (relative ones to its folder), since the\n"
+                  "# config id that binds the evidence is computed from them as written\n")
         write_atomic(out / "chosen.yaml", header + yaml.safe_dump(doc, sort_keys=False))
     return sweep
 

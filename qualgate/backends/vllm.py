@@ -7,13 +7,18 @@ the next config starts. Config mapping (:func:`llm_kwargs`, :func:`sampling_para
   :func:`qualgate.speculative.resolve_speculative`, so FLy's defaults are explicit) becomes
   ``speculative_config``; model paths relative to the config file are resolved;
 - ``engine_options``: ``seed`` (engine seed, default 0), ``tensor_parallel_size`` (default
-  1), and, only when set, ``max_num_seqs``, ``max_num_batched_tokens``,
+  1), and, only when set, ``data_parallel_size``, ``distributed_executor_backend`` (vLLM
+  0.33's names, rule ``cli-parallel`` of :mod:`qualgate.vllm033`; ``data_parallel_size > 1``
+  only with ``external_launcher``, rule ``llm-data-parallel``, checked by the config
+  schema), ``max_num_seqs``, ``max_num_batched_tokens``,
   ``gpu_memory_utilization``, ``max_model_len``, ``dtype``, ``quantization``,
   ``kv_cache_dtype``, ``enforce_eager`` (unset options keep vLLM's defaults);
   ``chat_template_kwargs`` go to ``LLM.chat``; ``batch_invariant: true`` sets
   ``VLLM_BATCH_INVARIANT=1`` before vLLM is imported; ``batch_size`` (requests per harness
   batch, default ``4 * max_num_seqs`` or 512);
-- always ``per_request_spec_decode_metrics="summary"`` and ``disable_log_stats=False``;
+- ``per_request_spec_decode_metrics="summary"`` only with a speculative config (vLLM refuses
+  it without one, rule ``per-request-metrics``) and always ``disable_log_stats=False``
+  (``LLM`` turns stats off unless told, rule ``llm-disable-log-stats``);
 - one ``SamplingParams`` per request from that request's ``sampling`` (the config's
   ``temperature``, ``top_p``, ``top_k``, ``max_tokens``, ... and the harness's per-request
   ``seed``); ``max_tokens`` and ``seed`` must be present, so vLLM's default
@@ -21,7 +26,10 @@ the next config starts. Config mapping (:func:`llm_kwargs`, :func:`sampling_para
 
 A request that vLLM refuses (``ValueError`` or ``vllm.exceptions.VLLMClientError``, e.g. a
 prompt longer than ``max_model_len``) fails the whole ``LLM.chat`` call; the batch is then
-retried request by request so that only the offending requests come back as errors.
+retried request by request so that only the offending requests come back as errors. A
+``SamplingParams`` that vLLM refuses raises ``VLLMValidationError``, which is a
+``VLLMClientError`` and not a ``ValueError`` (rule ``validation-error``): it is caught by that
+type and becomes that request's ``error`` record.
 
 vLLM 0.33.0 facts relied on (read from the ``vllm-0.33.0`` wheel)
 ------------------------------------------------------------------
@@ -52,7 +60,8 @@ vLLM 0.33.0 facts relied on (read from the ``vllm-0.33.0`` wheel)
 - ``vllm/config/speculative.py``, ``SpeculativeConfig`` validation: FLy needs K >= 2, sets
   ``fly_window_size = min(6, K - 1)`` when unset and logs, with ``logger.warning_once``
   (once per process, ``vllm/logger.py``), "FLy verification is a lossy speculative decoding
-  method and may degrade model outputs." ``vllm/config/vllm.py`` logs (also once) "...
+  method and may degrade model outputs." (rule ``fly-warning``). ``vllm/config/vllm.py``
+  logs (also once) "...
   Overriding max_num_active_seqs from A to B." for dflash/dspark drafters. Both loggers
   are children of ``vllm``; ``LLM.__init__`` re-applies vLLM's logging config
   (``configure_logging_if_needed`` -> ``dictConfig``) before the config is validated,
@@ -85,6 +94,8 @@ __all__ = ["VLLMBackend", "llm_kwargs", "sampling_params", "spec_summary"]
 
 #: engine options passed to ``vllm.LLM`` only when set in the config
 _OPTIONAL_LLM_OPTIONS = (
+    "data_parallel_size",
+    "distributed_executor_backend",
     "max_num_seqs",
     "max_num_batched_tokens",
     "gpu_memory_utilization",
@@ -124,8 +135,9 @@ def llm_kwargs(config) -> dict[str, Any]:
     for key in _OPTIONAL_LLM_OPTIONS:
         if opts.get(key) is not None:
             kw[key] = opts[key]
-    kw["per_request_spec_decode_metrics"] = "summary"
-    kw["disable_log_stats"] = False
+    if spec:  # rule per-request-metrics: vLLM refuses it without a speculative config
+        kw["per_request_spec_decode_metrics"] = "summary"
+    kw["disable_log_stats"] = False  # rule llm-disable-log-stats
     return kw
 
 
@@ -268,10 +280,11 @@ class VLLMBackend(Backend):
         version = getattr(vllm, "__version__", None)
         if version is not None and not str(version).startswith("0.33."):
             notes.append(f"vllm {version} is installed; qualgate's vllm backend targets 0.33.x")
-        try:
-            from vllm.exceptions import VLLMClientError
+        try:  # rule validation-error: VLLMValidationError is a VLLMClientError, no ValueError
+            from vllm.exceptions import VLLMClientError, VLLMValidationError
 
-            self._request_errors: tuple[type[BaseException], ...] = (ValueError, VLLMClientError)
+            self._request_errors: tuple[type[BaseException], ...] = (
+                ValueError, VLLMClientError, VLLMValidationError)
         except ImportError:
             self._request_errors = (ValueError,)
 
@@ -320,7 +333,7 @@ class VLLMBackend(Backend):
         for i, r in enumerate(requests):
             try:
                 params[i] = sampling_params(r, self._vllm.SamplingParams)
-            except (ValueError, TypeError) as exc:
+            except (TypeError, *self._request_errors) as exc:
                 out[i] = Generation.failed(exc)
         todo = list(params)
         if not todo:
@@ -332,9 +345,7 @@ class VLLMBackend(Backend):
                 if len(todo) == 1:
                     gens = [Generation.failed(exc)]
                 else:
-                    gens = [self._one(requests[i], sampling_params(requests[i],
-                                                                  self._vllm.SamplingParams))
-                            for i in todo]
+                    gens = [self._one(requests[i], params[i]) for i in todo]
         for i, g in zip(todo, gens):
             out[i] = g
         self._update_info()

@@ -1,172 +1,102 @@
 """``engine: vllm-server``: OpenAI-compatible servers (a vLLM fleet) behind the backend interface.
 
-Needs no vLLM locally: the standard library's ``http.client`` and a bounded thread pool,
-plus ``prometheus_client``'s text parser (a core dependency) for ``/metrics``.
+Needs no vLLM locally: the standard library's ``http.client`` (keep-alive, proxies, deadlines
+and body caps in :mod:`qualgate.backends._http`), a bounded thread pool, and
+``prometheus_client``'s text parser (a core dependency) for ``/metrics``. What is read from
+a response, and how strictly, is in :mod:`qualgate.backends._openai`.
 
 Config mapping (``engine_options``):
 
-- ``base_urls``: one URL or a list (``http://host:8000``; a trailing ``/v1`` is accepted).
-  Request *i* of a batch goes to URL ``i mod n``; a retry moves to the next URL.
+- ``base_urls``: one URL or a list of *replicas of one deployment* (``http://host:8000``; a
+  trailing ``/v1`` is accepted). Each request goes to the replica with the fewest requests
+  in flight (ties: the fewest sent so far).
 - ``served_model_name``: the ``model`` sent in requests (default: the config's ``model``).
 - ``api_key_env``: the environment variable holding a bearer token (never the token).
 - ``concurrency``: requests in flight over the whole fleet (default 16 per URL).
-- ``timeout_s``: per-request timeout, as the socket timeout of each attempt (default 3600;
-  a non-streaming completion sends nothing until it is done, so this bounds its wall time).
-- ``max_retries`` (default 5) and ``retry_backoff_s`` (default 1.0): HTTP 429, 5xx,
-  timeouts and connection errors are retried after ``backoff * 2**attempt`` seconds times
-  a uniform jitter in [0.5, 1], at least the server's ``Retry-After`` (capped at 600 s).
-  Other HTTP errors (400: e.g. a prompt too long) are not retried. A request that still
-  fails is returned as ``Generation.failed``, never raised.
+- ``timeout_s``: the deadline of one attempt, connect to last byte (default 3600; a
+  non-streaming completion sends nothing until it is done).
+- ``max_retries`` (default 5), ``retry_backoff_s`` (default 1.0) and ``max_wait_s`` (default
+  300): HTTP 429, 5xx, timeouts and connection errors are retried after
+  ``backoff * 2**attempt`` seconds times a uniform jitter in [0.5, 1], at least the server's
+  ``Retry-After``; a request waits at most ``max_wait_s`` in all, so a request takes at most
+  ``(max_retries + 1) * timeout_s + max_wait_s``. A connection error takes its replica out
+  of the rotation and the request moves to another one at once. Other HTTP errors (400: a
+  prompt too long) are not retried.
+- ``max_response_bytes`` (default 4 MiB): the largest body read from any endpoint.
+- ``recheck_s`` (default 30): how long a replica that failed is left out before its
+  identity is checked again and, if it passes, it takes requests again.
 - ``chat_template_kwargs`` are sent with every request; ``batch_size`` (requests per
   harness batch, default ``max(256, 4 * concurrency)``).
 
-Each request carries the config's sampling fields, ``max_completion_tokens`` (from
-``max_tokens``) and the harness's per-request ``seed``. The graded text is
-``choices[0].message.content`` (a server started with a reasoning parser returns the
-reasoning apart, in ``message.reasoning``, which is not graded).
+A request that still fails, or whose response cannot be read, is returned as
+``Generation.failed`` (outcome ``error``, message starting with the server URL): one bad
+response never stops the run or discards the rest of its batch.
 
 Checks when the backend opens, on every URL (:class:`~qualgate.errors.DataError`, exit 3):
 
 - ``GET /v1/models`` must list the served model name; when the card's ``root`` (the model
   the server loaded) is given it must be the config's ``model`` (equal, or one a path
   ending in ``/`` + the other);
+- ``GET /version``: replicas that report a version must all report the same one;
 - ``GET /server_info?config_format=json`` (only with ``VLLM_SERVER_DEV_MODE=1``): the
   served ``speculative_config``, resolved like the config's, must equal it;
 - ``GET /metrics``: a target-only config must not meet ``vllm:spec_decode_*`` counters, and
-  the ``position`` labels of ``vllm:spec_decode_num_accepted_tokens_per_pos`` must number K;
-- during the run, a response's ``metrics.speculative_decoding.num_spec_tokens`` must be K
-  (and absent for a target-only config).
-What could not be checked is listed in ``info()["checks"]``.
+  the ``position`` labels of ``vllm:spec_decode_num_accepted_tokens_per_pos`` must number K.
+
+A replica that cannot be reached at open starts out of the rotation (rechecked later); if
+none can be reached, the backend does not open. During the run, a response for another
+``model``, or whose ``metrics.speculative_decoding.num_spec_tokens`` is not K, is that
+request's error; while another replica is up, its replica is taken out for good and the
+request retried elsewhere (:mod:`qualgate.backends._replicas`). What could not be checked
+is listed in ``info()["checks"]``; each replica's state in ``info()["replicas"]``.
 
 Acceptance: per request from ``metrics.speculative_decoding`` when the server returns it
 (``vllm serve --per-request-spec-decode-metrics summary``); in any case ``/metrics`` is
 scraped when the backend opens and after every batch, and the counter deltas are the
 config's aggregate in ``info()["spec_decode"]`` (exact only if no other client uses those
-servers meanwhile).
+servers meanwhile; a replica whose counters go back, i.e. restarted, counts from zero).
 
-vLLM 0.33.0 facts relied on (read from the ``vllm-0.33.0`` wheel)
-------------------------------------------------------------------
-- ``vllm/entrypoints/openai/chat_completion/protocol.py``, ``ChatCompletionRequest``:
-  ``seed``, ``top_k``, ``min_p``, ``repetition_penalty``, ``stop_token_ids``,
-  ``chat_template_kwargs``; ``max_tokens`` is deprecated in favour of
-  ``max_completion_tokens``; ``ChatMessage.reasoning``.
-- ``vllm/entrypoints/openai/chat_completion/serving.py``: the response's ``metrics`` is a
-  ``PerRequestMetrics`` whose ``speculative_decoding`` (``SpeculativeDecodingMetrics`` in
-  ``vllm/entrypoints/generate/base/protocol.py``: ``mean_acceptance_length``,
-  ``draft_acceptance_rate``, ``acceptance_histogram``, ``num_spec_steps``,
-  ``num_accepted_draft_tokens``, ``num_draft_tokens``, ``num_spec_tokens``) is set for
-  ``n == 1`` when the server runs with ``--per-request-spec-decode-metrics``
-  (``vllm/config/observability.py``).
-- ``vllm/entrypoints/serve/engine/protocol.py``: ``ModelCard`` has ``id`` and ``root``;
-  ``vllm/entrypoints/serve/dev/server_info/api_router.py``: ``/server_info`` with
-  ``config_format=json`` dumps ``vllm_config`` (dev mode only).
-- ``vllm/v1/spec_decode/metrics.py``: Prometheus counters ``vllm:spec_decode_num_drafts``,
-  ``vllm:spec_decode_num_draft_tokens``, ``vllm:spec_decode_num_accepted_tokens`` (exposed
-  with ``_total``) and ``vllm:spec_decode_num_accepted_tokens_per_pos`` labelled
-  ``position`` 0..K-1, created (at zero) when the engine starts with speculative decoding.
+The vLLM 0.33.0 facts relied on are listed in :mod:`qualgate.backends._openai`.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import random
-import socket
 import threading
 import time
 import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ..errors import DataError
-from ..speculative import resolve_speculative
 from . import Backend, Generation, Request, package_versions
-from .vllm import SPEC_COUNTERS, SPEC_PER_POS, spec_summary
+from ._http import Client, TransportError, proxy_for
+from ._replicas import ReplicaPool, Unreachable, accumulate, add_vectors
+from ._openai import (
+    BadResponse,
+    WrongIdentity,
+    parse_completion,
+    parse_spec_metrics,
+    request_body,
+    retry_after,
+    same_model,
+    spec_mismatch,
+    strict_json,
+)
+from .vllm import SPEC_COUNTERS, spec_summary
 
 __all__ = ["VLLMServerBackend", "parse_spec_metrics", "request_body"]
 
-_SAMPLING_FIELDS = (
-    "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-    "frequency_penalty", "stop", "stop_token_ids", "seed",
-)
-_MAX_RETRY_AFTER_S = 600.0
+_retry_after = retry_after  # the name the tests knew
 _MAX_BACKOFF_S = 60.0
-
-
-def request_body(model: str, request: Request, chat_template_kwargs=None) -> dict[str, Any]:
-    """The JSON body of ``/v1/chat/completions`` for one request."""
-    s = dict(request.sampling)
-    for key in ("max_tokens", "seed"):
-        if s.get(key) is None:
-            raise ValueError(f"request sampling needs {key!r}, got {request.sampling!r}")
-    body: dict[str, Any] = {"model": model, "messages": [dict(m) for m in request.messages]}
-    body.update({k: s[k] for k in _SAMPLING_FIELDS if s.get(k) is not None})
-    body["max_completion_tokens"] = int(s["max_tokens"])
-    unknown = sorted(set(s) - set(_SAMPLING_FIELDS) - {"max_tokens"})
-    if unknown:
-        raise ValueError(f"sampling keys {unknown} cannot be sent to an OpenAI-compatible server")
-    if chat_template_kwargs:
-        body["chat_template_kwargs"] = dict(chat_template_kwargs)
-    return body
-
-
-def parse_spec_metrics(text: str, model: str | None = None) -> dict[str, Any]:
-    """Speculative-decoding counters from Prometheus text (``/metrics``), summed over label sets.
-
-    When some samples carry ``model_name=model``, only those are counted. Returns the
-    counters of :data:`qualgate.backends.vllm.SPEC_COUNTERS`, the per-position vector, and
-    ``present`` (whether any ``vllm:spec_decode_*`` counter was exposed) and ``vllm``
-    (whether any ``vllm:`` metric was).
-    """
-    from prometheus_client.parser import text_string_to_metric_families
-
-    samples = [s for fam in text_string_to_metric_families(text) for s in fam.samples]
-    if model is not None and any(s.labels.get("model_name") == model for s in samples):
-        samples = [s for s in samples if s.labels.get("model_name", model) == model]
-    out: dict[str, Any] = {v: 0 for v in SPEC_COUNTERS.values()}
-    per_pos: dict[int, int] = {}
-    present = False
-    for s in samples:
-        name = s.name.removesuffix("_total")
-        if name in SPEC_COUNTERS:
-            out[SPEC_COUNTERS[name]] += int(s.value)
-            present = True
-        elif name == SPEC_PER_POS and "position" in s.labels:
-            pos = int(s.labels["position"])
-            per_pos[pos] = per_pos.get(pos, 0) + int(s.value)
-            present = True
-    n = max(per_pos) + 1 if per_pos else 0
-    out["num_accepted_tokens_per_pos"] = [per_pos.get(i, 0) for i in range(n)]
-    out["present"] = present
-    out["vllm"] = any(s.name.startswith("vllm:") for s in samples)
-    return out
-
-
-def _same_model(a: str | None, b: str | None) -> bool:
-    if a is None or b is None:
-        return False
-    a, b = a.rstrip("/"), b.rstrip("/")
-    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
+_CHECK_TIMEOUT_S = 30.0  # GETs of /v1/models, /version, /server_info, /metrics
 
 
 class VLLMServerBackend(Backend):
-    """OpenAI-compatible ``/v1/chat/completions`` on one or several servers."""
+    """OpenAI-compatible ``/v1/chat/completions`` on one or several replicas."""
 
     engine = "vllm-server"
 
@@ -184,44 +114,57 @@ class VLLMServerBackend(Backend):
                 raise self._bad("base_urls", u, "must be an http:// or https:// URL")
             path = parts.path.removesuffix("/v1")
             self.base_urls.append(f"{parts.scheme}://{parts.netloc}{path}")
+        if len(set(self.base_urls)) != len(self.base_urls):
+            raise self._bad("base_urls", raw, "lists a URL twice")
         self.served_model = str(opts.get("served_model_name") or config.model)
         self.concurrency = self._positive("concurrency", 16 * len(self.base_urls), int)
         self.timeout_s = self._positive("timeout_s", 3600.0, float)
         self.max_retries = self._positive("max_retries", 5, int, minimum=0)
         self.backoff_s = self._positive("retry_backoff_s", 1.0, float, minimum=0)
+        self.max_wait_s = self._positive("max_wait_s", 300.0, float, minimum=0)
+        self.max_bytes = self._positive("max_response_bytes", 4 << 20, int)
+        self.recheck_s = self._positive("recheck_s", 30.0, float, minimum=0)
         self.chat_template_kwargs = opts.get("chat_template_kwargs")
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key_env = opts.get("api_key_env")
         if key_env:
             token = os.environ.get(str(key_env))
             if not token:
                 raise self._bad("api_key_env", key_env, "this environment variable is not set")
-            self._headers["Authorization"] = f"Bearer {token}"
+            headers["Authorization"] = f"Bearer {token}"
+        proxies = {}
+        for url in self.base_urls:
+            try:
+                p = proxy_for(url)
+            except ValueError as exc:
+                raise self._bad("base_urls", url, str(exc)) from None
+            proxies[url] = f"{p.scheme}://{p.hostname}:{p.port or 80}" if p else None
         spec = config.speculative
         self._k = spec["num_speculative_tokens"] if spec else None
+        self._client = Client(headers, pool_size=self.concurrency)
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._rng = random.Random()
         self._counts = {"requests": 0, "attempts": 0, "retried_429": 0, "retried_5xx": 0,
-                        "retried_timeout": 0, "retried_connection": 0, "failed": 0,
-                        "with_spec_metrics": 0}
+                        "retried_timeout": 0, "retried_connection": 0, "retried_identity": 0,
+                        "failed": 0, "with_spec_metrics": 0}
+        self.pool = ReplicaPool(self.base_urls, self.recheck_s, self._check_server, self._note)
+        self.replicas = self.pool.replicas
         self._info: dict[str, Any] = {
-            "engine": self.engine,
-            "versions": package_versions(),
-            "base_urls": self.base_urls,
-            "served_model": self.served_model,
-            "concurrency": self.concurrency,
-            "timeout_s": self.timeout_s,
-            "max_retries": self.max_retries,
-            "retry_backoff_s": self.backoff_s,
+            "engine": self.engine, "versions": package_versions(), "base_urls": self.base_urls,
+            "proxies": proxies, "served_model": self.served_model,
+            "concurrency": self.concurrency, "timeout_s": self.timeout_s,
+            "max_retries": self.max_retries, "retry_backoff_s": self.backoff_s,
+            "max_wait_s": self.max_wait_s, "max_response_bytes": self.max_bytes,
             "chat_template_kwargs": self.chat_template_kwargs,
-            "servers": {},
-            "checks": [],
+            "servers": self.pool.servers, "replicas": {}, "checks": [],
             "requests": self._counts,
         }
-        self._before: dict[str, dict[str, Any] | None] = {}
-        for url in self.base_urls:
-            self._check_server(url)
+        try:
+            self._open_replicas()
+        except BaseException:
+            self._client.close()
+            raise
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="qualgate-http")
         self._update_metrics()
 
@@ -235,13 +178,16 @@ class VLLMServerBackend(Backend):
         return max(256, 4 * self.concurrency)
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
-        futures = [self._pool.submit(self._request, i, r) for i, r in enumerate(requests)]
+        futures = [self._pool.submit(self._request, r) for r in requests]
         out = [f.result() for f in futures]
         self._update_metrics()
         return out
 
     def info(self) -> dict[str, Any]:
         """The manifest entry; the same dict is updated in place after every batch."""
+        with self._lock:
+            self._info["replicas"] = {r.url: r.summary() for r in self.replicas}
+            self._info["connections_opened"] = self._client.connections_opened
         return self._info
 
     def close(self) -> None:
@@ -251,8 +197,9 @@ class VLLMServerBackend(Backend):
             pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
             self._update_metrics()
+            self._client.close()
 
-    # -- checks ------------------------------------------------------------------------
+    # -- option and identity checks ----------------------------------------------------
 
     def _bad(self, key, value, message) -> DataError:
         return DataError(message, file=self.config.path, field=f"engine_options.{key}",
@@ -274,70 +221,80 @@ class VLLMServerBackend(Backend):
         return DataError(f"the server at {url} {message}", file=self.config.path, field=field,
                          value=value)
 
-    def _get(self, url: str, path: str, timeout: float) -> tuple[int, bytes]:
-        status, _, data = self._http("GET", url, path, None, timeout)
-        return status, data
+    def _get(self, url: str, path: str) -> tuple[int, bytes]:
+        r = self._client.request("GET", url, path, None, max_bytes=self.max_bytes,
+                                 timeout=min(self.timeout_s, _CHECK_TIMEOUT_S))
+        return r.status, r.body
 
-    def _check_server(self, url: str) -> None:
+    def _get_json(self, url: str, path: str) -> Any:
+        """The JSON of a 200 answer; ``None`` for another status or a body that is not JSON."""
+        try:
+            status, data = self._get(url, path)
+            return strict_json(data) if status == 200 else None
+        except (TransportError, ValueError):
+            return None
+
+    def _open_replicas(self) -> None:
+        reachable = self.pool.open()
+        if not reachable:
+            errors = "; ".join(r.last_error for r in self.replicas)
+            raise DataError(f"no server can be reached: {errors}", file=self.config.path,
+                            field="engine_options.base_urls", value=self.base_urls)
+        seen = {r.url: self.pool.servers[r.url]["version"] for r in reachable}
+        if len(set(seen.values()) - {None}) > 1:
+            raise DataError(f"the replicas run different versions: {seen}",
+                            file=self.config.path, field="engine_options.base_urls",
+                            value=self.base_urls)
+
+    def _check_server(self, url: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Identity of one server (for the manifest) and its /metrics counters; DataError on
+        a mismatch, :class:`Unreachable` when it cannot be asked."""
         cfg = self.config
-        timeout = min(self.timeout_s, 60.0)
-        server: dict[str, Any] = {}
-        self._info["servers"][url] = server
+        where = {"file": cfg.path, "field": "engine_options.base_urls", "value": url}
         try:
-            status, data = self._get(url, "/v1/models", timeout)
-        except (OSError, http.client.HTTPException) as exc:
-            raise DataError(f"cannot reach {url}/v1/models ({type(exc).__name__}: {exc})",
-                            file=cfg.path, field="engine_options.base_urls", value=url) from exc
+            status, data = self._get(url, "/v1/models")
+        except TransportError as exc:
+            raise Unreachable(f"cannot reach {url}/v1/models ({exc.kind}: {exc})") from None
         if status != 200:
-            raise DataError(f"{url}/v1/models answered HTTP {status}: {data[:200]!r}",
-                            file=cfg.path, field="engine_options.base_urls", value=url)
+            if status >= 500:
+                raise Unreachable(f"{url}/v1/models answered HTTP {status}")
+            raise DataError(f"{url}/v1/models answered HTTP {status}: {data[:200]!r}", **where)
         try:
-            cards = json.loads(data)["data"]
+            cards = strict_json(data)["data"]
             ids = [c["id"] for c in cards]
         except (ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{url}/v1/models is not an OpenAI model list",
-                            file=cfg.path, field="engine_options.base_urls", value=url) from exc
+            raise DataError(f"{url}/v1/models is not an OpenAI model list "
+                            f"({type(exc).__name__}: {str(exc)[:100]})", **where) from None
         if self.served_model not in ids:
             field = "engine_options.served_model_name" if cfg.engine_options.get(
                 "served_model_name") else "model"
-            raise self._mismatch(url, f"serves {ids}, not {self.served_model!r}", field,
+            raise self._mismatch(url, f"serves {ids[:10]}, not {self.served_model!r}", field,
                                  self.served_model)
         card = cards[ids.index(self.served_model)]
-        server["model"] = {"id": card.get("id"), "root": card.get("root"),
-                           "max_model_len": card.get("max_model_len")}
+        card = card if isinstance(card, dict) else {}
         root = card.get("root")
-        if root is not None and not _same_model(root, cfg.model):
+        server: dict[str, Any] = {"model": {"id": card.get("id"), "root": root,
+                                            "max_model_len": card.get("max_model_len")}}
+        if root is not None and not same_model(root, cfg.model):
             raise self._mismatch(url, f"loaded {root!r} as {self.served_model!r}, but the "
                                  f"config's model is {cfg.model!r}", "model", cfg.model)
-
-        try:
-            status, data = self._get(url, "/version", timeout)
-            server["version"] = json.loads(data).get("version") if status == 200 else None
-        except (OSError, http.client.HTTPException, ValueError, AttributeError):
-            server["version"] = None
+        version = self._get_json(url, "/version")
+        version = version.get("version") if isinstance(version, dict) else None
+        server["version"] = version if isinstance(version, str) else None
 
         # the served speculative_config, where the server reports it (dev mode)
-        reported = None
-        try:
-            status, data = self._get(url, "/server_info?config_format=json", timeout)
-            if status == 200:
-                vc = json.loads(data).get("vllm_config")
-                if isinstance(vc, dict) and "speculative_config" in vc:
-                    reported = vc
-        except (OSError, http.client.HTTPException, ValueError, AttributeError):
-            reported = None
-        if reported is None:
-            self._info["checks"].append(
-                f"{url}: speculative_config not reported (/server_info needs "
-                "VLLM_SERVER_DEV_MODE=1); checked through /metrics and responses only")
-        else:
-            self._compare_spec(url, reported)
+        reported = self._get_json(url, "/server_info?config_format=json")
+        vc = reported.get("vllm_config") if isinstance(reported, dict) else None
+        if isinstance(vc, dict) and "speculative_config" in vc:
+            self._compare_spec(url, vc)
             server["speculative_config"] = "matches (/server_info)"
+        else:
+            self._note(f"{url}: speculative_config not reported (/server_info needs "
+                       "VLLM_SERVER_DEV_MODE=1); checked through /metrics and responses only")
 
-        before = self._scrape(url)
-        self._before[url] = before
+        before, why = self._scrape(url)
         if before is None:
-            self._info["checks"].append(f"{url}: /metrics unavailable")
+            self._note(f"{url}: /metrics unavailable ({why})")
         elif before["vllm"]:
             if cfg.speculative is None and before["present"]:
                 raise self._mismatch(url, "runs speculative decoding (its /metrics has "
@@ -349,177 +306,151 @@ class VLLMServerBackend(Backend):
                                      f"config's num_speculative_tokens is {self._k}",
                                      "speculative.num_speculative_tokens", self._k)
             if cfg.speculative is not None and not before["present"]:
-                self._info["checks"].append(f"{url}: /metrics shows no vllm:spec_decode_* "
-                                            "counters; speculative decoding not confirmed")
+                self._note(f"{url}: /metrics shows no vllm:spec_decode_* counters; "
+                           "speculative decoding not confirmed")
+        return server, before
+
+    def _note(self, message: str) -> None:
+        with self._lock:
+            if message not in self._info["checks"]:
+                self._info["checks"].append(message)
 
     def _compare_spec(self, url: str, vllm_config: dict[str, Any]) -> None:
-        cfg = self.config
-        model_cfg = vllm_config.get("model_config")
-        served = model_cfg.get("model") if isinstance(model_cfg, dict) else None
-        if served is not None and not _same_model(served, cfg.model):
-            raise self._mismatch(url, f"runs {served!r}, but the config's model is "
-                                 f"{cfg.model!r}", "model", cfg.model)
-        raw = vllm_config.get("speculative_config")
-        if raw and isinstance(raw, dict):
-            from ..speculative import SPECULATIVE_KEYS
-
-            raw = {k: raw[k] for k in SPECULATIVE_KEYS if raw.get(k) is not None}
-        try:
-            theirs = resolve_speculative(raw or None)
-        except ValueError as exc:
-            raise self._mismatch(url, f"reports a speculative_config qualgate cannot read "
-                                 f"({exc})", "speculative", raw) from exc
-        mine = cfg.speculative
-        if (theirs is None) != (mine is None):
-            raise self._mismatch(url, f"serves speculative_config {theirs}, but the config "
-                                 f"has {mine}", "speculative", mine)
-        if mine is None:
-            return
-        diffs = []
-        for key in sorted(set(mine) | set(theirs)):
-            a, b = mine.get(key), theirs.get(key)
-            if key == "model" and (a is None or b is None or _same_model(a, b)):
-                continue
-            if a != b:
-                diffs.append(f"{key}: config {a!r}, server {b!r}")
-        if diffs:
-            raise self._mismatch(url, "serves a different speculative_config: "
-                                 + "; ".join(diffs), "speculative", mine)
+        found = spec_mismatch(vllm_config, self.config.model, self.config.speculative)
+        if found is not None:
+            raise self._mismatch(url, *found)
 
     # -- metrics -----------------------------------------------------------------------
 
-    def _scrape(self, url: str) -> dict[str, Any] | None:
+    def _scrape(self, url: str) -> tuple[dict[str, Any] | None, str | None]:
         try:
-            status, data = self._get(url, "/metrics", min(self.timeout_s, 60.0))
+            status, data = self._get(url, "/metrics")
             if status != 200:
-                return None
-            return parse_spec_metrics(data.decode("utf-8", "replace"), self.served_model)
-        except (OSError, http.client.HTTPException, ValueError):
-            return None
+                return None, f"HTTP {status}"
+            return parse_spec_metrics(data.decode("utf-8", "replace"), self.served_model), None
+        except (TransportError, ValueError) as exc:
+            return None, str(exc)
 
     def _update_metrics(self) -> None:
+        self.info()  # replica states into the manifest entry
+        for r in self.replicas:
+            if r.metrics_last is None or r.state != "up":
+                continue
+            now, why = self._scrape(r.url)
+            if now is None:
+                self._note(f"{r.url}: /metrics unreadable during the run ({why})")
+                continue
+            r.metrics_delta = accumulate(r.metrics_delta, r.metrics_last, now)
+            r.metrics_last = now
+        if self.config.speculative is None:
+            self._info["spec_decode"] = None
+            return
         total = {v: 0 for v in SPEC_COUNTERS.values()}
         per_pos: list[int] = []
         per_url = {}
-        for url in self.base_urls:
-            before = self._before.get(url)
-            now = self._scrape(url) if before is not None else None
-            if before is None or now is None:
-                per_url[url] = None
+        for r in self.replicas:
+            d = r.metrics_delta if r.metrics_last is not None else None
+            if d is None and r.metrics_last is not None:
+                d = {**total, "num_accepted_tokens_per_pos": []}
+            per_url[r.url] = d
+            if d is None:
                 continue
-            d = {k: now[k] - before[k] for k in total}
-            a, b = now["num_accepted_tokens_per_pos"], before["num_accepted_tokens_per_pos"]
-            b = b + [0] * (len(a) - len(b))
-            d["num_accepted_tokens_per_pos"] = [x - y for x, y in zip(a, b)]
-            per_url[url] = d
             for k in total:
                 total[k] += d[k]
-            per_pos += [0] * (len(d["num_accepted_tokens_per_pos"]) - len(per_pos))
-            for i, v in enumerate(d["num_accepted_tokens_per_pos"]):
-                per_pos[i] += v
+            per_pos = add_vectors(per_pos, d["num_accepted_tokens_per_pos"])
         scraped = any(v is not None for v in per_url.values())
         total["num_accepted_tokens_per_pos"] = per_pos
         self._info["spec_decode"] = {
             "source": "/metrics delta while this config ran" if scraped else None,
             **(spec_summary(total) if scraped else {}),
             "per_server": per_url,
-        } if self.config.speculative is not None else None
+        }
 
     # -- requests ----------------------------------------------------------------------
-
-    def _http(self, method, url, path, body, timeout):
-        parts = urllib.parse.urlsplit(url)
-        conn_cls = (http.client.HTTPSConnection if parts.scheme == "https"
-                    else http.client.HTTPConnection)
-        conn = conn_cls(parts.netloc, timeout=timeout)
-        try:
-            payload = None if body is None else json.dumps(body).encode()
-            conn.request(method, parts.path + path, body=payload, headers=self._headers)
-            resp = conn.getresponse()
-            return resp.status, dict(resp.getheaders()), resp.read()
-        finally:
-            conn.close()
 
     def _count(self, key: str) -> None:
         with self._lock:
             self._counts[key] += 1
 
-    def _request(self, index: int, request: Request) -> Generation:
+    def _fail(self, message: str) -> Generation:
+        self._count("failed")
+        return Generation.failed(message)
+
+    def _request(self, request: Request) -> Generation:
         self._count("requests")
         try:
-            body = request_body(self.served_model, request, self.chat_template_kwargs)
-        except ValueError as exc:
-            self._count("failed")
-            return Generation.failed(exc)
-        n = len(self.base_urls)
-        last, tried = "no attempt", 0
+            body = json.dumps(request_body(self.served_model, request,
+                                           self.chat_template_kwargs)).encode()
+        except (ValueError, TypeError) as exc:
+            return self._fail(f"{type(exc).__name__}: {exc}")
+        max_tokens = int(request.sampling["max_tokens"])
+        last, tried, waited, avoid = "no attempt", 0, 0.0, None
         for attempt in range(self.max_retries + 1):
             if self._closed.is_set():
                 last = f"the backend was closed first; last error: {last}"
                 break
-            tried += 1
-            url = self.base_urls[(index + attempt) % n]
-            self._count("attempts")
-            retry_after = None
-            t0 = time.perf_counter()
-            try:
-                status, headers, data = self._http("POST", url, "/v1/chat/completions", body,
-                                                   self.timeout_s)
-            except (TimeoutError, socket.timeout):
-                last, key = f"{url}: timed out after {self.timeout_s:g} s", "retried_timeout"
-            except (OSError, http.client.HTTPException) as exc:
-                last, key = f"{url}: {type(exc).__name__}: {exc}", "retried_connection"
+            replica = self.pool.acquire(avoid)
+            retry_wait, now_elsewhere = None, False
+            if replica is None:
+                last = f"no server is in the rotation: {self.pool.states()}"
+                key = "retried_connection"
             else:
-                if status == 200:
-                    return self._parse(url, data, time.perf_counter() - t0)
-                detail = data[:300].decode("utf-8", "replace")
-                last = f"{url}: HTTP {status}: {detail}"
-                if status != 429 and status < 500:
-                    self._count("failed")
-                    return Generation.failed(last)
-                key = "retried_429" if status == 429 else "retried_5xx"
-                retry_after = _retry_after(
-                    next((v for k, v in headers.items() if k.lower() == "retry-after"), None))
+                url = replica.url
+                tried += 1
+                self._count("attempts")
+                t0 = time.perf_counter()
+                try:
+                    resp = self._client.request("POST", url, "/v1/chat/completions", body,
+                                                timeout=self.timeout_s, max_bytes=self.max_bytes)
+                except TransportError as exc:
+                    self.pool.release(replica)
+                    if exc.kind == "too_large":
+                        return self._fail(f"{url}: {exc}")
+                    if exc.kind == "timeout":
+                        last, key = f"{url}: timed out: {exc}", "retried_timeout"
+                    else:
+                        last, key = f"{url}: {exc}", "retried_connection"
+                        self.pool.take_out(replica, str(exc))
+                        now_elsewhere = True
+                else:
+                    self.pool.release(replica)
+                    if resp.status == 200:
+                        try:
+                            gen = parse_completion(resp.body, model=self.served_model,
+                                                   k=self._k, max_tokens=max_tokens,
+                                                   latency=time.perf_counter() - t0)
+                        except WrongIdentity as exc:
+                            last, key = f"{url}: {exc}", "retried_identity"
+                            self.pool.take_out(replica, str(exc), for_good=True)
+                            now_elsewhere = True
+                        except BadResponse as exc:
+                            return self._fail(f"{url}: unreadable completion: {exc}")
+                        else:
+                            if gen.spec_steps is not None:
+                                self._count("with_spec_metrics")
+                            return gen
+                    else:
+                        detail = resp.body[:300].decode("utf-8", "replace")
+                        last = f"{url}: HTTP {resp.status}: {detail}"
+                        if resp.status != 429 and resp.status < 500:
+                            return self._fail(last)
+                        key = "retried_429" if resp.status == 429 else "retried_5xx"
+                        retry_wait = retry_after(resp.headers.get("retry-after"))
+                avoid = replica
             if attempt == self.max_retries:
                 break
             self._count(key)
+            if now_elsewhere and self.pool.alternative(replica):
+                continue  # another replica takes it at once
             delay = min(_MAX_BACKOFF_S, self.backoff_s * 2**attempt)
             with self._lock:
                 delay *= self._rng.uniform(0.5, 1.0)
-            if retry_after is not None:
-                delay = max(delay, min(retry_after, _MAX_RETRY_AFTER_S))
+            if retry_wait is not None:
+                delay = max(delay, retry_wait)
+            if waited + delay > self.max_wait_s:
+                last += (f"; the next wait ({delay:.3g} s) would pass engine_options.max_wait_s"
+                         f" = {self.max_wait_s:g} s")
+                break
+            waited += delay
             self._closed.wait(delay)
-        self._count("failed")
-        return Generation.failed(f"{last} (gave up after {tried} attempts)")
-
-    def _parse(self, url: str, data: bytes, latency: float) -> Generation:
-        try:
-            resp = json.loads(data)
-            choice = resp["choices"][0]
-            text = choice["message"].get("content")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            self._count("failed")
-            return Generation.failed(f"{url}: unreadable completion ({type(exc).__name__}: "
-                                     f"{exc}): {data[:200]!r}")
-        usage = resp.get("usage") or {}
-        spec = (resp.get("metrics") or {}).get("speculative_decoding")
-        steps = drafted = accepted = None
-        if spec:
-            k = spec.get("num_spec_tokens")
-            if self._k is None or (k is not None and k != self._k):
-                what = "target-only" if self._k is None else f"num_speculative_tokens {self._k}"
-                raise self._mismatch(url, f"decoded with {k} speculative tokens, but the config "
-                                     f"is {what}", "speculative", self.config.speculative)
-            steps = int(spec["num_spec_steps"])
-            drafted = int(spec["num_draft_tokens"])
-            accepted = int(spec["num_accepted_draft_tokens"])
-            self._count("with_spec_metrics")
-        return Generation(
-            text=text if text is not None else "",
-            output_tokens=usage.get("completion_tokens"),
-            finish_reason=choice.get("finish_reason"),
-            spec_steps=steps,
-            draft_tokens=drafted,
-            accepted_tokens=accepted,
-            latency_s=latency,
-        )
+        return self._fail(f"{last} (gave up after {tried} attempts)")

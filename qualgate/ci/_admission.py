@@ -11,6 +11,14 @@ For dflash/dspark drafters vLLM also caps running requests at
 ``budget // num_lookahead_tokens`` (and logs "Overriding max_num_active_seqs from A to B"),
 which :func:`admission` applies when ``lookahead`` is given.
 
+:func:`method_charge` gives the charge and the lookahead of a speculative method from the
+rules ``draft-slots``, ``scheduler-charge`` and ``lookahead`` of :mod:`qualgate.vllm033`:
+draft_model K + 2, PARD (draft_model with parallel drafting) 2K + 1, P-EAGLE 2K, every other
+method K + 1; lookahead dflash K + 1, dspark K (K + 1 for a fill-in drafter), draft_model,
+eagle, eagle3 and mtp K. vLLM logs the override line (rule ``override-line``) whenever
+``budget // lookahead`` is below ``max_num_seqs``, whichever bound binds admission; and it can
+run one request more than ``budget // charge`` as a partial chunk (rule ``partial-chunk``).
+
 :func:`running_plateau` reads Prometheus samples of ``vllm:num_requests_running`` (and
 ``vllm:num_requests_waiting``) over time and says whether running requests level off below
 ``max_num_seqs`` while requests are waiting, the sign that a cap other than ``max_num_seqs``
@@ -28,9 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
+from ..vllm033 import rule
 
 __all__ = [
     "AdmissionResult",
+    "admission_for",
+    "method_charge",
     "PlateauReport",
     "Scrape",
     "admission",
@@ -59,6 +70,19 @@ class AdmissionResult:
     lookahead: int | None
     bounds: dict[str, int]  #: name -> value: max_num_seqs, token_budget, lookahead_cap
     admitted: int
+    method: str | None = None
+    k: int | None = None
+
+    @property
+    def override(self) -> str | None:
+        """vLLM's line "... Overriding max_num_active_seqs from A to B." when vLLM logs it
+        (rule ``override-line``): a dflash/dspark lookahead whose cap is below max_num_seqs."""
+        cap = self.bounds.get("lookahead_cap")
+        if cap is None or cap >= self.max_num_seqs:
+            return None
+        line = rule("override-line").data["format"] % (
+            self.method or "?", self.lookahead, self.budget, self.max_num_seqs, cap)
+        return line if self.method else "..." + line[line.index(" Overriding"):]
 
     @property
     def binding(self) -> tuple[str, ...]:
@@ -75,7 +99,75 @@ class AdmissionResult:
             "bounds": dict(self.bounds),
             "admitted": self.admitted,
             "binding": list(self.binding),
+            "method": self.method,
+            "num_speculative_tokens": self.k,
+            "override_line": self.override,
         }
+
+
+#: methods whose lookahead caps running requests (rule override-line)
+CAPPING_METHODS = ("dflash", "dspark")
+
+
+def method_charge(method: str, k: int, *, parallel_drafting: bool = False,
+                  fill_in: bool = False) -> tuple[int, int]:
+    """``(charge, lookahead)`` of a decode request for ``method`` with K = ``k``.
+
+    The charge is ``1 + K`` plus the drafting slots (rules ``draft-slots`` and
+    ``scheduler-charge``); the lookahead is vLLM's ``num_lookahead_tokens`` (rule
+    ``lookahead``). ``parallel_drafting``: PARD (draft_model) or P-EAGLE (eagle/eagle3);
+    dflash and dspark always draft in parallel. ``fill_in``: a dspark drafter whose config
+    sets ``sample_from_anchor: false``.
+
+    >>> method_charge("draft_model", 8), method_charge("dspark", 5)
+    ((10, 8), (6, 5))
+    """
+    _positive_int("k", k)
+    if method in CAPPING_METHODS:
+        slots = 0
+    elif parallel_drafting and method == "draft_model":
+        slots = k
+    elif parallel_drafting and method in ("eagle", "eagle3"):
+        slots = k - 1
+    elif parallel_drafting:
+        raise ValueError(f"parallel drafting is for draft_model, eagle or eagle3, not {method!r}")
+    else:
+        slots = 1 if method == "draft_model" else 0
+    if method == "dflash" or (method == "dspark" and fill_in):
+        lookahead = k + 1
+    elif method in ("dspark", "eagle", "eagle3", "mtp", "draft_model"):
+        lookahead = k
+    elif method in ("ngram", "ngram_gpu", "suffix"):
+        lookahead = 0
+    else:
+        raise ValueError(f"method must be one of draft_model, eagle, eagle3, mtp, dflash, "
+                         f"dspark, ngram, suffix; got {method!r}")
+    return 1 + k + slots, lookahead
+
+
+def admission_for(method: str, k: int, budget: int, max_num_seqs: int, *,
+                  parallel_drafting: bool = False, fill_in: bool = False) -> AdmissionResult:
+    """:func:`admission` with the charge and lookahead of ``method`` (:func:`method_charge`).
+
+    Raises ``ValueError`` with vLLM's message when vLLM refuses the budget (rule
+    ``budget-too-small``).
+
+    >>> r = admission_for("dspark", 5, 512, 128)
+    >>> r.admitted, r.binding, r.override.endswith("from 128 to 102.")
+    (85, ('token_budget',), True)
+    """
+    charge, lookahead = method_charge(method, k, parallel_drafting=parallel_drafting,
+                                      fill_in=fill_in)
+    _positive_int("budget", budget)
+    if budget <= lookahead:
+        raise ValueError(
+            "VllmConfig does not have enough slots to schedule a token and support the "
+            f"speculative decoding settings. Got max_num_batched_tokens={budget} and "
+            f"num_lookahead_tokens={lookahead}.")
+    r = admission(budget, max_num_seqs, charge,
+                  lookahead=lookahead if method in CAPPING_METHODS else None)
+    return AdmissionResult(r.budget, r.max_num_seqs, r.charge, r.lookahead, r.bounds,
+                           r.admitted, method, k)
 
 
 def admission(budget: int, max_num_seqs: int, charge: int, *,
@@ -89,17 +181,18 @@ def admission(budget: int, max_num_seqs: int, charge: int, *,
     max_num_seqs : int
         vLLM's ``max_num_seqs``.
     charge : int
-        Tokens charged per running decode request (e.g. ``1 + num_speculative_tokens``).
+        Tokens charged per running decode request (:func:`method_charge`: K + 2 for
+        draft_model, K + 1 for eagle/eagle3/mtp/dflash/dspark, ...).
     lookahead : int, optional
         ``num_lookahead_tokens`` of a dflash/dspark drafter: adds the cap ``budget // lookahead``.
 
     Examples
     --------
-    >>> r = admission(512, 128, 6)
+    >>> r = admission(512, 128, 10)
     >>> r.admitted, r.binding
-    (85, ('token_budget',))
-    >>> admission(512, 128, 2, lookahead=8).binding
-    ('lookahead_cap',)
+    (51, ('token_budget',))
+    >>> admission(4096, 128, 6, lookahead=5).binding
+    ('max_num_seqs',)
     """
     _positive_int("budget", budget)
     _positive_int("max_num_seqs", max_num_seqs)

@@ -3,16 +3,26 @@
 A deployment can drift from its reviewed config without anyone editing the config file (a
 changed image default, an override in a launcher script). The server log says what ran:
 
-- the one-time FLy warning (:data:`~qualgate.speculative.FLY_LOSSY_WARNING`);
-- the scheduler override ``Overriding max_num_active_seqs from A to B`` (dflash/dspark
-  drafters cap running requests at ``max_num_batched_tokens // num_lookahead_tokens``);
-- speculative-config echoes: ``non-default args: {...}`` (``vllm serve``'s arguments,
-  including the ``speculative_config`` dict, from which the config id is computed when the
-  model is named too) and ``speculative_config=SpeculativeConfig(method=..., model=...,
-  num_spec_tokens=...)`` in the engine's "Initializing a V1 LLM engine" line;
-- the vLLM version (``vLLM API server version X`` or ``engine (vX)``).
+vLLM 0.33 writes ``(PROCESS pid=N) LEVEL MM-DD HH:MM:SS [FILE:LINE] message`` (rule
+``log-format`` of :mod:`qualgate.vllm033`; a multi-line message repeats the prefix on every
+line). qualgate reads:
 
-Every event carries its 1-based line number. A log may hold several server starts.
+- the one-time FLy warning (:data:`~qualgate.speculative.FLY_LOSSY_WARNING`, a WARNING from
+  ``speculative.py``; rule ``fly-warning``);
+- the scheduler override "... Overriding max_num_active_seqs from A to B." (a WARNING from
+  ``vllm.py``; dflash/dspark drafters cap running requests at ``max_num_batched_tokens //
+  num_lookahead_tokens``; rule ``override-line``);
+- speculative-config echoes: ``non-default args: {...}`` (rule ``log-non-default-args``:
+  ``vllm serve``'s parsed arguments, including the ``speculative_config`` dict and any
+  ``spec_method``/``spec_model``/``spec_tokens``, from which the config id is computed when
+  the model is named too) and ``speculative_config=SpeculativeConfig(method=..., model=...,
+  num_spec_tokens=...)`` in the engine's "Initializing a V1 LLM engine" line (rule
+  ``log-engine-config``);
+- the vLLM version and model: "vLLM server version X, serving model M" or the logo's
+  "version X" / "model M" lines (rule ``log-version``), or the engine line's ``(vX)``.
+
+Every event carries its 1-based line number, and the level and source file of its prefix
+when the line has vLLM's prefix. A log may hold several server starts.
 """
 
 from __future__ import annotations
@@ -25,7 +35,8 @@ from typing import Any
 
 from ..config import IDENTITY_OPTIONS, config_id
 from ..errors import DataError
-from ..speculative import FLY_LOSSY_WARNING, LOSSY_METHODS
+from ..speculative import FLY_LOSSY_WARNING, LOSSY_METHODS, normalise_speculative
+from ..vllm033 import rule
 
 __all__ = ["AuditEvent", "AuditReport", "audit_log", "audit_text"]
 
@@ -35,7 +46,10 @@ _ENGINE_SPEC = re.compile(
     r"speculative_config=SpeculativeConfig\(method=('[^']*'|None), model=('[^']*'|None), "
     r"num_spec_tokens=(\d+|None)\)"
 )
-_VERSION = re.compile(r"vLLM API server version (\S+)|LLM engine \(v([^)\s]+)\)")
+_VERSION = re.compile(r"vLLM server version (\S+), serving model (\S+)|█\s+version (\S+)\s*$"
+                      r"|LLM engine \(v([^)\s]+)\)")
+_LOGO_MODEL = re.compile(r"█\s+model\s+(\S+)\s*$")
+_PREFIX = re.compile(rule("log-format").data["pattern"])
 
 
 @dataclass(frozen=True)
@@ -145,30 +159,46 @@ def _args_echo(dict_text: str) -> dict[str, Any]:
 def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None) -> AuditReport:
     """Scan the text of a vLLM server log (see the module docstring)."""
     events: list[AuditEvent] = []
+    spec_flags = rule("cli-spec-flags").data["flags"]
     for n, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
+        pm = _PREFIX.match(stripped)
+        where = {"level": pm.group("level"), "file": pm.group("file")} if pm else {}
         if FLY_LOSSY_WARNING in line:
-            events.append(AuditEvent(n, "lossy_warning", stripped, {"method": "fly"}))
+            events.append(AuditEvent(n, "lossy_warning", stripped, {"method": "fly", **where}))
         m = _OVERRIDE.search(line)
         if m:
             a, b = int(m.group(1)), int(m.group(2))
             events.append(AuditEvent(n, "scheduler_override", stripped,
-                                     {"from": a, "to": b}))
+                                     {"from": a, "to": b, **where}))
         m = _VERSION.search(line)
         if m:
-            events.append(AuditEvent(n, "version", stripped,
-                                     {"vllm_version": m.group(1) or m.group(2)}))
+            data = {"vllm_version": m.group(1) or m.group(3) or m.group(4)}
+            if m.group(2):
+                data["model"] = m.group(2)
+            events.append(AuditEvent(n, "version", stripped, data))
+        m = _LOGO_MODEL.search(line)
+        if m and events and events[-1].kind == "version" and events[-1].line == n - 1:
+            events[-1].data["model"] = m.group(1)
         m = _ARGS.search(line)
         if m:
             args = _args_echo(m.group(1))
             spec = args.get("speculative_config")
-            if isinstance(spec, dict):
+            flags = {spec_flags[f]: args[f.lstrip("-").replace("-", "_")] for f in spec_flags
+                     if args.get(f.lstrip("-").replace("-", "_")) is not None}
+            if isinstance(spec, dict) or flags:  # rule cli-spec-flags-merge
+                spec = {**(spec if isinstance(spec, dict) else {}), **flags}
                 data: dict[str, Any] = {"source": "args", "speculative_config": spec,
                                         "model": args.get("model")}
-                rsm = spec.get("rejection_sample_method", "standard")
+                try:
+                    rsm = normalise_speculative(spec).get("rejection_sample_method", "standard")
+                except ValueError as exc:  # vLLM would refuse it; read the verifier anyway
+                    data["config_id_error"] = str(exc)
+                    raw = {str(k).replace("-", "_"): v for k, v in spec.items()}
+                    rsm = raw.get("rejection_sample_method", "standard")
                 data["rejection_sample_method"] = rsm
-                data["lossy"] = rsm in LOSSY_METHODS
-                if isinstance(args.get("model"), str):
+                data["lossy"] = rsm not in ("standard", "block")
+                if isinstance(args.get("model"), str) and "config_id_error" not in data:
                     numerics = {k: args[k] for k in IDENTITY_OPTIONS if args.get(k) is not None}
                     try:
                         data["config_id"] = config_id(args["model"], spec, **numerics)

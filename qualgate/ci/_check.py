@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..speculative import LOSSY_METHODS, SPECULATIVE_KEYS, resolve_speculative
+from ..speculative import (
+    LOSSY_METHODS,
+    SPECULATIVE_KEYS,
+    normalise_speculative,
+    resolve_speculative,
+)
 from ._serving import ServingConfig, read_serving_config
 
 __all__ = ["CheckResult", "check", "parse_age"]
@@ -138,6 +143,20 @@ def _describe(cfg: ServingConfig, allow_keys) -> str:
     return "; ".join(parts)
 
 
+def _as_vllm_reads(cfg: ServingConfig) -> dict[str, Any] | None:
+    """The speculative config as vLLM 0.33 reads it (:func:`normalise_speculative`): keys
+    with hyphens, lax types and the method vLLM infers. A config vLLM refuses, or one that
+    qualgate cannot resolve exactly, is a :class:`DataError` (exit 3), never "lossless"."""
+    if not cfg.speculative:
+        return None
+    try:
+        return normalise_speculative(cfg.speculative)
+    except ValueError as exc:
+        raise DataError(f"speculative_config cannot be resolved as vLLM 0.33 would: {exc}",
+                        file=cfg.path, line=cfg.line_of("speculative_config"),
+                        field="speculative_config") from exc
+
+
 def check(
     config: str | Path | ServingConfig,
     evidence: str | Path | None = None,
@@ -176,13 +195,13 @@ def check(
         max_age = parse_age(max_age)
     now = now or _dt.datetime.now(_dt.timezone.utc)
     cfg = config if isinstance(config, ServingConfig) else read_serving_config(config)
-    spec = cfg.speculative
-    method = (spec or {}).get("rejection_sample_method", "standard") if spec else "target"
+    spec = _as_vllm_reads(cfg)
+    method = spec.get("rejection_sample_method", "standard") if spec else "target"
     # anything not known to be lossless needs evidence (an unknown verifier name included)
     lossy = method not in LOSSLESS
 
     unknown = sorted(set(spec or {}) - set(SPECULATIVE_KEYS) - set(allow_keys))
-    notes: list[str] = []
+    notes: list[str] = list(cfg.notes)
     if allow_keys and spec:
         left = sorted(set(allow_keys) & set(spec))
         if left:

@@ -38,8 +38,10 @@ from ..speculative import (
     SPECULATIVE_KEYS,
     SPECULATIVE_METHODS,
     default_fly_window,
+    normalise_speculative,
     resolve_speculative,
 )
+from ..vllm033 import cite, rule
 from ._serving import ServingConfig, read_serving_config
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "LintReport", "lint", "lint_config",
@@ -88,6 +90,7 @@ class LintReport:
     resolved: dict[str, Any] | None
     config_id: str | None
     lossy: bool
+    notes: tuple[str, ...] = ()  #: how vLLM resolves what the file leaves implicit
 
     def at_or_above(self, severity: str) -> tuple[Finding, ...]:
         if severity not in SEVERITIES:
@@ -108,6 +111,7 @@ class LintReport:
             "resolved_speculative_config": self.resolved,
             "counts": self.counts(),
             "findings": [f.to_dict() for f in self.findings],
+            "notes": list(self.notes),
         }
 
 
@@ -142,46 +146,77 @@ def lint_config(cfg: ServingConfig) -> LintReport:
 
     resolved = cid = None
     lossy = False
+    notes: list[str] = list(cfg.notes)
+    for note in cfg.notes:
+        if "--config" in note:  # rule cli-config-equals
+            add("no-effect", "warning", note, "--config=")
     if spec:
-        rsm = spec.get("rejection_sample_method", "standard")
+        raw = {str(k).replace("-", "_"): v for k, v in spec.items()}  # rule spec-key-hyphens
+        rsm = raw.get("rejection_sample_method", "standard")
         lossy = rsm in ("fly", "synthetic")
-        K = spec.get("num_speculative_tokens")
-        K = K if isinstance(K, int) and not isinstance(K, bool) else None
-        method = spec.get("method", "draft_model" if spec.get("model") else None)
-
-        # --- what vLLM 0.33 refuses, in its own words where known (vllm/config/speculative.py)
         rejected = False
-        if "tensor_parallel_size" in spec:
-            rejected = True
+        norm = None
+        needs = rule("spec-model-needed").data
+        no_k = raw.get("num_speculative_tokens") is None and raw.get("method") != "suffix"
+        if no_k and raw.get("model") is None and raw.get("method", "draft_model") not in (
+                *needs["self_drafting"], *needs["model_free"]):
+            rejected = True  # no drafter to take n_predict from (vllm/config/speculative.py)
             add("vllm-rejects", "error",
-                "'tensor_parallel_size' is not a valid argument in the speculative_config. "
-                "Please pass 'draft_tensor_parallel_size' instead.", k_of("tensor_parallel_size"))
-        if "num_speculative_tokens" not in spec:
+                "num_speculative_tokens must be provided with speculative model unless the "
+                "draft model config contains an n_predict parameter. (no drafter model: "
+                f"{cite('spec-model-needed')})", "speculative_config")
+        elif no_k:
             rejected = True  # vLLM may take K from the drafter's n_predict (MTP, EAGLE heads)
             add("not-modelled", "warning",
                 "num_speculative_tokens is not set: vLLM takes it from the draft model's "
-                "n_predict if it has one and otherwise refuses the config ('num_speculative_"
-                "tokens must be provided with speculative model unless the draft model config "
-                "contains an n_predict parameter.'); qualgate cannot resolve the config or "
-                "compute its id without it. Set it explicitly.", "speculative_config")
-        if rsm == "fly" and K is not None and K < 2:
+                "n_predict (block_size for dspark) if it has one and otherwise refuses the "
+                "config ('num_speculative_tokens must be provided with speculative model "
+                "unless the draft model config contains an n_predict parameter.'); qualgate "
+                "cannot resolve the config or compute its id without it. Set it explicitly "
+                f"({cite('spec-k-default')}).", "speculative_config")
+        else:
+            try:
+                norm = normalise_speculative(raw)
+            except ValueError as exc:  # rules spec-extra-forbid, spec-field-bounds, ...
+                rejected = True
+                msg = str(exc)
+                key = next((k for k in sorted(raw, key=len, reverse=True) if k in msg), None)
+                add("vllm-rejects", "error", msg if msg.endswith(")") or msg.endswith(".")
+                    else msg + ".", k_of(key) if key else "speculative_config")
+        spec = norm or raw
+        K = spec.get("num_speculative_tokens")
+        K = K if isinstance(K, int) and not isinstance(K, bool) else None
+        method = spec.get("method")
+        if norm is not None and raw.get("method") != method:
+            how = ("from the drafter's name" if raw.get("method") is None or
+                   raw.get("method") == "draft_model" else "as its alias")
+            notes.append(f"vLLM runs method {method!r} ({how}; {cite('spec-method-by-name')}); "
+                         "the config id is computed with it")
+        if norm is not None and method == "draft_model":
+            notes.append("vLLM 0.33 also switches a draft_model drafter to dflash, dspark or mtp "
+                         "by its config.json (architectures, model_type), which qualgate cannot "
+                         f"read ({cite('spec-method-by-arch')})")
+        if norm is not None and raw.get("num_speculative_tokens") is None:
+            notes.append(f"num_speculative_tokens is not set: vLLM uses {K} for {method} "
+                         f"({cite('spec-k-default')})")
+
+        # --- what vLLM 0.33 refuses, in its own words (rules fly-rules, synthetic-rates, ...)
+        fly_msgs = rule("fly-rules").data["messages"]
+        if norm is not None and rsm == "fly" and K is not None and K < 2:
             rejected = True
-            add("vllm-rejects", "error",
-                f"FLy requires at least two speculative tokens; num_speculative_tokens = {K}.",
+            add("vllm-rejects", "error", f"{fly_msgs[0]} (num_speculative_tokens = {K})",
                 k_of("num_speculative_tokens"))
         w = spec.get("fly_window_size")
-        if rsm == "fly" and isinstance(w, int) and not isinstance(w, bool):
-            if w < 1:
-                rejected = True
-                add("vllm-rejects", "error",
-                    f"fly_window_size must be >= 1, got {w}.", k_of("fly_window_size"))
-            elif K is not None and K >= 2 and w >= K:
-                rejected = True
-                add("vllm-rejects", "error",
-                    f"fly_window_size ({w}) must be smaller than num_speculative_tokens ({K}).",
-                    k_of("fly_window_size"))
+        if norm is not None and rsm == "fly" and isinstance(w, int) and K is not None \
+                and K >= 2 and w >= K:
+            rejected = True
+            add("vllm-rejects", "error",
+                f"{fly_msgs[1]} (fly_window_size = {w}, num_speculative_tokens = {K})",
+                k_of("fly_window_size"))
         synth = [k for k in SYNTHETIC_KEYS if spec.get(k) is not None]
-        if rsm == "synthetic":
+        if norm is None:
+            pass
+        elif rsm == "synthetic":
             msg = _synthetic_problem(spec, K)
             if msg:
                 rejected = True
@@ -192,28 +227,22 @@ def lint_config(cfg: ServingConfig) -> LintReport:
             add("vllm-rejects", "error",
                 "synthetic_acceptance_rates / synthetic_acceptance_length are only valid with "
                 "rejection_sample_method='synthetic'.", k_of(synth[0]))
-        if spec.get("use_heterogeneous_vocab"):
-            for bad, msg in (
-                (method != "draft_model",
-                 "use_heterogeneous_vocab only works with method='draft_model'"),
-                (spec.get("draft_sample_method", "greedy") != "greedy",
-                 "use_heterogeneous_vocab currently only supports greedy draft sampling. Set "
-                 "draft_sample_method='greedy' (the default) or omit it."),
-                (bool(spec.get("use_local_argmax_reduction")),
-                 "use_heterogeneous_vocab and use_local_argmax_reduction cannot be used "
-                 "together because local argmax reduction bypasses the vocabulary mask and "
-                 "token mapping."),
-            ):
+        if norm is not None and spec.get("use_heterogeneous_vocab"):
+            for bad, msg in zip((
+                method != "draft_model",
+                spec.get("draft_sample_method", "greedy") != "greedy",
+                bool(spec.get("use_local_argmax_reduction")),
+            ), rule("hetero-vocab").data["messages"]):
                 if bad:
                     rejected = True
                     add("vllm-rejects", "error", msg, k_of("use_heterogeneous_vocab"))
 
         # --- what qualgate's config id does not model
-        unknown = sorted(set(spec) - set(SPECULATIVE_KEYS) - {"tensor_parallel_size"}
-                         - set(SYNTHETIC_KEYS))
+        unknown = (sorted(set(spec) - set(SPECULATIVE_KEYS) - set(SYNTHETIC_KEYS))
+                   if norm is not None else [])
         modelled = method in SPECULATIVE_METHODS
         sev = "warning" if lossy else "info"
-        if method is not None and not modelled:
+        if norm is not None and not modelled:
             add("not-modelled", sev,
                 f"method {method!r} is not one qualgate models {list(SPECULATIVE_METHODS)}: "
                 "qualgate check cannot bind evidence to this config.", k_of("method"))
@@ -224,9 +253,9 @@ def lint_config(cfg: ServingConfig) -> LintReport:
                 "change outputs).", k_of(key))
 
         # --- everything else vLLM refuses, as qualgate's resolver (which mirrors vLLM) says
-        if not rejected and (modelled or method is None):
+        if not rejected and modelled:
             try:
-                resolved = resolve_speculative(spec, allow_unknown=True)
+                resolved = resolve_speculative(raw, allow_unknown=True)
             except ValueError as exc:
                 rejected = True
                 add("vllm-rejects", "error", f"{exc}.", "speculative_config")
@@ -296,7 +325,7 @@ def lint_config(cfg: ServingConfig) -> LintReport:
 
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings = tuple(sorted(out, key=lambda f: (-order[f.severity], f.line or 0)))
-    return LintReport(cfg, findings, resolved, cid, lossy)
+    return LintReport(cfg, findings, resolved, cid, lossy, tuple(dict.fromkeys(notes)))
 
 
 def _greedy_note(cfg: ServingConfig) -> str:

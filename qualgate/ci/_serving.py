@@ -2,17 +2,27 @@
 
 Accepted inputs (the format is detected from the content, not the file name):
 
-- a serving config mapping, YAML or JSON: ``model`` and ``speculative_config`` (or
-  ``speculative-config``, as a mapping or a JSON string, as in a file given to
-  ``vllm serve --config``), with optional ``dtype``, ``quantization``, ``kv_cache_dtype``,
-  ``max_num_seqs``, ``max_num_batched_tokens`` (dashes or underscores);
+- a file for ``vllm serve --config``, YAML or JSON: option names as keys (``model``,
+  ``speculative-config``/``speculative_config`` as a mapping or a JSON string, dotted keys,
+  ``dtype``, ``max-num-seqs``, ...), turned into arguments as vLLM turns them;
 - a qualgate decoding config (``engine``, ``model``, ``speculative``, ``sampling``,
-  ``engine_options``), the harness's own format;
-- a ``vllm serve MODEL --speculative-config '{...}' [--dtype ...]`` command line, alone or
-  in a shell script (``\\`` continuations, quotes, comments, ``VAR=1`` prefixes), also as
-  ``python -m vllm.entrypoints.openai.api_server --model MODEL ...``; dotted options
-  (``--speculative-config.num_speculative_tokens 8``) and ``--config FILE`` are applied;
+  ``engine_options``), validated as ``qualgate run`` validates it;
+- a ``vllm serve MODEL ...`` command line, alone or in a shell script (``\\``
+  continuations, quotes, comments, ``VAR=1`` prefixes), ``python -m vllm.entrypoints.cli.main
+  serve``, ``python -m vllm.entrypoints.openai.api_server --model MODEL ...`` or ``docker
+  run ... vllm/vllm-openai:TAG ARGS``;
 - an args file: the arguments alone, shell words over any number of lines.
+
+Arguments are read as vLLM 0.33 reads them (:mod:`qualgate.ci._vllm_args`, rules of
+:mod:`qualgate.vllm033`): ``-sc``, ``--spec-method/--spec-model/--spec-tokens``, dotted
+options (which replace, not merge), ``_``/``-`` in names and keys, the last occurrence
+winning, ``--config FILE`` (but not ``--config=FILE``, which vLLM never reads).
+
+Fail closed: a mapping that names no model, a structure qualgate does not read (a
+Kubernetes spec, a config nested under another key), a misspelt or abbreviated speculative
+option, a shell variable in the command, speculative settings outside the vLLM command or
+an unbalanced quote are a :class:`DataError` naming the token and its line (exit 3), never
+a target-only, lossless config.
 
 The config id is computed with :func:`qualgate.config.config_id`, the function the harness
 stores with every record, so a served config and the harness config that produced the
@@ -21,8 +31,7 @@ evidence have the same id exactly when they ask the engine for the same thing.
 
 from __future__ import annotations
 
-import json
-import os
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +42,15 @@ import yaml
 
 from ..config import IDENTITY_OPTIONS, config_id
 from ..errors import DataError
+from ._vllm_args import (
+    _ENTRY_SERVE,
+    _SPECULATIVE_VALUE,
+    _SPECULATIVE_WORD,
+    _mapping_args,
+    _serve_args,
+    _shell_words,
+    parse_command_line,
+)
 
 __all__ = ["ServingConfig", "parse_command_line", "read_serving_config"]
 
@@ -58,6 +76,7 @@ class ServingConfig:
     options: dict[str, Any] = field(default_factory=dict)
     sampling: dict[str, Any] | None = None
     lines: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  #: how a spelling was read (e.g. a --config=FILE vLLM ignores)
 
     def line_of(self, key: str | None) -> int | None:
         """The line of ``key``, or of its nearest parent that has one."""
@@ -97,6 +116,7 @@ class ServingConfig:
             "model": self.model,
             "speculative_config": self.speculative,
             "options": self.options,
+            "notes": list(self.notes),
         }
 
 
@@ -115,242 +135,79 @@ def _key_lines(node, prefix="") -> dict[str, int]:
     return out
 
 
-def _spec_from_value(value, *, path, line, where):
-    if value is None or value == {}:
-        return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=path,
-                            line=line, field=where, value=value) from exc
-    if not isinstance(value, Mapping):
-        raise DataError("must be a mapping of speculative_config keys", file=path, line=line,
-                        field=where, value=value)
-    return dict(value)
+def _from_decoding(data: Mapping, *, path: str, lines: dict[str, int]) -> ServingConfig:
+    """A qualgate decoding config, validated as the harness validates it."""
+    from ..config import parse_config
 
-
-def _from_mapping(data: Mapping, *, path: str, lines: dict[str, int], fmt=None) -> ServingConfig:
-    norm = {str(k).replace("-", "_"): v for k, v in data.items()}
-    decoding = fmt == "decoding-config" or any(k in norm for k in ("engine", "sampling", "engine_options"))
-    if decoding:
-        spec_key = "speculative"
-        options = norm.get("engine_options") or {}
-        if not isinstance(options, Mapping):
-            raise DataError("must be a mapping", file=path, line=lines.get("engine_options"),
-                            field="engine_options", value=options)
-        options = {str(k): v for k, v in options.items() if k in _NUMERIC_KEYS}
-        sampling = norm.get("sampling") if isinstance(norm.get("sampling"), Mapping) else None
-    else:
-        spec_key = "speculative_config" if "speculative_config" in norm else "speculative"
-        options = {k: norm[k] for k in _NUMERIC_KEYS if k in norm}
-        sampling = None
-    spec = _spec_from_value(norm.get(spec_key), path=path, line=lines.get(spec_key),
-                            where=spec_key)
-    # one key name for the speculative block, whatever the file calls it
-    lines = {("speculative_config" + k[len(spec_key):] if k.split(".")[0] == spec_key else k): v
-             for k, v in lines.items()}
-    if decoding:
-        lines.update({k.replace("engine_options.", ""): v for k, v in lines.items()
-                      if k.startswith("engine_options.")})
-    model = norm.get("model")
-    if model is not None and not isinstance(model, str):
-        raise DataError("must be a hub id or path", file=path, line=lines.get("model"),
-                        field="model", value=model)
-    return ServingConfig(
-        path=path,
-        format="decoding-config" if decoding else "serving-config",
-        model=model,
-        speculative=spec,
-        options=options,
-        sampling=dict(sampling) if sampling else None,
-        lines=lines,
-    )
-
-
-# --------------------------------------------------------------------------- command lines
-
-
-def _shell_words(text: str, *, path: str) -> list[list[tuple[str, int]]]:
-    """Split shell text into commands of ``(word, line)``, as a POSIX shell would.
-
-    Handles single and double quotes, backslash escapes and ``\\``-newline continuations,
-    ``#`` comments, and newline, ``;``, ``&&``, ``||``, ``|``, ``&`` as command separators.
-    """
-    commands: list[list[tuple[str, int]]] = [[]]
-    cur: list[str] | None = None
-    cur_line = line = 1
-    i, n = 0, len(text)
-
-    def flush():
-        nonlocal cur
-        if cur is not None:
-            commands[-1].append(("".join(cur), cur_line))
-            cur = None
-
-    def start():
-        nonlocal cur, cur_line
-        if cur is None:
-            cur, cur_line = [], line
-
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            if text.startswith("\n", i + 1):
-                line += 1
-                i += 2
-                continue
-            start()
-            cur.append(text[i + 1 : i + 2])
-            i += 2
-        elif c == "'":
-            j = text.find("'", i + 1)
-            if j < 0:
-                raise DataError("unterminated single quote", file=path, line=line)
-            start()
-            cur.append(text[i + 1 : j])
-            line += text.count("\n", i, j)
-            i = j + 1
-        elif c == '"':
-            start()
-            i += 1
-            while True:
-                if i >= n:
-                    raise DataError("unterminated double quote", file=path, line=cur_line)
-                if text[i] == "\\" and i + 1 < n and text[i + 1] in '"\\$`\n':
-                    if text[i + 1] == "\n":
-                        line += 1
-                    else:
-                        cur.append(text[i + 1])
-                    i += 2
-                elif text[i] == '"':
-                    i += 1
-                    break
-                else:
-                    line += text[i] == "\n"
-                    cur.append(text[i])
-                    i += 1
-        elif c in " \t\r":
-            flush()
-            i += 1
-        elif c in "\n;&|":
-            flush()
-            if commands[-1]:
-                commands.append([])
-            line += c == "\n"
-            i += 1
-        elif c == "#" and cur is None:
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        else:
-            start()
-            cur.append(c)
-            i += 1
-    flush()
-    return [c for c in commands if c]
-
-
-def _serve_args(words: list[tuple[str, int]]) -> list[tuple[str, int]] | None:
-    names = [w for w, _ in words]
-    for j, w in enumerate(names):
-        if w == "serve" and j > 0 and os.path.basename(names[j - 1]) == "vllm":
-            return words[j + 1 :]
-        if w.startswith("vllm/vllm-openai"):  # docker run ... vllm/vllm-openai:TAG ARGS
-            return words[j + 1 :]
-        if w == "-m" and j + 1 < len(names):
-            mod = names[j + 1]
-            if mod == "vllm.entrypoints.openai.api_server":
-                return words[j + 2 :]
-            if mod == "vllm.entrypoints.cli.main" and names[j + 2 : j + 3] == ["serve"]:
-                return words[j + 3 :]
-    return None
-
-
-def _scalar(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-_SPEC_OPTS = ("--speculative-config", "--speculative_config")
-_MODEL_OPTS = ("--model",)
-_FLAG_PREFIXES = ("--no-", "--enable-", "--disable-")
-_FLAGS = {"--trust-remote-code", "--enforce-eager", "--headless", "--async-scheduling"}
-
-
-def parse_command_line(args: list[tuple[str, int]], *, path: str, fmt: str) -> ServingConfig:
-    """Build a :class:`ServingConfig` from ``vllm serve`` arguments ``(word, line)``."""
-    model = model_line = None
-    spec: dict[str, Any] | None = None
-    options: dict[str, Any] = {}
-    lines: dict[str, int] = {}
-    base: ServingConfig | None = None
-    i = 0
-    while i < len(args):
-        word, line = args[i]
-        if not word.startswith("-") or word == "-":
-            if model is None:
-                model, model_line = word, line
-            i += 1
-            continue
-        name, eq, value = word.partition("=")
-        if not eq:
-            takes_value = not (
-                name in _FLAGS
-                or name.startswith(_FLAG_PREFIXES)
-                or i + 1 >= len(args)
-                or args[i + 1][0].startswith("--")
-            )
-            value, value_line = args[i + 1] if takes_value else (None, line)
-            i += 2 if takes_value else 1
-        else:
-            value_line = line
-            i += 1
-        key = name.lstrip("-").replace("-", "_")
-        if name in _MODEL_OPTS:
-            model, model_line = value, line
-        elif name in _SPEC_OPTS:
-            given = _spec_from_value(value, path=path, line=line, where=name) or {}
-            spec = {**(spec or {}), **given}
-            lines["speculative_config"] = line
-            for sub in given:  # the line of each key inside a multi-line JSON value
-                at = value.find(f'"{sub}"')
-                if at >= 0:
-                    lines[f"speculative_config.{sub}"] = value_line + value.count("\n", 0, at)
-        elif name.startswith(tuple(o + "." for o in _SPEC_OPTS)):
-            sub = name.split(".", 1)[1].replace("-", "_")
-            spec = {**(spec or {}), sub: _scalar(value) if value is not None else True}
-            lines.setdefault("speculative_config", line)
-            lines[f"speculative_config.{sub}"] = line
-        elif name == "--config" and value:
-            cfg = Path(path).parent / value
-            base = read_serving_config(cfg) if cfg.is_file() else None
-            if base is None:
-                raise DataError("the file given to --config cannot be read", file=path,
-                                line=line, field="--config", value=value)
-        elif name in ("-q",) or key in _NUMERIC_KEYS:
-            key = "quantization" if name == "-q" else key
-            options[key] = _scalar(value) if key in SERVING_OPTIONS else value
-            lines[key] = line
-    if model_line is not None:
-        lines["model"] = model_line
-    if base is not None:  # --config FILE supplies defaults; the command line overrides them
-        model = model or base.model
-        if base.speculative and spec is None:
-            spec = base.speculative
-        options = {**base.options, **options}
-    return ServingConfig(path=path, format=fmt, model=model, speculative=spec or None,
-                         options=options, lines=lines)
+    parse_config(data, path=path)  # unknown keys, sampling ranges, ... exit 3 like `run`
+    options = {str(k): v for k, v in (data.get("engine_options") or {}).items()
+               if k in _NUMERIC_KEYS}
+    spec = data.get("speculative")
+    lines = {("speculative_config" + k[len("speculative"):]
+              if k.split(".")[0] == "speculative" else k): v for k, v in lines.items()}
+    lines.update({k.replace("engine_options.", ""): v for k, v in lines.items()
+                  if k.startswith("engine_options.")})
+    return ServingConfig(path=path, format="decoding-config", model=data.get("model"),
+                         speculative=dict(spec) if spec else None, options=options,
+                         sampling=dict(data.get("sampling") or {}), lines=lines)
 
 
 # --------------------------------------------------------------------------- entry point
 
 
+def _mentions(node, out: list[tuple[str, int]]) -> None:
+    """Scalars of a YAML node that mention speculative decoding, with their lines."""
+    if isinstance(node, yaml.ScalarNode):
+        if _SPECULATIVE_WORD.search(str(node.value)):
+            out.append((str(node.value), node.start_mark.line + 1))
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            _mentions(k, out)
+            _mentions(v, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for v in node.value:
+            _mentions(v, out)
+
+
+def _from_serving_mapping(data: Mapping, node, *, path: str) -> ServingConfig:
+    """A ``vllm serve --config`` mapping, read as vLLM turns it into arguments."""
+    lines = _key_lines(node)
+    norm = {str(k).replace("-", "_") for k in data}
+    if "model" not in norm and not norm & {"speculative_config", "sc", "spec_method",
+                                           "spec_model", "spec_tokens"}:
+        found: list[tuple[str, int]] = []
+        _mentions(node, found)
+        what = (f"; it mentions {found[0][0]!r} at line {found[0][1]} in a structure qualgate "
+                "does not read" if found else "")
+        raise DataError("not understood as a serving config: a mapping needs `model` (and "
+                        "optionally `speculative-config`) as in a file for `vllm serve "
+                        f"--config`, or a qualgate decoding config{what}", file=path,
+                        line=found[0][1] if found else None, field=found[0][0] if found else None)
+    cfg = parse_command_line(_mapping_args(data, lines), path=path, fmt="serving-config",
+                             entry=_ENTRY_SERVE)
+    spec_lines = {k: v for k, v in lines.items() if k.startswith("speculative_config.")}
+    return dataclasses.replace(cfg, lines={**cfg.lines, **spec_lines})
+
+
+def _scan_other_commands(commands, serve_words, *, path: str) -> None:
+    """Refuse a script that mentions speculative decoding outside its vLLM command (a
+    variable or a file that the command reads at run time)."""
+    used = {id(w) for w in serve_words}
+    for c in commands:
+        for w in c:
+            if id(w) not in used and _SPECULATIVE_VALUE.search(w[0]):
+                raise DataError(f"{w[0][:60]!r} mentions speculative decoding outside the vllm "
+                                "command (a shell variable or file read at run time); qualgate "
+                                "cannot resolve it exactly as vLLM 0.33 would, so it refuses "
+                                "it", file=path, line=w[1], field=w[0][:60])
+
+
 def read_serving_config(path: str | Path) -> ServingConfig:
     """Read a serving config (any accepted format; see the module docstring).
 
-    Raises :class:`DataError` when the file cannot be read or parsed.
+    Raises :class:`DataError` when the file cannot be read or parsed, or holds a spelling
+    that can touch speculative decoding and that qualgate cannot resolve exactly as vLLM
+    0.33 would (fail closed).
     """
     p = Path(path)
     try:
@@ -360,10 +217,13 @@ def read_serving_config(path: str | Path) -> ServingConfig:
     spath = str(p)
 
     commands = shell_error = None
-    if "vllm" in text or re.match(r"\s*--[A-Za-z]", text):
+    launches = re.search(r"\bvllm\b[^\n]*\bserve\b|vllm\.entrypoints|vllm/vllm-openai", text)
+    if "vllm" in text or re.match(r"\s*--?[A-Za-z]", text):
         try:
             commands = _shell_words(text, path=spath)
         except DataError as exc:  # maybe YAML/JSON with quotes a shell would not balance
+            if launches:
+                raise
             shell_error = exc
     if commands:
         serves = [(c, a) for c in commands if (a := _serve_args(c)) is not None]
@@ -372,8 +232,10 @@ def read_serving_config(path: str | Path) -> ServingConfig:
             raise DataError(f"{len(serves)} vllm serve commands (lines {at}); give one per file",
                             file=spath)
         if serves:
-            return parse_command_line(serves[0][1], path=spath, fmt="command-line")
-        if re.match(r"--[A-Za-z]", commands[0][0][0]):
+            command, (entry, args) = serves[0]
+            _scan_other_commands(commands, command, path=spath)
+            return parse_command_line(args, path=spath, fmt="command-line", entry=entry)
+        if re.match(r"--?[A-Za-z]", commands[0][0][0]):
             return parse_command_line([w for c in commands for w in c], path=spath,
                                       fmt="args-file")
 
@@ -393,4 +255,6 @@ def read_serving_config(path: str | Path) -> ServingConfig:
         raise DataError("expected a serving config mapping (model, speculative_config), a "
                         "decoding config, or a vllm serve command line", file=spath,
                         value=data if not isinstance(data, str) else data[:80])
-    return _from_mapping(data, path=spath, lines=_key_lines(node))
+    if any(str(k) in ("engine", "sampling", "engine_options") for k in data):
+        return _from_decoding(data, path=spath, lines=_key_lines(node))
+    return _from_serving_mapping(data, node, path=spath)

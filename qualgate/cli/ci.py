@@ -69,6 +69,8 @@ def lint(configs, fail_on, fmt):
                 click.echo(f"::{level} {props}::{_gh_escape(f.message)}")
             else:
                 click.echo(f"{_where(path, f.line)}: {f.severity}: {f.message} [{f.rule}]")
+        for note in r.notes if fmt != "json" else ():
+            click.echo(f"{path}: note: {note}", err=True)
         if fmt == "text":
             c = r.counts()
             what = (f"{len(r.findings)} finding(s): {c['error']} error, {c['warning']} warning, "
@@ -234,8 +236,18 @@ _BOUND_TEXT = {
 @click.command()
 @click.option("--budget", type=int, help="Tokens per scheduler step (max_num_batched_tokens).")
 @click.option("--max-seqs", "--max-num-seqs", "max_seqs", type=int, help="vLLM's max_num_seqs.")
+@click.option("--method", type=click.Choice(["draft_model", "eagle", "eagle3", "mtp", "dflash",
+                                             "dspark", "ngram", "suffix"]),
+              help="Speculative method: charge and lookahead as vLLM 0.33 computes them "
+                   "(with --k).")
+@click.option("--k", "k", type=int, help="num_speculative_tokens (with --method).")
+@click.option("--parallel-drafting", is_flag=True,
+              help="PARD (draft_model) or P-EAGLE (eagle/eagle3) parallel drafting.")
+@click.option("--fill-in", is_flag=True,
+              help="A dspark drafter with sample_from_anchor: false (lookahead K + 1).")
 @click.option("--charge", type=int,
-              help="Tokens charged per running decode request (e.g. 1 + num_speculative_tokens).")
+              help="Tokens charged per running decode request, for cases --method does not "
+                   "cover (draft_model: K + 2; eagle/eagle3/mtp/dflash/dspark: K + 1).")
 @click.option("--lookahead", type=int,
               help="num_lookahead_tokens of a dflash/dspark drafter: also caps at budget // N.")
 @click.option("--metrics", help="Prometheus text exposition: a file of scrapes or a URL.")
@@ -244,31 +256,45 @@ _BOUND_TEXT = {
 @click.option("--interval", type=float, default=1.0, show_default=True,
               help="Seconds between fetches of a --metrics URL.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-def admission(budget, max_seqs, charge, lookahead, metrics, samples, interval, fmt):
+def admission(budget, max_seqs, method, k, parallel_drafting, fill_in, charge, lookahead,
+              metrics, samples, interval, fmt):
     """Running requests a token budget admits, and whether measured ones plateau below it.
 
-    With --budget, --max-seqs and --charge: min(max_seqs, budget // charge), and with
-    --lookahead also budget // lookahead, saying which bound binds. With --metrics and
-    --max-num-seqs: whether vllm:num_requests_running levels off below max_num_seqs while
-    requests wait (vllm:num_requests_waiting > 0).
+    With --budget, --max-seqs and --method/--k (or --charge, and --lookahead for a
+    dflash/dspark drafter): min(max_seqs, budget // charge, budget // lookahead), saying
+    which bound binds and printing vLLM's "Overriding max_num_active_seqs" line when vLLM
+    logs it. With --metrics and --max-num-seqs: whether vllm:num_requests_running levels
+    off below max_num_seqs while requests wait (vllm:num_requests_waiting > 0).
 
     \b
     Exit codes: 0 OK, 2 usage error, 3 unreadable metrics.
     """
     from ..ci import admission as compute
-    from ..ci import read_metrics, running_plateau
+    from ..ci import admission_for, read_metrics, running_plateau
 
-    arith = budget is not None or charge is not None or lookahead is not None
+    if (method is None) != (k is None):
+        raise click.UsageError("--method and --k go together")
+    if method is not None and (charge is not None or lookahead is not None):
+        raise click.UsageError("give --method/--k or --charge/--lookahead, not both")
+    arith = budget is not None or charge is not None or lookahead is not None or method is not None
     if not arith and metrics is None:
-        raise click.UsageError("give --budget, --max-seqs and --charge, or --metrics with "
-                               "--max-num-seqs")
-    missing = [n for n, v in (("--budget", budget), ("--charge", charge)) if arith and v is None]
+        raise click.UsageError("give --budget, --max-seqs and --method/--k (or --charge), or "
+                               "--metrics with --max-num-seqs")
+    missing = [n for n, v in (("--budget", budget), ("--charge or --method/--k", charge or k))
+               if arith and v is None]
     if max_seqs is None:
         missing.append("--max-seqs/--max-num-seqs")
     if missing:
         raise click.UsageError(f"missing {', '.join(missing)}")
     out = {}
-    if arith:
+    if arith and method is not None:
+        try:
+            out["admission"] = admission_for(method, k, budget, max_seqs,
+                                             parallel_drafting=parallel_drafting,
+                                             fill_in=fill_in)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from exc
+    elif arith:
         out["admission"] = compute(budget, max_seqs, charge, lookahead=lookahead)
     if metrics is not None:
         scrapes = read_metrics(metrics, samples=samples, interval=interval)
@@ -278,15 +304,17 @@ def admission(budget, max_seqs, charge, lookahead, metrics, samples, interval, f
         return ExitCode.OK
     if "admission" in out:
         a = out["admission"]
+        if a.method:
+            click.echo(f"{a.method}, K = {a.k}: charge {a.charge} tokens per decode request"
+                       + (f", lookahead {a.lookahead}" if a.lookahead is not None else ""))
         terms = [f"max_num_seqs {a.max_num_seqs}", f"{a.budget} // {a.charge} = "
                  f"{a.bounds['token_budget']}"]
         if a.lookahead is not None:
             terms.append(f"{a.budget} // {a.lookahead} = {a.bounds['lookahead_cap']}")
         click.echo(f"admitted running requests: {a.admitted} = min({', '.join(terms)})")
         click.echo("binding: " + " and ".join(_BOUND_TEXT[b] for b in a.binding))
-        if "lookahead_cap" in a.binding and a.admitted < a.max_num_seqs:
-            click.echo(f"vLLM logs this as: Overriding max_num_active_seqs from "
-                       f"{a.max_num_seqs} to {a.bounds['lookahead_cap']}")
+        if a.override:
+            click.echo(f"vLLM logs (WARNING, vllm.config.vllm): {a.override}")
     if "metrics" in out:
         m = out["metrics"]
         click.echo(f"metrics: {m.scrapes} scrape(s) from {m.source}; max_num_seqs "
@@ -311,5 +339,8 @@ def admission(budget, max_seqs, charge, lookahead, metrics, samples, interval, f
                 pred = out["admission"].admitted
                 rel = "matches" if s.plateau == pred else (
                     "is below" if s.plateau < pred else "is above")
-                click.echo(f"    the plateau {s.plateau:g} {rel} the predicted {pred}")
+                click.echo(f"    the plateau {s.plateau:g} {rel} the predicted {pred}; vLLM "
+                           "can also run one request more as a partial chunk on leftover "
+                           "budget (scheduler.py:844-848, 1062-1074), and the KV cache can "
+                           "hold fewer")
     return ExitCode.OK

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import click
@@ -62,8 +63,10 @@ def demo(out, questions, seeds, threads, quiet):
 
     import torch
 
+    from .._render import write_atomic
     from ..gate import render_text
     from ..harness import SpeedSettings, demo_plan, run_plan
+    from ..html_report import run_html
     from ..report import summarize
     from .._render import text_table
     from .run import progress_factory
@@ -95,8 +98,11 @@ def demo(out, questions, seeds, threads, quiet):
     click.echo("speed (output tokens per second of engine time over the run; speed-up: median of 7 interleaved "
                "rounds' ratios to the baseline [95% interval])")
     click.echo(text_table(speed_rows(summarize(out)), SPEED_HEADERS))
+    page = os.path.join(out, "report.html")
+    write_atomic(page, run_html(out))
     click.echo(f"\ndemo finished in {time.perf_counter() - t0:.0f} s; records, manifest and "
                f"gate.json in {out} (qualgate report {out})")
+    click.echo(f"HTML report (plots and the questions that flipped): {page}")
     return 0
 
 

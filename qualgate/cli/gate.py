@@ -29,7 +29,8 @@ def _records_options(f):
     return f
 
 
-def _emit(report, fmt, output, markdown, text, md):
+def _emit(report, fmt, output, markdown, text, md, html=None):
+    """Print ``report``, write its JSON, markdown and HTML (``html``: (path, build) or None)."""
     from .._render import append_step_summary, to_json, write_atomic
 
     doc = to_json(report)
@@ -39,6 +40,11 @@ def _emit(report, fmt, output, markdown, text, md):
     page = md(report)
     if markdown:
         write_atomic(markdown, page)
+    if html:
+        from .run import write_html
+
+        path, build = html
+        write_html(path, build(report.to_dict()))
     append_step_summary(page)
     return report.exit_code
 
@@ -68,9 +74,10 @@ def _emit(report, fmt, output, markdown, text, md):
 @click.option("--power", type=_FRACTION, default=0.8, show_default=True,
               help="With --sequential: target power against no loss (sets the futility boundary).")
 @_records_options
+@click.option("--html", type=_OUT, help="Also write a self-contained HTML page (plots, flips) to this file.")
 def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, sequential, order, order_seed,
          max_questions, power, on_missing, max_errors, drop_truncated, allow_unknown, fmt, output,
-         markdown):  # fmt: skip
+         markdown, html):  # fmt: skip
     """Decide whether each CANDIDATE loses quality against BASELINE.
 
     BASELINE and each CANDIDATE are record files (.jsonl, .parquet, .csv) or directories of
@@ -84,6 +91,11 @@ def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, s
     """
     records = dict(on_missing=on_missing, max_errors=max_errors, drop_truncated=drop_truncated,
                    allow_unknown=allow_unknown)
+    if html:
+        from ..html_report import gate_html
+
+        read = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+        html = (html, lambda doc: gate_html(doc, baseline, list(candidates), **read))
     if sequential:
         from .. import sequential as seq
 
@@ -93,7 +105,7 @@ def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, s
             baseline, list(candidates), margin=margin, alpha=alpha, power=power, order=order, seed=order_seed,
             max_questions=max_questions, inconclusive=inconclusive, **records,
         )  # fmt: skip
-        return _emit(report, fmt, output, markdown, seq.render_text, seq.render_markdown)
+        return _emit(report, fmt, output, markdown, seq.render_text, seq.render_markdown, html)
 
     from ..gate import render_markdown, render_text, run_gate
 
@@ -101,7 +113,7 @@ def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, s
         baseline, list(candidates), policy=policy, margin=margin, alpha=alpha, weighting=weighting,
         inconclusive=inconclusive, **records,
     )  # fmt: skip
-    return _emit(report, fmt, output, markdown, render_text, render_markdown)
+    return _emit(report, fmt, output, markdown, render_text, render_markdown, html)
 
 
 class _Losses(click.ParamType):

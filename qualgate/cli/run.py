@@ -31,9 +31,10 @@ def progress_factory(quiet: bool):
     return progress
 
 
-def emit_report(out, fmt: str, markdown: str | None) -> None:
+def emit_report(out, fmt: str, markdown: str | None, html: str | None = None) -> None:
     """Print the report of run directory ``out`` (text or JSON), write its markdown to
-    ``markdown`` and append it to ``$GITHUB_STEP_SUMMARY`` when that is set."""
+    ``markdown`` and its HTML page to ``html``, and append the markdown to
+    ``$GITHUB_STEP_SUMMARY`` when that is set."""
     from .._render import append_step_summary, to_json, write_atomic
     from ..report import render_markdown, render_text, summarize
 
@@ -42,13 +43,27 @@ def emit_report(out, fmt: str, markdown: str | None) -> None:
     md = render_markdown(rep)
     if markdown:
         write_atomic(markdown, md)
+    if html:
+        from ..html_report import run_html
+
+        write_html(html, run_html(out))
     append_step_summary(md)
+
+
+def write_html(path: str, page: str) -> None:
+    """Write an HTML page to ``path`` (atomically) and say where it is, on stderr."""
+    from .._render import write_atomic
+
+    write_atomic(path, page)
+    click.echo(f"HTML report: {path}", err=True)
 
 
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
                        show_default=True, help="Report format on stdout.")
 _MARKDOWN = click.option("--markdown", type=click.Path(dir_okay=False, writable=True),
                          help="Also write the report as markdown to this file.")
+_HTML = click.option("--html", type=click.Path(dir_okay=False, writable=True),
+                     help="Also write a self-contained HTML page (plots, flips, provenance) to this file.")
 
 
 @click.command()
@@ -78,8 +93,9 @@ _MARKDOWN = click.option("--markdown", type=click.Path(dir_okay=False, writable=
               help="With --speed-rounds: requests per round.")
 @_FORMAT
 @_MARKDOWN
+@_HTML
 def run(plan, out, resume, quiet, max_errors, sequential, batch_questions, max_questions, power, order_seed,
-        speed_rounds, speed_questions, fmt, markdown):
+        speed_rounds, speed_questions, fmt, markdown, html):
     """Run every config of PLAN over the same seeded questions, then gate and report.
 
     Writes OUT/manifest.json, OUT/records/<config>.jsonl (appended as requests finish) and
@@ -109,7 +125,7 @@ def run(plan, out, resume, quiet, max_errors, sequential, batch_questions, max_q
         click.echo(f"the run stopped: {type(exc).__name__}: {exc}; the records written so far "
                    "are kept; continue with --resume", err=True)
         return ExitCode.DATA
-    emit_report(out, fmt, markdown)
+    emit_report(out, fmt, markdown, html if result.manifest["gate"]["status"] == "ok" else None)
     if result.manifest["gate"]["status"] == "refused":
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
     return result.exit_code
@@ -119,9 +135,10 @@ def run(plan, out, resume, quiet, max_errors, sequential, batch_questions, max_q
 @click.argument("out", type=click.Path(exists=True, file_okay=False))
 @_FORMAT
 @_MARKDOWN
-def report(out, fmt, markdown):
+@_HTML
+def report(out, fmt, markdown, html):
     """Print the report of run directory OUT: per config, accuracy per suite, no-answer rate,
     mean acceptance length, tokens/s, speed-up over the baseline, and the gate's verdict with
-    the loss bound."""
-    emit_report(out, fmt, markdown)
+    the loss bound. With --html, also a self-contained page with plots and the flipped questions."""
+    emit_report(out, fmt, markdown, html)
     return 0

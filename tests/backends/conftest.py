@@ -1,8 +1,11 @@
 """Doubles for the two boundaries that cannot run here: the ``vllm.LLM`` class (no GPU, no
 vLLM) and a vLLM server (a real HTTP server on 127.0.0.1 that speaks the protocol).
 
-Their behaviour follows vLLM 0.33.0's source (see the docstrings of
-``qualgate.backends.vllm`` and ``qualgate.backends.vllm_server``): the shape of
+Their behaviour follows vLLM 0.33.0's source, through the rows of the conformance table
+:data:`qualgate.vllm033.TABLE` they apply (``per-request-metrics``, ``llm-data-parallel``,
+``lookahead``, ``budget-too-small``, ``override-line``, ``fly-warning``,
+``validation-error``; see also the docstrings of ``qualgate.backends.vllm`` and
+``qualgate.backends.vllm_server``), so the double refuses what vLLM refuses: the shape of
 ``RequestSpecDecodeMetrics.to_dict()``, the logger names and messages of the FLy and
 scheduler warnings, the ``dictConfig`` that ``LLM.__init__`` applies to the ``vllm`` logger,
 the OpenAI response with ``metrics.speculative_decoding``, ``/v1/models``,
@@ -16,6 +19,9 @@ import json
 import logging
 import logging.config
 import os
+import socket
+import ssl
+import struct
 import sys
 import threading
 import time
@@ -25,8 +31,10 @@ from pathlib import Path
 
 import pytest
 
+from qualgate.ci import method_charge
 from qualgate.demo.task import solve
 from qualgate.speculative import FLY_LOSSY_WARNING
+from qualgate.vllm033 import rule
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 
@@ -63,10 +71,27 @@ class SpecMetrics:
         }
 
 
+class VLLMError(Exception):
+    """Mirrors ``vllm.exceptions.VLLMError`` (rule ``validation-error``: not a ValueError)."""
+
+
+class VLLMClientError(VLLMError):
+    """Mirrors ``vllm.exceptions.VLLMClientError``."""
+
+
+class VLLMValidationError(VLLMClientError):
+    """Mirrors ``vllm.exceptions.VLLMValidationError``."""
+
+
 class RecordingSamplingParams:
-    """Stands in for ``vllm.SamplingParams`` only when vLLM is not installed."""
+    """Stands in for ``vllm.SamplingParams`` only when vLLM is not installed; refuses the
+    values vLLM refuses (rule ``sampling-ranges``) with :class:`VLLMValidationError`."""
 
     def __init__(self, **kwargs):
+        for key, (low, high, closed) in rule("sampling-ranges").data["ranges"].items():
+            v = kwargs.get(key)
+            if v is not None and not ((low <= v if closed else low < v) and v <= high):
+                raise VLLMValidationError(f"{key} must be in [{low}, {high}], got {v}.")
         self.kwargs = kwargs
         for k, v in kwargs.items():
             setattr(self, k, v)
@@ -86,6 +111,12 @@ class RecordingLLM:
         self.shutdowns = 0
         self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
         spec = kwargs.get("speculative_config")
+        if kwargs.get("per_request_spec_decode_metrics", "none") != "none" and not spec:
+            raise ValueError(rule("per-request-metrics").data["message"])
+        if (kwargs.get("data_parallel_size", 1) > 1
+                and kwargs.get("distributed_executor_backend") != "external_launcher"):
+            raise ValueError(f"LLM(data_parallel_size={kwargs['data_parallel_size']}) is not "
+                             "supported for single-process usage and may hang.")  # llm-data-parallel
         self.k = spec["num_speculative_tokens"] if spec else None
         self.per_pos = [0] * (self.k or 0)
         # LLM.__init__ -> configure_logging_if_needed -> dictConfig on the "vllm" logger
@@ -97,22 +128,22 @@ class RecordingLLM:
             "handlers": {"vllm": {"class": "logging.NullHandler"}},
             "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
         })
-        if spec and kwargs.get("max_num_batched_tokens", 8192) <= self.k:  # vllm/config/vllm.py
+        lookahead = method_charge(spec["method"], self.k)[1] if spec else 0  # rule lookahead
+        budget = kwargs.get("max_num_batched_tokens", 8192)
+        if spec and budget <= lookahead:  # rule budget-too-small
             raise ValueError(
                 "VllmConfig does not have enough slots to schedule a token and support the "
                 "speculative decoding settings. Got max_num_batched_tokens="
-                f"{kwargs['max_num_batched_tokens']} and num_lookahead_tokens={self.k}.")
+                f"{budget} and num_lookahead_tokens={lookahead}.")
         if spec and spec.get("rejection_sample_method") == "fly" and not RecordingLLM.fly_logged:
             # logger.warning_once: once per process (here: per test)
             RecordingLLM.fly_logged = True
             logging.getLogger("vllm.config.speculative").warning(FLY_LOSSY_WARNING)
-        if spec and spec.get("method") in ("dflash", "dspark"):
-            budget = kwargs.get("max_num_batched_tokens", 2048)
-            seqs = kwargs.get("max_num_seqs", 256)
-            logging.getLogger("vllm.config.vllm").warning(
-                "The %s draft pass needs %d query tokens per request within "
-                "max_num_batched_tokens=%d. Overriding max_num_active_seqs from %d to %d.",
-                spec["method"], self.k + 1, budget, seqs, budget // (self.k + 1))
+        seqs = kwargs.get("max_num_seqs", 256)
+        if spec and spec.get("method") in ("dflash", "dspark") and budget // lookahead < seqs:
+            over = rule("override-line").data  # rule override-line
+            logging.getLogger(over["logger"]).warning(
+                over["format"], spec["method"], lookahead, budget, seqs, budget // lookahead)
         engine = self
 
         class _Core:
@@ -181,7 +212,12 @@ def fake_llm(monkeypatch):
         mod.LLM = RecordingLLM
         mod.SamplingParams = RecordingSamplingParams
         mod.__version__ = "0.33.0"
+        exc = types.ModuleType("vllm.exceptions")
+        exc.VLLMError, exc.VLLMClientError = VLLMError, VLLMClientError
+        exc.VLLMValidationError = VLLMValidationError
+        mod.exceptions = exc
         monkeypatch.setitem(sys.modules, "vllm", mod)
+        monkeypatch.setitem(sys.modules, "vllm.exceptions", exc)
     monkeypatch.delenv("VLLM_BATCH_INVARIANT", raising=False)
     return RecordingLLM
 
@@ -219,12 +255,21 @@ class FakeVLLMServer:
     get 500), ``slow`` (seeds whose first attempt sleeps ``slow_s`` before answering);
     ``delay_s`` delays every completion. ``max_in_flight`` is the most completion requests
     it ever held at once; ``auth`` the ``Authorization`` headers it received.
+
+    HTTP is served as ``vllm serve`` (uvicorn) serves it: HTTP/1.1 with keep-alive
+    (``connections`` counts the TCP connections accepted). ``hostile`` maps a route
+    (``"completion"``, ``"/v1/models"``, ``"/version"``, ``"/metrics"``, ``"/server_info"``)
+    to ``fn(handler, server, body)`` that may answer in its own (broken) way and return
+    True; :meth:`kill` dies as a killed process does, and ``die_after=N`` calls it on the
+    completion request that arrives after N answers. ``tls=(certfile, keyfile)`` serves
+    HTTPS; ``port`` and ``version`` (of ``/version``) can be chosen.
     """
 
     def __init__(self, *, model="Qwen/Qwen3-8B", served=None, speculative=None,
                  per_request_metrics=True, server_info=False, wrong_mod=3, burst_429=0,
                  fail_500=(), always_500=(), slow=(), slow_s=1.0, metrics_k=None,
-                 retry_after="0", delay_s=0.0):
+                 retry_after="0", delay_s=0.0, hostile=None, die_after=None, port=0,
+                 version="0.33.0", tls=None):
         self.model = model
         self.served = served or model
         self.speculative = speculative
@@ -241,15 +286,29 @@ class FakeVLLMServer:
         self.retry_after = retry_after
         self.delay_s = delay_s
         self.in_flight = self.max_in_flight = 0
+        # HTTP serving (as uvicorn under `vllm serve`: HTTP/1.1, keep-alive)
+        self.hostile = dict(hostile or {})  # route -> fn(handler, server, body) -> handled?
+        self.die_after = die_after  # kill() on the completion request after this many answers
+        self.connections = 0  # TCP connections accepted
+        self.socks: set[socket.socket] = set()
+        self.dead = False
         self.auth: list[str | None] = []
         self.lock = threading.Lock()
         self.bodies: list[dict] = []  # completion requests answered with 200
         self.statuses: list[int] = []  # every completion attempt's status (0: too slow)
         self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
         self.per_pos = [0] * (self.metrics_k or 0)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.version = version
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.httpd.handle_error = lambda request, address: None  # a client gone: not news
+        scheme = "http"
+        if tls is not None:  # (certfile, keyfile): HTTPS
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
                                        daemon=True)
 
@@ -261,6 +320,20 @@ class FakeVLLMServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         return False
+
+    def kill(self):
+        """Die as a killed process does: stop listening, reset every open connection."""
+        with self.lock:
+            self.dead = True
+            socks = list(self.socks)
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        for sock in socks:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     # the protocol ----------------------------------------------------------------
 
@@ -321,6 +394,31 @@ class FakeVLLMServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                # headers and body go out in two writes: without this, Nagle's algorithm and
+                # the client's delayed ACK hold the body back 40 ms on a kept-alive connection
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                with server.lock:
+                    server.connections += 1
+                    server.socks.add(self.connection)
+
+            def finish(self):
+                with server.lock:
+                    server.socks.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:
+                    pass
+
+            def _hostile(self, route, body=None):
+                fn = server.hostile.get(route)
+                if fn is not None and fn(self, server, body):
+                    self.close_connection = True
+                    return True
+                return False
             def log_message(self, *args):
                 pass
 
@@ -334,16 +432,18 @@ class FakeVLLMServer:
                         self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                except OSError:  # the client went away, or kill()
+                    self.close_connection = True
 
             def do_GET(self):
+                if self._hostile(self.path.split("?")[0]):
+                    return
                 if self.path == "/v1/models":
                     self._send(200, {"object": "list", "data": [
                         {"id": server.served, "object": "model", "owned_by": "vllm",
                          "root": server.model, "max_model_len": 40960}]})
                 elif self.path == "/version":
-                    self._send(200, {"version": "0.33.0"})
+                    self._send(200, {"version": server.version})
                 elif self.path == "/metrics":
                     self._send(200, server.prometheus().encode(), "text/plain; version=0.0.4")
                 elif self.path.startswith("/server_info") and server.server_info:
@@ -361,7 +461,13 @@ class FakeVLLMServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.auth.append(self.headers.get("Authorization"))
                 try:
-                    self._complete(body)
+                    with server.lock:
+                        dying = (server.die_after is not None
+                                 and len(server.bodies) >= server.die_after)
+                    if dying:
+                        return server.kill()
+                    if not self._hostile("completion", body):
+                        self._complete(body)
                 finally:
                     with server.lock:
                         server.in_flight -= 1
@@ -401,6 +507,8 @@ class FakeVLLMServer:
                     return self._send(200, server.completion(body))
                 resp = server.completion(body)
                 with server.lock:
+                    if server.dead:  # killed while this request was in flight
+                        return
                     server.bodies.append(body)
                     server.statuses.append(200)
                 self._send(200, resp)

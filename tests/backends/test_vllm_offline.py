@@ -78,7 +78,88 @@ def test_llm_is_built_with_the_exact_arguments_of_each_example_config(fake_llm, 
     with open_backend(cfg) as backend:
         assert isinstance(backend, VLLMBackend)
     (llm,) = fake_llm.instances
-    assert llm.kwargs == {**COMMON, "speculative_config": EXPECTED_SPEC[name]}
+    expected = {**COMMON, "speculative_config": EXPECTED_SPEC[name]}
+    if EXPECTED_SPEC[name] is None:  # vLLM refuses per-request metrics without speculation
+        del expected["per_request_spec_decode_metrics"]
+    assert llm.kwargs == expected
+
+
+def test_the_target_config_carries_no_per_request_metrics_option_and_vllm_refuses_one(fake_llm):
+    # vllm/config/vllm.py:1734-1741 (rule per-request-metrics)
+    assert "per_request_spec_decode_metrics" not in llm_kwargs(load_plan(PLAN).configs["target"])
+    with pytest.raises(ValueError, match="requires speculative decoding to be enabled"):
+        fake_llm(model="Qwen/Qwen3-8B", speculative_config=None,
+                 per_request_spec_decode_metrics="summary")
+
+
+def test_a_validation_error_at_run_time_is_an_error_record_not_a_traceback(fake_llm):
+    # SamplingParams raises VLLMValidationError, a VLLMClientError and not a ValueError
+    # (vllm/exceptions.py:10-28); a request that skipped the config check must not escape
+    cfg = small_config()
+    good, bad = requests_for(cfg, QUESTIONS[:2])
+    bad = Request(bad.messages, {**bad.sampling, "temperature": 3.0})
+    with open_backend(cfg) as backend:
+        gens = backend.generate([good, bad])
+    assert gens[0].error is None and gens[0].text == "#### 5"
+    assert gens[1].text is None and "VLLMValidationError" in gens[1].error
+    assert "temperature" in gens[1].error
+    assert not issubclass(sys.modules["vllm.exceptions"].VLLMValidationError, ValueError)
+
+
+@pytest.mark.parametrize("key, value", [("temperature", 2.5), ("temperature", float("nan")),
+                                        ("min_p", 1.5), ("presence_penalty", -3),
+                                        ("frequency_penalty", 2.1), ("repetition_penalty", 0),
+                                        ("top_p", 0)])
+def test_a_sampling_value_vllm_refuses_is_a_config_error_before_any_engine(fake_llm, tmp_path,
+                                                                            tiny_suite, key,
+                                                                            value):
+    # vllm/sampling_params.py:634-702 (rule sampling-ranges)
+    cfg = json.loads(json.dumps({"name": "hot", "engine": "vllm", "model": "Qwen/Qwen3-8B",
+                                 "sampling": {"max_tokens": 64, key: value}}))
+    (tmp_path / "hot.yaml").write_text(json.dumps(cfg).replace("NaN", ".nan"))
+    with pytest.raises(DataError, match=f"sampling.{key}"):
+        load_config(tmp_path / "hot.yaml")
+    plan = {"name": "p", "suites": [{"suite": "tiny.yaml"}], "configs": {"hot": "hot.yaml",
+            "base": str(REPO / "configs" / "qwen3-8b" / "target.yaml")}, "baseline": "base"}
+    (tmp_path / "plan.yaml").write_text(json.dumps(plan))
+    r = CliRunner().invoke(cli, ["run", str(tmp_path / "plan.yaml"), "--out",
+                                 str(tmp_path / "out"), "-q"])
+    assert r.exit_code == 3 and f"sampling.{key}" in r.stderr
+    assert fake_llm.instances == []
+
+
+def test_parallel_options_pass_through_under_vllms_names(fake_llm):
+    cfg = parse_config({"name": "tp", "engine": "vllm", "model": "Qwen/Qwen3-8B",
+                        "sampling": {"max_tokens": 64},
+                        "engine_options": {"tensor_parallel_size": 4,
+                                           "distributed_executor_backend": "ray"}})
+    with open_backend(cfg):
+        pass
+    (llm,) = fake_llm.instances
+    assert (llm.kwargs["tensor_parallel_size"], llm.kwargs["distributed_executor_backend"]) == (
+        4, "ray")
+    assert "data_parallel_size" not in llm.kwargs
+
+
+@pytest.mark.parametrize("options, field", [
+    ({"data_parallel_size": 2}, "data_parallel_size"),  # vllm/entrypoints/llm.py:280-293
+    ({"distributed_executor_backend": "slurm"}, "distributed_executor_backend"),
+    ({"tensor_parallel_size": 0}, "tensor_parallel_size"),
+])
+def test_parallel_options_vllm_refuses_are_config_errors(options, field):
+    with pytest.raises(DataError, match=f"engine_options.{field}"):
+        parse_config({"name": "x", "engine": "vllm", "model": "m", "sampling": {"max_tokens": 8},
+                      "engine_options": options})
+
+
+def test_data_parallel_with_the_external_launcher_passes_through(fake_llm):
+    cfg = parse_config({"name": "dp", "engine": "vllm", "model": "Qwen/Qwen3-8B",
+                        "sampling": {"max_tokens": 64},
+                        "engine_options": {"data_parallel_size": 2,
+                                           "distributed_executor_backend": "external_launcher"}})
+    with open_backend(cfg):
+        pass
+    assert fake_llm.instances[0].kwargs["data_parallel_size"] == 2
 
 
 def test_every_config_file_in_configs_is_covered():

@@ -68,13 +68,62 @@ def test_cli_prints_the_minimum_and_the_binding_bound():
                         "binding: the token budget (budget // charge)\n")
 
 
-def test_cli_with_lookahead_says_the_lookahead_cap_binds_and_how_vllm_logs_it():
-    r = run("--budget", 512, "--max-seqs", 128, "--charge", 6, "--lookahead", 8)
+def test_cli_with_lookahead_prints_the_cap_and_the_end_of_vllms_override_line():
+    r = run("--budget", 512, "--max-seqs", 128, "--charge", 8, "--lookahead", 8)
     assert r.stdout.splitlines() == [
-        "admitted running requests: 64 = min(max_num_seqs 128, 512 // 6 = 85, 512 // 8 = 64)",
-        "binding: the lookahead cap (budget // lookahead)",
-        "vLLM logs this as: Overriding max_num_active_seqs from 128 to 64",
+        "admitted running requests: 64 = min(max_num_seqs 128, 512 // 8 = 64, 512 // 8 = 64)",
+        "binding: the token budget (budget // charge) and the lookahead cap (budget // lookahead)",
+        "vLLM logs (WARNING, vllm.config.vllm): ... Overriding max_num_active_seqs from 128 to 64.",
     ]
+
+
+# charge and lookahead per method, from vllm/config/speculative.py:2057-2098 (drafting slots),
+# vllm/v1/core/sched/scheduler.py:844-848, 1002-1003 (1 + K + slots) and
+# vllm/config/vllm.py:625-652 (num_lookahead_tokens)
+@pytest.mark.parametrize("method, k, opts, charge, lookahead", [
+    ("draft_model", 8, {}, 10, 8),
+    ("draft_model", 8, {"parallel_drafting": True}, 17, 8),  # PARD: 2K + 1
+    ("eagle3", 4, {"parallel_drafting": True}, 8, 4),  # P-EAGLE: 2K
+    ("eagle3", 3, {}, 4, 3),
+    ("mtp", 1, {}, 2, 1),
+    ("dflash", 7, {}, 8, 8),
+    ("dspark", 5, {}, 6, 5),
+    ("dspark", 5, {"fill_in": True}, 6, 6),
+    ("ngram", 3, {}, 4, 0),
+])
+def test_charge_and_lookahead_follow_vllms_table(method, k, opts, charge, lookahead):
+    from qualgate.ci import method_charge
+
+    assert method_charge(method, k, **opts) == (charge, lookahead)
+
+
+def test_the_dspark_k5_case_logs_an_override_although_the_token_budget_binds():
+    # the article's case: budget 512, max_num_seqs 128, DSpark K = 5: 512 // 5 = 102 < 128
+    r = run("--budget", 512, "--max-seqs", 128, "--method", "dspark", "--k", 5)
+    assert r.exit_code == 0
+    assert r.stdout.splitlines() == [
+        "dspark, K = 5: charge 6 tokens per decode request, lookahead 5",
+        "admitted running requests: 85 = min(max_num_seqs 128, 512 // 6 = 85, 512 // 5 = 102)",
+        "binding: the token budget (budget // charge)",
+        "vLLM logs (WARNING, vllm.config.vllm): The dspark draft pass needs 5 query tokens per "
+        "request within max_num_batched_tokens=512. Overriding max_num_active_seqs from 128 "
+        "to 102.",
+    ]
+
+
+def test_no_override_line_when_the_lookahead_cap_is_not_below_max_num_seqs():
+    r = run("--budget", 8192, "--max-seqs", 128, "--method", "dflash", "--k", 7)
+    assert "Overriding" not in r.stdout
+
+
+def test_draft_model_is_charged_k_plus_2_and_never_logs_an_override():
+    r = run("--budget", 512, "--max-seqs", 128, "--method", "draft_model", "--k", 8)
+    assert "512 // 10 = 51" in r.stdout and "Overriding" not in r.stdout
+
+
+def test_a_budget_vllm_refuses_is_a_usage_error_with_vllms_message():
+    r = run("--budget", 8, "--max-seqs", 128, "--method", "dflash", "--k", 7)
+    assert r.exit_code == 2 and "does not have enough slots" in r.output
 
 
 def test_cli_json_has_every_bound():
