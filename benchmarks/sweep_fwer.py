@@ -34,6 +34,11 @@ simulated for every sweep so that the methods are evaluated on the same data. Th
 exits 1 if the fixed sequence's FWER exceeds alpha + 2 SE in any row.
 
     python benchmarks/sweep_fwer.py [--reps 10000] [--margin 0.02] [--alpha 0.05] [--seed 0]
+        [--cells 1:0.04:2000,3:0.06:1000,1:0.10:1000] [--patterns monotone,...] [--power 0.8]
+        [--correlation 0.0]
+
+The default run takes about 4 minutes of CPU on one core (36 minutes of wall time on the shared, loaded 2-core machine) (``--power`` is each gate's target
+power, which sets its futility stop; the sweep uses 0.8).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from qualgate.stats._sequential import _PASS, _paths
 sys.path.insert(0, __file__.rsplit("/", 1)[0] if "/" in __file__ else ".")
 from sequential_calibration import ICC, simulate  # the same data model
 
-POWER, PRIOR, PRIOR_WEIGHT = 0.8, 0.1, 20.0  # sequential_noninferiority's defaults
+PRIOR, PRIOR_WEIGHT = 0.1, 20.0  # sequential_noninferiority's defaults (and power 0.8, the sweep's)
 
 #: loss patterns over 8 candidates, least aggressive first, in units of the margin
 PATTERNS = {
@@ -71,7 +76,7 @@ def target_index(losses) -> int:
     return zeros[-1] if zeros else -1
 
 
-def gate_rows(rng, idx, reps, n, seeds, discordant, loss, margin, alpha, common=None):
+def gate_rows(rng, idx, reps, n, seeds, discordant, loss, margin, alpha, common=None, power=0.8):
     """Simulate one candidate's data for the sweeps ``idx`` and run the sequential gate on each:
     (pass?, questions used, the data).
 
@@ -89,21 +94,21 @@ def gate_rows(rng, idx, reps, n, seeds, discordant, loss, margin, alpha, common=
         mask = crn.random((reps, n))[idx] < common[1]
         lost, gained = simulate(crn, reps, n, seeds, discordant, loss)
         d = np.where(mask, (gained[idx] - lost[idx]).astype(np.float64) / seeds, d)
-    stop, reason, _, _ = _paths(d, margin, alpha, 1 - POWER, PRIOR, PRIOR_WEIGHT, n)
+    stop, reason, _, _ = _paths(d, margin, alpha, 1 - power, PRIOR, PRIOR_WEIGHT, n)
     return reason == _PASS, stop, d
 
 
-def cross_check(d, passed, stop, margin, alpha, n, k=3):
+def cross_check(d, passed, stop, margin, alpha, n, power, k=3):
     """Re-run the public function on the first ``k`` rows; raise if anything differs."""
     for i in range(min(k, len(d))):
-        r = sequential_noninferiority(d[i], margin=margin, alpha=alpha, max_questions=n)
+        r = sequential_noninferiority(d[i], margin=margin, alpha=alpha, power=power, max_questions=n)
         if (r.verdict == "PASS") != bool(passed[i]) or r.n_questions != int(stop[i]):
             raise AssertionError(f"row {i}: sequential_noninferiority gave {r.verdict} after {r.n_questions}, "
                                  f"the vectorised gate {bool(passed[i])} after {int(stop[i])}")  # fmt: skip
     return min(k, len(d))
 
 
-def sweep_scenario(rng, reps, pattern, seeds, discordant, n, margin, alpha, correlation=0.0):
+def sweep_scenario(rng, reps, pattern, seeds, discordant, n, margin, alpha, correlation=0.0, power=0.8):
     """One scenario: 'reps' sweeps; returns per-method FWER and power, and fixed-seq questions."""
     losses = [x * margin for x in pattern]
     lossy = [x >= 1 for x in pattern]
@@ -118,9 +123,9 @@ def sweep_scenario(rng, reps, pattern, seeds, discordant, n, margin, alpha, corr
     for j, loss in enumerate(losses):
         every = lossy[j] or j == target
         idx = np.arange(reps) if every else np.flatnonzero(reached)
-        passed, stop, d = gate_rows(rng, idx, reps, n, seeds, discordant, loss, margin, alpha, common)
+        passed, stop, d = gate_rows(rng, idx, reps, n, seeds, discordant, loss, margin, alpha, common, power)
         if d is not None and checked < 6:
-            checked += cross_check(d, passed, stop, margin, alpha, n)
+            checked += cross_check(d, passed, stop, margin, alpha, n, power)
         ok = np.zeros(reps, bool)
         ok[idx] = passed
         used = np.zeros(reps)
@@ -136,7 +141,7 @@ def sweep_scenario(rng, reps, pattern, seeds, discordant, n, margin, alpha, corr
         if j == target:
             everyone = np.arange(reps)
             target_pass["bonferroni"] = gate_rows(rng, everyone, reps, n, seeds, discordant, loss, margin, alpha / k,
-                                                  common)[0]  # fmt: skip
+                                                  common, power)[0]  # fmt: skip
         reached = fixed_ok  # the sequence goes on only after a PASS
     return {
         "fwer": {m: float(false_pass[m].mean()) for m in METHODS if m != "bonferroni"},
@@ -155,6 +160,8 @@ def main(argv=None):
     p.add_argument("--margin", type=float, default=0.02)
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--power", type=float, default=0.8, help="each gate's target power (sets its futility stop)")
+    p.add_argument("--patterns", default=",".join(PATTERNS), help="comma-separated loss patterns to run")
     p.add_argument("--correlation", type=float, default=0.0,
                    help="share of each question's data drawn from common random numbers across candidates")  # fmt: skip
     p.add_argument("--cells", default=",".join(f"{s}:{d}:{n}" for s, d, n in CELLS),
@@ -165,6 +172,7 @@ def main(argv=None):
     limit = a.alpha + 2 * se
     print(f"fixed-sequence sweep FWER: {len(next(iter(PATTERNS.values())))} candidates, margin {a.margin}, "
           f"alpha {a.alpha}, {a.reps:,} sweeps per scenario, seed {a.seed}; three seeds with ICC {ICC}"
+          + (f"; each gate's power {a.power} (futility)" if a.power != 0.8 else "")
           + (f"; candidates' data from common random numbers on a shared {a.correlation:.0%} of the questions"
              if a.correlation else ""))
     print("loss patterns (x margin, least aggressive first): "
@@ -180,10 +188,12 @@ def main(argv=None):
     t_all = time.perf_counter()
     for ci, (seeds, disc, n) in enumerate(cells):
         for si, (name, pattern) in enumerate(PATTERNS.items()):
+            if name not in a.patterns.split(","):
+                continue
             t0 = time.perf_counter()
             rng = np.random.default_rng([a.seed, ci, si])
             try:
-                r = sweep_scenario(rng, a.reps, pattern, seeds, disc, n, a.margin, a.alpha, a.correlation)
+                r = sweep_scenario(rng, a.reps, pattern, seeds, disc, n, a.margin, a.alpha, a.correlation, a.power)
             except AssertionError as exc:
                 print(f"the vectorised gate disagrees with sequential_noninferiority: {exc}")
                 return 2
