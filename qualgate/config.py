@@ -54,6 +54,7 @@ from typing import Any
 
 import yaml
 
+from . import _strict
 from .errors import DataError
 from .speculative import is_lossy, resolve_speculative
 from .vllm033 import cite, rule
@@ -122,22 +123,16 @@ POLICIES = ("noninferiority", "mcnemar")
 PLAN_KEYS = ("name", "suites", "seeds", "samples", "configs", "baseline", "candidates", "gate")
 GATE_KEYS = ("policy", "margin", "alpha", "inconclusive", "weighting")
 SUITE_REF_KEYS = ("suite", "limit", "data_file", "revision")
+#: A config name in a plan: it names a file (``records/<name>.jsonl``), so a plain name only.
+CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: Bounds on a plan's seeds and samples (each multiplies the work of every config).
+MAX_SEEDS, MAX_SAMPLES, MAX_SEED = 10_000, 10_000, 2**63 - 1
 
 
 def load_yaml(path: str | Path) -> Any:
-    """Read one YAML document, turning parse errors into :class:`DataError` with the line."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror}", file=path) from exc
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise DataError(f"invalid YAML: {problem}", file=path, line=line) from exc
+    """Read one YAML document strictly (:func:`qualgate._strict.load_yaml`: a regular file,
+    no anchors or aliases, no duplicate keys, no NaN): :class:`DataError` names the line."""
+    return _strict.load_yaml(path)
 
 
 def _line_of(path, dotted: str) -> int | None:
@@ -145,8 +140,8 @@ def _line_of(path, dotted: str) -> int | None:
     if path is None:
         return None
     try:
-        node = yaml.compose(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        node = _strict.compose_yaml(_strict.read_text(path, kind="yaml", bom="strip"))
+    except DataError:
         return None
     line = None
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", dotted):
@@ -349,6 +344,8 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
         raise _err("engine 'vllm-server' needs engine_options.base_urls", path=path,
                    key="engine_options.base_urls")
 
+    if data.get("name") is not None and (not isinstance(data["name"], str) or not data["name"]):
+        raise _err("must be a non-empty string", path=path, key="name", value=data["name"])
     label = data.get("name") or name or (Path(path).stem if path else None)
     if not label:
         raise _err("a config needs a name", path=path, key="name")
@@ -446,7 +443,16 @@ def load_plan(path: str | Path) -> Plan:
         suite = item["suite"]
         if suite.endswith((".yaml", ".yml")):
             suite = _resolve_relative(base, suite)
+        for key in ("data_file", "revision"):
+            if item.get(key) is not None and (not isinstance(item[key], str) or not item[key]):
+                raise _err("must be a non-empty string", path=path, key=f"suites[{i}].{key}",
+                           value=item[key])
         data_file = item.get("data_file")
+        if data_file and Path(_resolve_relative(base, data_file)).exists() and not _strict.is_regular_file(
+            _resolve_relative(base, data_file)
+        ):
+            raise _err("not a regular file (a FIFO, a device or a directory): refused", path=path,
+                       key=f"suites[{i}].data_file", value=data_file)
         suites.append(
             SuiteRef(
                 suite=suite,
@@ -460,19 +466,20 @@ def load_plan(path: str | Path) -> Plan:
         raise _err("a suite is listed twice", path=path, key="suites", value=names)
 
     seeds = data.get("seeds", [0])
-    if isinstance(seeds, int) and not isinstance(seeds, bool):
+    if isinstance(seeds, int) and not isinstance(seeds, bool) and 0 < seeds <= MAX_SEEDS:
         seeds = list(range(seeds))
     if (
         not isinstance(seeds, list)
-        or not seeds
-        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
+        or not 0 < len(seeds) <= MAX_SEEDS
+        or any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED for s in seeds)
         or len(set(seeds)) != len(seeds)
     ):
-        raise _err("a count or a list of distinct non-negative integers", path=path,
-                   key="seeds", value=seeds)
+        raise _err(f"a count (1 to {MAX_SEEDS}) or a list of at most {MAX_SEEDS} distinct integers "
+                   f"in [0, 2**63)", path=path, key="seeds", value=seeds)
     samples = data.get("samples", 1)
-    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-        raise _err("must be a positive integer", path=path, key="samples", value=samples)
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+        raise _err(f"must be an integer from 1 to {MAX_SAMPLES}", path=path, key="samples",
+                   value=samples)
 
     configs_raw = data.get("configs")
     if not isinstance(configs_raw, Mapping) or not configs_raw:
@@ -480,20 +487,31 @@ def load_plan(path: str | Path) -> Plan:
                    key="configs", value=configs_raw)
     configs = {}
     for cname, cpath in configs_raw.items():
+        if not isinstance(cname, str) or not CONFIG_NAME.fullmatch(cname):
+            raise _err("a config name must be a plain name (letters, digits, '.', '_', '-'; "
+                       "starting with a letter or digit; at most 64): it names the records file",
+                       path=path, key="configs", value=cname)
         if not isinstance(cpath, str):
             raise _err("must be a path to a decoding config YAML", path=path,
                        key=f"configs.{cname}", value=cpath)
+        if not Path(_resolve_relative(base, cpath)).exists():
+            raise _err("no such decoding config file", path=path, key=f"configs.{cname}", value=cpath)
         # the plan's key is the label, whatever the file calls itself
         loaded = load_config(_resolve_relative(base, cpath))
         configs[str(cname)] = dataclasses.replace(loaded, name=str(cname))
 
     baseline = data.get("baseline")
-    if baseline not in configs:
+    if not isinstance(baseline, str) or baseline not in configs:
         raise _err(f"must name one of the configs {list(configs)}", path=path, key="baseline",
                    value=baseline)
     candidates = data.get("candidates") or [c for c in configs if c != baseline]
+    if not isinstance(candidates, list):
+        raise _err("must be a list of config names", path=path, key="candidates",
+                   value=candidates)
+    if len(set(map(str, candidates))) != len(candidates):
+        raise _err("a candidate is listed twice", path=path, key="candidates", value=candidates)
     for c in candidates:
-        if c not in configs or c == baseline:
+        if not isinstance(c, str) or c not in configs or c == baseline:
             raise _err(f"candidates must name configs other than the baseline {list(configs)}",
                        path=path, key="candidates", value=c)
 
@@ -517,8 +535,11 @@ def load_plan(path: str | Path) -> Plan:
         raise _err("must be one of ['pooled', 'equal']", path=path, key="gate.weighting",
                    value=weighting)
 
+    name = data.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise _err("must be a non-empty string", path=path, key="name", value=name)
     return Plan(
-        name=str(data.get("name") or path.stem),
+        name=name or path.stem,
         suites=tuple(suites),
         seeds=tuple(seeds),
         samples=samples,

@@ -8,6 +8,7 @@ arguments. The CLI maps them to exit codes in :mod:`qualgate.cli`.
 from __future__ import annotations
 
 import enum
+import reprlib
 
 __all__ = ["DataError", "ExitCode"]
 
@@ -31,6 +32,7 @@ class DataError(ValueError):
 
     def __init__(self, message: str, *, file=None, line=None, field=None, value=None):
         self.file, self.line, self.field, self.value = file, line, field, value
+        self.message = message
         where = ""
         if file is not None:
             where = f"{file}"
@@ -41,6 +43,21 @@ class DataError(ValueError):
         if field is not None:
             what = f"field {field!r}"
             if value is not None:
-                what += f" = {value!r}"
+                what += f" = {_preview(value)}"
             what += ": "
         super().__init__(f"{where}{what}{message}")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 80, 80, 40
+
+
+def _preview(value) -> str:
+    """The repr of an offending value, cut when long (a 100 MB string, a 5,000-level list)."""
+    if isinstance(value, (str, bytes)) and len(value) > 200:
+        return _REPR.repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        return _REPR.repr(value)
+    return text if len(text) <= 200 else _REPR.repr(value)

@@ -15,7 +15,10 @@ Policies
 ``noninferiority`` (default), three outcomes:
 
 - **PASS** when the one-sided upper confidence bound of the loss (level 1 − alpha) is below
-  the margin, i.e. the score test of H0: loss >= margin rejects (p < alpha);
+  the margin, i.e. the test of H0: loss >= margin rejects (p < alpha): with one pair per
+  question the exact unconditional test (``ONE_SEED_METHOD``; size <= alpha at every n), with
+  several the robust clustered score test (monotone, conservative at small n), with suites
+  weighted equally the stratified score test. The test used is named in every verdict;
 - **FAIL** when the loss is significantly positive (one-sided exact test, p <= alpha) and the
   margin cannot be excluded (which includes a lower bound of the loss at or above the margin);
 - **INCONCLUSIVE** otherwise, with the number of further questions that would be needed at
@@ -26,7 +29,7 @@ Policies
 
 Several seeds (or samples) per question: when any question has more than one pair, the
 question is the unit: the loss test becomes the exact sign-flip test on per-question
-differences and the bound and interval carry the design effect
+differences and the bound and interval use the null-centred cluster-robust variance
 (:mod:`qualgate.stats._clustered`). Several suites: each suite is reported, and the decision
 is taken on all suites pooled (counts summed; ``weighting='equal'`` weights suites equally with
 a stratified score test). Several candidates: Holm's step-down adjustment across candidates of
@@ -49,8 +52,11 @@ import numpy as np
 
 from . import __version__
 from ._render import fmt_p, fmt_pct, fmt_points, markdown_section, markdown_table, text_table
-from .errors import ExitCode
-from .pairing import Pairing, Side, load_side, pair_records
+from .errors import DataError, ExitCode
+from .flips import Flips, find_flips
+from .flips import render_markdown as render_flips_markdown
+from .pairing import Pairing, Side, pair_records
+from .policy import Policy
 from .stats import (
     ClusteredTable,
     ConfidenceInterval,
@@ -59,6 +65,7 @@ from .stats import (
     clustered_noninferiority,
     mcnemar,
     mcnemar_power,
+    noninferiority,
     noninferiority_sample_size,
     stratified_score_test,
 )
@@ -95,6 +102,22 @@ REPORT_VERSION = 1
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 _EXIT = {PASS: ExitCode.OK, FAIL: ExitCode.FAIL, INCONCLUSIVE: ExitCode.INCONCLUSIVE}
 _TARGET_POWER = 0.8
+#: Non-inferiority test with one pair per question: the exact unconditional test, whose size
+#: is at most alpha at every n and discordance (the asymptotic score test's reaches 0.068 at
+#: n = 133 and 2 % discordance). Its power is within a point of the score test's from a few
+#: hundred questions on (benchmarks/gate_calibration.py) and it costs about a second.
+ONE_SEED_METHOD = "exact"
+_METHOD_NAMES = {
+    "exact": "exact unconditional score test (Hsueh et al. 2001)",
+    "score": "asymptotic score test (Tango 1998)",
+    "score-clustered": "design-effect score test, questions as clusters",
+    "score-clustered-robust": "robust clustered score test, questions as clusters",
+    "score-clustered-stratified": "stratified design-effect score test, questions as clusters",
+    "score-clustered-robust-stratified": "stratified robust clustered score test, questions as clusters",
+    "mcnemar-exact": "exact McNemar test",
+    "sign-flip-exact": "exact sign-flip test, questions as clusters",
+    "score-stratified": "stratified score test",
+}
 
 
 # ------------------------------------------------------------------------ decision rule
@@ -200,6 +223,7 @@ class Analysis:
     power: float | None = None
     methods: dict = dataclasses.field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    margin: float | None = None  #: the margin this scope was decided at
 
     @property
     def net(self) -> int:
@@ -280,11 +304,17 @@ def analyze(
         acc_b = float(sum(wi * (t.both_correct + t.lost) / t.n for wi, t in zip(w, tables)))
         acc_c = float(sum(wi * (t.both_correct + t.gained) / t.n for wi, t in zip(w, tables)))
     target = tables[0] if w is None else tables
-    ni = clustered_noninferiority(target, margin=margin, alpha=alpha, weights=w, design_effect=deff_arg)
+    if clustered or w is not None:
+        ni = clustered_noninferiority(target, margin=margin, alpha=alpha, weights=w, design_effect=deff_arg)
+        deff = ni.design_effect
+    else:  # one pair per question: the exact test (ONE_SEED_METHOD)
+        t = tables[0]
+        ni = noninferiority(t.both_correct, t.lost, t.gained, t.both_wrong, margin=margin, alpha=alpha,
+                            method=ONE_SEED_METHOD)  # fmt: skip
+        deff = 1.0
     ci = clustered_difference_ci(target, confidence_level=1 - 2 * alpha, weights=w, design_effect=deff_arg)
     p_loss, p_two, loss_method = _loss_tests(tables, w, clustered)
     verdict = decide(policy, pvalue_noninferiority=ni.pvalue, pvalue_loss=p_loss, alpha=alpha)
-    deff = ni.design_effect
     questions = sum(t.clusters for t in tables)
     discordant = (lost + gained) / n
     warnings = []
@@ -302,6 +332,9 @@ def analyze(
     elif verdict == INCONCLUSIVE:
         more = _more_questions(ni.loss, discordant, margin, alpha, deff, n / questions, questions)
     reason = _reason(policy, verdict, ni, p_loss, margin, alpha, discordant, more, power, clustered)
+    ni_method = ni.method if w is None or clustered else "score-stratified"
+    decisive = loss_method if policy == "mcnemar" else ni_method
+    reason += f" [{_METHOD_NAMES.get(decisive, decisive)}]"
     return Analysis(
         scope=scope,
         questions=questions,
@@ -331,10 +364,11 @@ def analyze(
         power=power,
         methods={
             "loss_test": loss_method,
-            "noninferiority": ("score-clustered" if clustered else "score") + ("-stratified" if w is not None else ""),
-            "interval": "tango" + ("-clustered" if clustered else "") + ("-stratified" if w is not None else ""),
+            "noninferiority": ni_method,
+            "interval": "tango" + ("-clustered-robust" if clustered else "") + ("-stratified" if w is not None else ""),
         },
         warnings=tuple(warnings),
+        margin=float(margin),
     )
 
 
@@ -404,8 +438,15 @@ class Comparison:
     reason: str
     notes: tuple[str, ...] = ()
     dropped: dict | None = None
+    #: with a policy file: each suite's tier, and its verdict (blocking ones after Holm)
+    tiers: tuple[str, ...] = ()
+    suite_verdicts: tuple[str, ...] = ()
+    flips: Flips | None = None  #: every lost and gained pair (:mod:`qualgate.flips`)
 
     def to_dict(self) -> dict:
+        suites = [a.to_dict() for a in self.suites]
+        for d, tier, verdict in zip(suites, self.tiers, self.suite_verdicts):
+            d.update(tier=tier, verdict_decisive=verdict)
         return {
             "name": self.name,
             "config_id": self.candidate.config_id,
@@ -417,9 +458,10 @@ class Comparison:
             "loss_upper_bound": self.pooled.loss_upper_bound,
             "side": self.candidate.to_dict(),
             "pooled": self.pooled.to_dict(),
-            "suites": [a.to_dict() for a in self.suites],
+            "suites": suites,
             "notes": list(self.notes),
             "dropped": self.dropped,
+            "flips": self.flips.to_dict() if self.flips is not None else None,
         }
 
 
@@ -437,6 +479,7 @@ class GateReport:
     comparisons: tuple[Comparison, ...]
     verdict: str
     exit_code: int
+    suite_policy: Policy | None = None
 
     def comparison(self, config_id: str) -> Comparison | None:
         """The comparison whose candidate has this config id."""
@@ -453,7 +496,8 @@ class GateReport:
             "alpha": self.alpha,
             "weighting": self.weighting,
             "inconclusive": self.inconclusive,
-            "multiplicity": "holm" if len(self.comparisons) > 1 else None,
+            "multiplicity": "holm" if len(self.comparisons) > 1 or self.suite_policy else None,
+            "suite_policy": self.suite_policy.to_dict() if self.suite_policy else None,
             "baseline": self.baseline.to_dict(),
             "candidates": [c.to_dict() for c in self.comparisons],
             "verdict": self.verdict,
@@ -474,7 +518,7 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def _analyses(p: Pairing, policy, margin, alpha, weighting):
+def _analyses(p: Pairing, policy, margin, alpha, weighting, suite_policy: Policy | None = None):
     clustered = p.max_cluster_size > 1
     tables, suites = [], []
     for s, name in enumerate(p.suites):
@@ -482,7 +526,16 @@ def _analyses(p: Pairing, policy, margin, alpha, weighting):
         t = ClusteredTable.from_outcomes(p.question[mask], p.baseline_correct[mask], p.candidate_correct[mask])
         tables.append(t)
         na = (int(p.baseline_no_answer[mask].sum()), int(p.candidate_no_answer[mask].sum()))
-        suites.append(analyze(t, policy=policy, margin=margin, alpha=alpha, clustered=clustered, scope=name, no_answer=na))
+        m = margin
+        if suite_policy is not None:
+            m = suite_policy.for_suite(name).absolute_margin((t.both_correct + t.lost) / t.n)
+            if not 0 < m < 1:
+                raise DataError(f"the relative margin of suite {name!r} is 0 (the baseline never answers it "
+                                "correctly): use an absolute drop", file=suite_policy.path, field=f"suites.{name}")
+        suites.append(analyze(t, policy=policy, margin=m, alpha=alpha, clustered=clustered, scope=name, no_answer=na))
+    if suite_policy is not None:  # the pooled row (for information) at the loosest blocking margin
+        used = [(suite_policy.for_suite(a.scope).tier, a.margin) for a in suites]
+        margin = max((m for tier, m in used if tier == "blocking"), default=max(m for _, m in used))
     na = (int(p.baseline_no_answer.sum()), int(p.candidate_no_answer.sum()))
     if len(tables) == 1:
         pooled = suites[0]
@@ -492,7 +545,7 @@ def _analyses(p: Pairing, policy, margin, alpha, weighting):
     else:
         t = ClusteredTable.from_outcomes(p.question, p.baseline_correct, p.candidate_correct)
         pooled = analyze(t, policy=policy, margin=margin, alpha=alpha, clustered=clustered, no_answer=na)
-    return tuple(suites), pooled
+    return tuple(suites), pooled, margin
 
 
 def gate(
@@ -500,10 +553,12 @@ def gate(
     *,
     names: Sequence[str] | None = None,
     policy: str = "noninferiority",
-    margin: float,
+    margin: float | None = None,
     alpha: float = 0.05,
     weighting: str = "pooled",
     inconclusive: str = "inconclusive",
+    suite_policy: Policy | None = None,
+    flips: Sequence[Flips] | None = None,
 ) -> GateReport:
     """Decide each candidate's verdict from its pairing with the (same) baseline.
 
@@ -515,51 +570,78 @@ def gate(
         Candidate labels (default: the candidate paths).
     policy : {'noninferiority', 'mcnemar'}
     margin : float
-        Largest tolerable loss, in (0, 1) (0.02 = two accuracy points).
+        Largest tolerable loss, in (0, 1) (0.02 = two accuracy points). Not with ``suite_policy``.
     alpha : float
         One-sided level, in (0, 0.5).
     weighting : {'pooled', 'equal'}
         How suites combine into the pooled decision: counts summed, or suites weighted equally.
     inconclusive : {'inconclusive', 'fail', 'pass'}
         Exit code of an INCONCLUSIVE verdict: 4, 1 or 0. Verdicts themselves are unchanged.
+    suite_policy : Policy, optional
+        Per-suite margins and tiers (:mod:`qualgate.policy`): each suite is decided at its own
+        margin, the blocking suites decide (Holm's adjustment over every blocking
+        (candidate, suite) decision), warning suites become notes; the pooled row, at the
+        loosest blocking margin, is for information. ``margin`` must then be None.
+    flips : sequence of Flips, optional
+        One per candidate (:func:`qualgate.flips.find_flips`), carried into the report.
     """
-    margin, alpha = _check_settings(policy, margin, alpha, weighting, inconclusive)
+    if (margin is None) == (suite_policy is None):
+        raise ValueError("give either a margin or a suite policy (a policy file), not both or neither")
+    _check_settings(policy, margin if margin is not None else 0.5, alpha, weighting, inconclusive)
     if not pairings:
         raise ValueError("pairings must hold at least one candidate's pairing")
     names = list(names) if names is not None else [p.candidate.path for p in pairings]
-    analyses = [_analyses(p, policy, margin, alpha, weighting) for p in pairings]
-    pooled = [a[1] for a in analyses]
-    decisive = [a.pvalue_noninferiority if policy == "noninferiority" else a.pvalue_loss for a in pooled]
-    adjusted = holm(decisive)
-    comparisons = []
-    for p, name, (suites, a), p_adj in zip(pairings, names, analyses, adjusted):
+    flips = list(flips) if flips is not None else [None] * len(pairings)
+    analyses = [_analyses(p, policy, margin, alpha, weighting, suite_policy) for p in pairings]
+    decide_p = (lambda a: a.pvalue_noninferiority) if policy == "noninferiority" else (lambda a: a.pvalue_loss)
+
+    def verdict_at(a: Analysis, p_adj: float) -> str:
         if policy == "noninferiority":
-            verdict = decide(policy, pvalue_noninferiority=p_adj, pvalue_loss=a.pvalue_loss, alpha=alpha)
-        else:
-            verdict = decide(policy, pvalue_noninferiority=None, pvalue_loss=p_adj, alpha=alpha)
-        reason = a.reason
+            return decide(policy, pvalue_noninferiority=p_adj, pvalue_loss=a.pvalue_loss, alpha=alpha)
+        return decide(policy, pvalue_noninferiority=None, pvalue_loss=p_adj, alpha=alpha)
+
+    # the decisions Holm's adjustment runs over: pooled per candidate, or blocking suites
+    if suite_policy is None:
+        units = [(i, None) for i in range(len(pairings))]
+    else:
+        units = [(i, j) for i, (suites, _, _) in enumerate(analyses) for j, a in enumerate(suites)
+                 if suite_policy.for_suite(a.scope).tier == "blocking"]  # fmt: skip
+    adjusted = dict(zip(units, holm([decide_p(analyses[i][1] if j is None else analyses[i][0][j])
+                                     for i, j in units]))) if units else {}  # fmt: skip
+    comparisons = []
+    for i, (p, name, (suites, a, _), f) in enumerate(zip(pairings, names, analyses, flips)):
         notes = _reading_notes(p) + list(p.notes) + list(a.warnings)
-        if verdict != a.verdict:
-            reason = (
-                f"{a.reason}; but after Holm's adjustment across {len(pairings)} candidates "
-                f"(adjusted {_p_is(p_adj)}) the verdict is {verdict}"
-            )
+        tiers, suite_verdicts = (), ()
+        if suite_policy is None:
+            p_adj = adjusted[i, None]
+            verdict = verdict_at(a, p_adj)
+            reason = a.reason
+            if verdict != a.verdict:
+                reason = (
+                    f"{a.reason}; but after Holm's adjustment across {len(pairings)} candidates "
+                    f"(adjusted {_p_is(p_adj)}) the verdict is {verdict}"
+                )
+        else:
+            verdict, p_adj, reason, tiers, suite_verdicts, more = suite_policy.decide(
+                suites, {j: adjusted[i, j] for ii, j in units if ii == i}, verdict_at, len(units))
+            notes += more + suite_policy.check_present(p.suites)
         if a.no_answer_candidate > a.no_answer_baseline:
             notes.append(
                 f"the candidate gave no answer on {a.no_answer_candidate} pairs, the baseline on "
                 f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
             )
-        comparisons.append(
-            Comparison(name, p.candidate, suites, a, verdict, a.verdict, p_adj, reason, tuple(notes), p.dropped)
-        )
+        comparisons.append(Comparison(name, p.candidate, suites, a, verdict, a.verdict, p_adj, reason, tuple(notes),
+                                      p.dropped, tiers, suite_verdicts, f))  # fmt: skip
     verdicts = [c.verdict for c in comparisons]
     overall = FAIL if FAIL in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS
     code = _EXIT[overall]
     if overall == INCONCLUSIVE and inconclusive != "inconclusive":
         code = ExitCode.FAIL if inconclusive == "fail" else ExitCode.OK
+    if margin is None:  # the loosest blocking margin used: what a --max-margin check must see
+        margin = max(m for *_, m in analyses)
     return GateReport(
         _now(), policy, margin, alpha, weighting, inconclusive, pairings[0].baseline,
-        tuple(comparisons), overall, int(code),
+        tuple(comparisons), overall, int(code), suite_policy,
     )  # fmt: skip
 
 
@@ -577,7 +659,7 @@ def run_gate(
     candidates,
     *,
     policy: str = "noninferiority",
-    margin: float,
+    margin: float | None = None,
     alpha: float = 0.05,
     weighting: str = "pooled",
     inconclusive: str = "inconclusive",
@@ -585,31 +667,48 @@ def run_gate(
     max_errors: int = 0,
     drop_truncated: bool = False,
     allow_unknown: bool = False,
+    suite_policy: Policy | None = None,
+    input_format: str = "auto",
+    import_options=None,
+    on_prompt_mismatch: str = "error",
 ) -> GateReport:
-    """Read, pair and gate: ``baseline`` and each of ``candidates`` is a record file or directory.
+    """Read, pair and gate: ``baseline`` and each of ``candidates`` is a record file or directory,
+    or another tool's log (``input_format``, detected per path by default; see
+    :mod:`qualgate.importers`, whose ``ImportOptions`` ``import_options`` are).
 
+    Every candidate's flips (:func:`qualgate.flips.find_flips`) are carried into the report.
     Raises :class:`~qualgate.errors.DataError` for invalid or unpairable records and
     ``ValueError`` for invalid settings. See :func:`gate` and :func:`~qualgate.pairing.pair_records`.
     """
     if isinstance(candidates, (str, Path)):
         candidates = [candidates]
-    _check_settings(policy, margin, alpha, weighting, inconclusive)
-    opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
-    base = load_side(baseline, **opts)
-    pairings = [
-        pair_records(base, load_side(c, **opts), on_missing=on_missing, max_errors=max_errors) for c in candidates
-    ]
+    _check_settings(policy, margin if margin is not None else 0.5, alpha, weighting, inconclusive)
+    base = _read_side(baseline, input_format, import_options, drop_truncated, allow_unknown)
+    pairings, flips = [], []
+    for c in candidates:
+        cand = _read_side(c, input_format, import_options, drop_truncated, allow_unknown)
+        pairings.append(pair_records(base, cand, on_missing=on_missing, max_errors=max_errors,
+                                     on_prompt_mismatch=on_prompt_mismatch))  # fmt: skip
+        flips.append(find_flips(base, cand))
     return gate(
         pairings, names=_names(candidates), policy=policy, margin=margin, alpha=alpha,
-        weighting=weighting, inconclusive=inconclusive,
+        weighting=weighting, inconclusive=inconclusive, suite_policy=suite_policy, flips=flips,
     )  # fmt: skip
+
+
+def _read_side(path, input_format, import_options, drop_truncated, allow_unknown):
+    from .importers import load_records
+
+    return load_records(path, fmt=input_format, options=import_options, drop_truncated=drop_truncated,
+                        allow_unknown=allow_unknown)  # fmt: skip
 
 
 # ------------------------------------------------------------------------ rendering
 
 def _headers(report: GateReport) -> list[str]:
+    tier = ["tier", "margin"] if report.suite_policy else []
     return [
-        "candidate", "suite", "questions", "pairs", "acc B", "acc C", "lost", "gained", "net",
+        "candidate", "suite", *tier, "questions", "pairs", "acc B", "acc C", "lost", "gained", "net",
         "no-ans B/C", "p loss", "p NI", f"{1 - 2 * report.alpha:.0%} CI diff (pts)",
         f"loss UB {1 - report.alpha:.0%}", "verdict",
     ]  # fmt: skip
@@ -629,6 +728,13 @@ def _row(name, a: Analysis, verdict=None):
 def _rows(report: GateReport):
     rows = []
     for c in report.comparisons:
+        if report.suite_policy is not None:  # every suite with its tier; blocking verdicts in capitals
+            for a, tier, v in zip(c.suites, c.tiers, c.suite_verdicts):
+                row = _row(c.name, a, v if tier == "blocking" else v.lower())
+                rows.append(row[:2] + [tier, fmt_points(a.margin)] + row[2:])
+            row = _row(c.name, c.pooled, c.pooled.verdict.lower())
+            rows.append(row[:1] + ["pooled (info)", "—", fmt_points(c.pooled.margin)] + row[2:])
+            continue
         if len(c.suites) > 1:
             rows += [_row(c.name, a, a.verdict.lower()) for a in c.suites]
         rows.append(_row(c.name, c.pooled, c.verdict))
@@ -642,22 +748,46 @@ def _header(report: GateReport) -> str:
         if report.policy == "noninferiority"
         else f"McNemar (power at a {fmt_points(report.margin)}-point loss)"
     )
+    if report.suite_policy is not None:
+        policy = f"{report.policy}, per-suite margins and tiers from {report.suite_policy.path}"
     return (
         f"qualgate gate: {policy}, alpha {report.alpha:g} one-sided, suites {report.weighting}\n"
         f"baseline: {b.path} (config {b.config_id}" + (f", mode {b.mode}" if b.mode else "") + ")"
     )
 
 
+def _decided_by(report: GateReport) -> list[str]:
+    """Per side, the share of records each extractor decided (beside the no-answer column)."""
+    sides = [("baseline", report.baseline)] + [(c.name, c.candidate) for c in report.comparisons]
+    out = []
+    for name, side in sides:
+        if side.decided_by and side.n_records:
+            shares = [f"{label} {fmt_pct(n / side.n_records)}" for label, n in side.decided_by]
+            none = side.n_records - sum(n for _, n in side.decided_by)
+            shares += [f"none {fmt_pct(none / side.n_records)}"] if none else []
+            out.append(f"decided by, {name} ({side.n_records:,} records): {', '.join(shares)}")
+    return out
+
+
 def render_text(report: GateReport) -> str:
-    """The aligned text table with one sentence per candidate and any notes."""
-    out = [_header(report), "", text_table(_rows(report), _headers(report)), ""]
+    """The aligned text table, the share decided by each extractor, one sentence per candidate
+    and any notes."""
+    out = [_header(report), "", text_table(_rows(report), _headers(report))]
+    out += _decided_by(report) + [""]
     for c in report.comparisons:
         a = c.pooled
         unit = f"; {a.pairs_per_question} pairs per question, design effect {a.design_effect:.2f}" if a.clustered else ""
         out.append(f"{c.name}: {c.verdict}: {c.reason}{unit}.")
         out += [f"  note: {n}" for n in c.notes]
-    if any(len(c.suites) > 1 for c in report.comparisons):
+    if report.suite_policy is not None:
+        out.append("(policy file: blocking suites decide, in capitals; warning and advisory suites and the "
+                   "pooled row are for information)")
+    elif any(len(c.suites) > 1 for c in report.comparisons):
         out.append("(per-suite verdicts, in lower case, are for information; the pooled row decides)")
+    flipped = [c for c in report.comparisons if c.flips is not None and c.flips.flips]
+    if flipped:
+        out.append("flips: " + "; ".join(f"{c.name} {len(c.flips.lost)} lost, {len(c.flips.gained)} gained"
+                                         for c in flipped) + " (every one: qualgate flips BASELINE CANDIDATE)")
     code = report.exit_code
     out.append(f"verdict: {report.verdict} (exit {code})")
     return "\n".join(out) + "\n"
@@ -665,12 +795,16 @@ def render_text(report: GateReport) -> str:
 
 def render_markdown(report: GateReport) -> str:
     """The report as a markdown section (for ``--markdown`` and the GitHub step summary)."""
-    items = []
+    items = list(_decided_by(report))
     for c in report.comparisons:
         items.append(f"**{c.name}**: {c.verdict}: {c.reason}.")
         items += [f"  note: {n}" for n in c.notes]
-    return markdown_section(f"qualgate gate: {report.verdict}", _header(report), _rows(report),
-                            _headers(report), items)
+    page = markdown_section(f"qualgate gate: {report.verdict}", _header(report), _rows(report),
+                            _headers(report), items)  # fmt: skip
+    for c in report.comparisons:
+        if c.flips is not None:
+            page += "\n" + render_flips_markdown(c.flips, c.name)
+    return page
 
 
 # ------------------------------------------------------------------------ A/A calibration
@@ -811,10 +945,11 @@ def _questions(solve, deff, per_question):
 
 
 def run_calibration(run_a, run_b, *, losses=(0.01, 0.02, 0.03), alpha=0.05, power=0.8, on_missing="error",
-                    max_errors=0, drop_truncated=False, allow_unknown=False) -> CalibrationReport:  # fmt: skip
-    """Read and pair two runs (files or directories), then :func:`calibrate`."""
-    opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
-    pairing = pair_records(load_side(run_a, **opts), load_side(run_b, **opts), on_missing=on_missing, max_errors=max_errors)
+                    max_errors=0, drop_truncated=False, allow_unknown=False, input_format="auto",
+                    import_options=None, on_prompt_mismatch="error") -> CalibrationReport:  # fmt: skip
+    """Read and pair two runs (files, directories or other tools' logs), then :func:`calibrate`."""
+    a, b = (_read_side(r, input_format, import_options, drop_truncated, allow_unknown) for r in (run_a, run_b))
+    pairing = pair_records(a, b, on_missing=on_missing, max_errors=max_errors, on_prompt_mismatch=on_prompt_mismatch)
     return calibrate(pairing, losses=losses, alpha=alpha, power=power)
 
 

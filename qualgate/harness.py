@@ -12,19 +12,29 @@ Every config gets the same work list in the same order; each request's sampling 
 :func:`request_seed` of its key, so a (question, seed, sample) is decoded with the same seed
 under every config, and different questions never share a random stream.
 
-``resume=True`` continues a killed run: the plan must be unchanged (config ids, sampling,
-suites, their versions and questions, seeds, samples; see :func:`plan_fingerprint`), a
-truncated last record line is removed, and keys already written are skipped, so nothing is
-duplicated or lost.
+``resume=True`` continues a killed run: the plan must be unchanged (everything that can
+change an output; see :func:`plan_fingerprint`), a truncated last record line is removed,
+and keys already written are skipped, so nothing is duplicated or lost. Keys whose record is
+an ``error`` are decoded again (unless ``keep_errors``): the new record is appended and
+supersedes the error (:func:`qualgate.records.read_records`), and the error is also copied
+to ``OUT/retried_errors/<config>.jsonl``.
+
+One run at a time holds ``OUT``: :class:`RunLock` takes an exclusive ``flock`` on the
+directory (released by the kernel when the process ends, however it ends) and writes the
+holder's pid and host to ``OUT/.qualgate.lock``; a second ``run`` or ``--resume`` on the same
+directory is refused naming them.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
 import platform
 import secrets
+import socket
 import subprocess
 import sys
 import time
@@ -35,10 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from .backends import Request, open_backend, package_versions
+from .backends._devices import open_on_devices
 from .errors import DataError, ExitCode
 
 __all__ = [
     "MANIFEST_VERSION",
+    "RunLock",
     "RunResult",
     "SequentialSettings",
     "SpeedSettings",
@@ -56,6 +68,12 @@ __all__ = [
 ]
 
 MANIFEST_VERSION = 1
+#: version of :func:`plan_fingerprint` (a run fingerprinted otherwise is not resumed)
+FINGERPRINT_VERSION = 2
+#: engine options that only say how to reach or pace an engine, never what it outputs;
+#: every other option enters the resume fingerprint
+TRANSPORT_OPTIONS = frozenset({"base_urls", "api_key_env", "timeout_s", "max_retries", "retry_backoff_s"})
+LOCK_NAME = ".qualgate.lock"
 #: the manifest's running throughput is rewritten at most this often (and after each config)
 MANIFEST_EVERY_S = 10.0
 SEED_DERIVATION = (
@@ -132,26 +150,36 @@ def _questions_digest(suite) -> str:
 
 
 def plan_fingerprint(plan, suites: Sequence) -> dict[str, Any]:
-    """What must not change between a run and its ``--resume``.
+    """What must not change between a run and its ``--resume``: everything that can change
+    an output.
 
-    The configs (name -> config id, engine, sampling, coupled noise), the suites (name,
-    version, and a digest of question ids and prompt hashes), the seeds and the samples.
-    Gate settings (margin, alpha, policy) may change: they do not touch the records.
+    The configs (name -> config id, engine, model, resolved speculative config, sampling,
+    and every engine option but the transport ones of :data:`TRANSPORT_OPTIONS`, so
+    ``chat_template_kwargs``, ``dtype``, ``max_num_seqs``, ``seed`` ... all count), the
+    suites (name, version, pinned revision, the source rows came from, and a digest of
+    question ids and prompt hashes), the seeds and the samples. Gate settings (margin,
+    alpha, policy) may change: they do not touch the records.
     """
+    refs = list(plan.suites) + [None] * max(0, len(suites) - len(plan.suites))
     return {
+        "fingerprint_version": FINGERPRINT_VERSION,
         "configs": {
             name: {
                 "config_id": c.config_id,
                 "engine": c.engine,
+                "model": c.model,
+                "speculative": c.speculative,
                 "sampling": c.sampling,
-                "coupled": bool(c.engine_options.get("coupled", False)),
+                "engine_options": {k: v for k, v in sorted(c.engine_options.items())
+                                   if k not in TRANSPORT_OPTIONS},
             }
             for name, c in plan.configs.items()
         },
         "suites": [
-            {"name": s.name, "version": str(s.version), "questions": len(s.questions),
+            {"name": s.name, "version": str(s.version), "revision": getattr(ref, "revision", None),
+             "source": getattr(s, "source", None), "questions": len(s.questions),
              "digest": _questions_digest(s)}
-            for s in suites
+            for s, ref in zip(suites, refs)
         ],
         "seeds": list(plan.seeds),
         "samples": plan.samples,
@@ -181,13 +209,12 @@ def write_json_atomic(path: str | Path, data: Any) -> None:
 
 def read_manifest(out: str | Path) -> dict[str, Any]:
     """The manifest of a run directory (:class:`DataError` when missing or invalid)."""
+    from ._strict import load_json
+
     path = Path(out) / "manifest.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError("not a qualgate run directory (no manifest.json)", file=str(out)) from None
-    except ValueError as exc:
-        raise DataError(f"invalid JSON ({exc})", file=str(path)) from None
+    if not path.exists():
+        raise DataError("not a qualgate run directory (no manifest.json)", file=str(out))
+    data = load_json(path)
     if not isinstance(data, dict) or data.get("manifest_version") != MANIFEST_VERSION:
         raise DataError(f"unsupported manifest (this qualgate reads version {MANIFEST_VERSION})",
                         file=str(path), field="manifest_version",
@@ -226,6 +253,71 @@ class _NoProgress:
 
     def update(self, n: int) -> None:
         pass
+
+
+class RunLock:
+    """An exclusive lock on a run directory: ``flock`` on the directory itself.
+
+    The kernel releases the lock when the holder's process ends, even by SIGKILL, so a dead
+    holder never blocks a new run. :meth:`announce` writes the holder's pid, host and start
+    time to ``OUT/.qualgate.lock`` for the refusal message of a second run (that file is
+    only information: it may be stale, the lock never is).
+    """
+
+    def __init__(self, out: str | Path):
+        self.out = Path(out)
+        self.info = self.out / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        fd = os.open(self.out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise DataError(f"cannot lock the run directory ({exc.strerror}); run on a "
+                                "file system with flock", file=str(self.out)) from None
+            raise DataError(self._refusal(), file=str(self.out)) from None
+        self._fd = fd
+        return self
+
+    def announce(self) -> None:
+        """Write who holds the lock to ``OUT/.qualgate.lock``."""
+        write_json_atomic(self.info, {"pid": os.getpid(), "host": socket.gethostname(), "since": _now()})
+
+    def _refusal(self) -> str:
+        try:
+            holder = json.loads(self.info.read_text(encoding="utf-8"))
+            pid, host, since = int(holder["pid"]), str(holder["host"]), str(holder.get("since"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another qualgate run holds this run directory (it has not said which yet)"
+        said = f"another qualgate run holds this run directory: pid {pid} on host {host!r}, since {since}"
+        if host == socket.gethostname() and not _alive(pid):
+            said += ("; that pid has ended but a process it started (an engine worker?) still "
+                     "holds the lock: stop that process")
+        return said + "; wait for it to end or choose another --out"
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists (another user's)
+        return True
+    return True
 
 
 @dataclass(frozen=True)
@@ -270,6 +362,7 @@ def _record(run_id, config_id, mode, item: WorkItem, gen) -> dict[str, Any]:
             outcome=grade.outcome,
             answer_strict=None if grade.strict is None else str(grade.strict),
             answer_lenient=None if grade.lenient is None else str(grade.lenient),
+            decided_by=grade.decided_by,
             output=gen.text,
         )
     for name in ("output_tokens", "spec_steps", "draft_tokens", "accepted_tokens",
@@ -286,11 +379,12 @@ def run_plan(
     suites: Sequence | None = None,
     progress: Callable[[str, int], Any] | None = None,
     log: Callable[[str], None] | None = None,
-    backend_factory: Callable = open_backend,
+    backend_factory: Callable = open_on_devices,
     max_errors: int = 0,
     sequential: SequentialSettings | None = None,
     order_seed: int = 0,
     speed: SpeedSettings | None = None,
+    keep_errors: bool = False,
 ) -> RunResult:
     """Run every config of ``plan`` into ``out``, then evaluate the plan's gate.
 
@@ -300,7 +394,8 @@ def run_plan(
     out : path
         The run directory. It must be absent or empty unless ``resume``.
     resume : bool
-        Continue the run in ``out`` (same plan), skipping records already written.
+        Continue the run in ``out`` (same plan), skipping records already written and
+        decoding again the keys whose record is an ``error``.
     suites : sequence of Suite, optional
         Already loaded suites (default: :func:`load_suites` of the plan).
     progress : callable, optional
@@ -309,7 +404,9 @@ def run_plan(
     log : callable, optional
         Receives one-line diagnostics (for stderr).
     backend_factory : callable
-        ``backend_factory(config)`` returns a :class:`qualgate.backends.Backend`.
+        ``backend_factory(config)`` returns a :class:`qualgate.backends.Backend`; the default
+        spreads a reference-engine config over every visible GPU, one engine per GPU
+        (:func:`qualgate.backends._devices.open_on_devices`).
     max_errors : int
         Pairs with an ``error`` outcome the gate may drop (as ``qualgate gate --max-errors``).
     sequential : SequentialSettings, optional
@@ -321,6 +418,8 @@ def run_plan(
         After the quality run, measure every config's speed-up over the baseline in
         interleaved rounds (:func:`measure_speed`); the manifest's ``speed`` entry holds it
         and the report uses it.
+    keep_errors : bool
+        With ``resume``: keep ``error`` records as they are instead of retrying them.
 
     Returns
     -------
@@ -331,26 +430,54 @@ def run_plan(
     Raises
     ------
     DataError
-        ``out`` is not empty and ``resume`` is false; the plan changed since the run
-        started; a suite or config is invalid; an engine package is missing.
+        ``out`` is not empty and ``resume`` is false; another run holds ``out``; the plan
+        changed since the run started; a suite or config is invalid; an engine package is
+        missing.
     """
     out = Path(out)
-    log = log or (lambda msg: None)
-    progress = progress or (lambda label, total: _NoProgress())
+    _check_names(plan)
     if suites is None:
         suites = load_suites(plan)
+    if out.exists() and not out.is_dir():
+        raise DataError("the output path exists and is not a directory", file=str(out))
+    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out) as lock:
+        return _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory, max_errors,
+                           sequential, order_seed, keep_errors, speed)
+
+
+def _check_names(plan) -> None:
+    from .config import CONFIG_NAME
+
+    for name in plan.configs:
+        if not isinstance(name, str) or not CONFIG_NAME.fullmatch(name):
+            raise DataError("a config name must be a plain name (it names the records file)",
+                            file=plan.path, field="configs", value=name)
+
+
+def _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory, max_errors, sequential,
+                order_seed, keep_errors, speed) -> RunResult:
+    """:func:`run_plan` once ``out`` is locked."""
+    log = log or (lambda msg: None)
+    progress = progress or (lambda label, total: _NoProgress())
     fingerprint = json.loads(json.dumps(plan_fingerprint(plan, suites), default=str))
     manifest_path = out / "manifest.json"
 
     repaired: list[str] = []
-    if out.exists() and not out.is_dir():
-        raise DataError("the output path exists and is not a directory", file=str(out))
-    nonempty = out.is_dir() and any(out.iterdir())
+    nonempty = any(p.name != LOCK_NAME for p in out.iterdir())
     if nonempty and not resume:
         raise DataError("the output directory is not empty; pass --resume to continue the run "
                         "in it, or choose a new directory", file=str(out))
     if nonempty:
         manifest = read_manifest(out)
+        if manifest.get("fingerprint", {}).get("fingerprint_version") != FINGERPRINT_VERSION:
+            raise DataError("this run was started by a qualgate whose resume fingerprint does not "
+                            "cover every engine option and suite revision, so it cannot be resumed "
+                            "safely: start a new run", file=str(manifest_path), field="fingerprint")
+        for name, entry in manifest.get("configs", {}).items():
+            if entry.get("records") != f"records/{name}.jsonl":
+                raise DataError("a config's records must be records/<config>.jsonl", file=str(manifest_path),
+                                field=f"configs.{name}.records", value=entry.get("records"))
         changed = _diff(manifest.get("fingerprint", {}), fingerprint)
         if changed:
             raise DataError("the plan changed since this run started, so its records cannot be "
@@ -396,6 +523,7 @@ def run_plan(
                 for name, c in plan.configs.items()
             },
         }
+    lock.announce()
     write_json_atomic(manifest_path, manifest)
 
     from .records import repair_truncated
@@ -411,7 +539,7 @@ def run_plan(
                 repaired.append(cut.describe())
                 log(f"{entry['records']}: removed an incomplete last line ({cut.nbytes} bytes) "
                     f"left by an interrupted run")
-    runner = _ConfigRunner(plan, out, manifest, run_id, progress, log, backend_factory, written)
+    runner = _ConfigRunner(plan, out, manifest, run_id, progress, log, backend_factory, written, keep_errors)
     if sequential is None:
         for name in plan.configs:
             runner.run(name, work)
@@ -442,9 +570,10 @@ class _ConfigRunner:
     accelerator alone (``Backend.exclusive``) is closed after every call instead.
     """
 
-    def __init__(self, plan, out, manifest, run_id, progress, log, backend_factory, written):
+    def __init__(self, plan, out, manifest, run_id, progress, log, backend_factory, written, keep_errors=False):
         self.plan, self.out, self.manifest, self.run_id = plan, Path(out), manifest, run_id
         self.progress, self.log, self.factory, self.written = progress, log, backend_factory, written
+        self.keep_errors = keep_errors
         self.backends: dict[str, Any] = {}
 
     def _open(self, name, cfg, entry):
@@ -478,14 +607,35 @@ class _ConfigRunner:
         for name in list(self.backends):
             self.close(name)
 
+    def _done(self, name: str, path: Path, items: Sequence[WorkItem]) -> set:
+        """Keys of ``items`` not to decode again: every key written, but those whose record is
+        an ``error`` unless ``keep_errors`` (their errors are copied to the side log first)."""
+        from .records import RecordWriter, read_records
+
+        if not path.exists():
+            return set()
+        records = read_records(path)
+        done = {r.key for r in records if self.keep_errors or r.outcome != "error"}
+        wanted = {w.key for w in items}
+        retry = [r for r in records if r.key not in done and r.key in wanted]
+        if retry:
+            side = f"retried_errors/{name}.jsonl"
+            with RecordWriter(self.out / side) as w:
+                w.write_batch(retry)
+            entry = self.manifest["configs"][name]
+            entry["retried_errors"] = entry.get("retried_errors", 0) + len(retry)
+            self.log(f"{name}: retrying {len(retry)} error records (the errors are kept in {side}; "
+                     "--keep-errors keeps them instead)")
+        return done
+
     def run(self, name: str, items: Sequence[WorkItem]) -> None:
         """Decode the ``items`` this config has no record for yet, appending their records."""
-        from .records import RecordWriter, existing_keys
+        from .records import RecordWriter
 
         cfg = self.plan.configs[name]
         entry = self.manifest["configs"][name]
         path = self.out / entry["records"]
-        done = existing_keys(path)
+        done = self._done(name, path, items)
         pending = [w for w in items if w.key not in done]
         if not pending:
             if entry["status"] == "pending" and done:

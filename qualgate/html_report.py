@@ -46,11 +46,6 @@ SEQUENTIAL_LOOKS = 40
 # ----------------------------------------------------------------------------- flips
 
 
-def _answer(r) -> str | None:
-    """The extracted answer shown (and highlighted): the strict one, else the lenient one."""
-    return r.answer_strict if r.answer_strict is not None else r.answer_lenient
-
-
 def collect_flips(baseline, candidate, name: str, prompts: Mapping | None = None) -> list[Flip]:
     """Every pair (same suite, question, seed, sample) that one side got right and the other not.
 
@@ -58,20 +53,14 @@ def collect_flips(baseline, candidate, name: str, prompts: Mapping | None = None
     side are not flips (the gate report counts them). ``prompts`` maps (suite, question id)
     to the prompt text.
     """
-    base = {r.key: r for r in baseline if r.outcome != "error"}
-    flips = []
-    for c in candidate:
-        b = base.get(c.key)
-        if b is None or c.outcome == "error":
-            continue
-        b_ok, c_ok = b.outcome == "correct", c.outcome == "correct"
-        if b_ok == c_ok:
-            continue
-        flips.append(Flip(
-            name, "lost" if b_ok else "gained", c.suite, c.question_id, c.seed, c.sample_index,
-            c.gold if c.gold is not None else b.gold, b.outcome, c.outcome, _answer(b), _answer(c),
-            b.output, c.output, (prompts or {}).get((c.suite, c.question_id)),
-        ))  # fmt: skip
+    from .flips import find_flips
+
+    flips = [
+        Flip(name, f.kind, f.suite, f.question_id, f.seed, f.sample_index, f.gold, f.baseline_outcome,
+             f.candidate_outcome, f.baseline_answer, f.candidate_answer, f.baseline_output, f.candidate_output,
+             (prompts or {}).get((f.suite, f.question_id)))
+        for f in find_flips(baseline, candidate).flips
+    ]  # fmt: skip
     flips.sort(key=lambda f: (f.direction != "lost", f.suite, f.question_id, f.seed, f.sample_index))
     return flips
 
@@ -256,15 +245,16 @@ def run_html(out: str | Path) -> str:
 
 def gate_html(gate: Mapping, baseline, candidates: Sequence, **read) -> str:
     """The page of ``qualgate gate``: ``gate`` is the report's dict, ``baseline`` and
-    ``candidates`` the record paths it was decided on (in the report's order); ``read``:
-    :func:`qualgate.pairing.load_side`'s options."""
+    ``candidates`` the record paths (or other tools' logs) it was decided on (in the report's
+    order); ``read``: :func:`qualgate.importers.load_records`'s options."""
     from .errors import DataError
-    from .pairing import load_side, pair_records
+    from .importers import load_records
+    from .pairing import pair_records
 
-    base = load_side(baseline, **read)
+    base = load_records(baseline, **read)
     flips, pairings, notes = [], {}, []
     for c, path in zip(gate.get("candidates", []), candidates):
-        cand = load_side(path, **read)
+        cand = load_records(path, **read)
         flips += collect_flips(base.records, cand.records, c["name"])
         try:
             pairings[c["name"]] = pair_records(base, cand, on_missing="drop", max_errors=10**9)

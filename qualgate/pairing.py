@@ -9,7 +9,11 @@
 - keys present on one side only (unless ``on_missing='drop'``, which pairs the intersection
   and reports what it dropped);
 - pairs whose ``suite_version`` or ``prompt_hash`` differ between the sides (the two runs did
-  not ask the same question);
+  not ask the same question), unless ``on_prompt_mismatch='report'``: then they are paired by
+  question id anyway and the differences are counted and reported (a note with examples, and
+  ``dropped['prompt_differences']``), never silently ignored. This is the mode for pairing a
+  qualgate run with another tool's run of the same questions, whose prompt hash covers a
+  differently rendered prompt (:mod:`qualgate.prompts`);
 - pairs where either side has outcome ``error`` (an engine failure is not a wrong answer),
   unless ``max_errors`` allows that many, which are then dropped and reported.
 
@@ -22,6 +26,7 @@ question as the cluster) that the gate, the sequential gate and calibration read
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,9 +35,10 @@ import numpy as np
 from .errors import DataError
 from .records import Record, RecordSet, _gc_paused, read_records
 
-__all__ = ["ON_MISSING", "Pairing", "Side", "load_side", "pair_records"]
+__all__ = ["ON_MISSING", "ON_PROMPT_MISMATCH", "Pairing", "Side", "load_side", "pair_records"]
 
 ON_MISSING = ("error", "drop")
+ON_PROMPT_MISMATCH = ("error", "report")
 _EXAMPLES = 3
 
 
@@ -47,6 +53,8 @@ class Side:
     files: tuple[str, ...]
     n_records: int
     dropped_truncated: tuple[str, ...] = ()  #: incomplete last lines dropped on reading
+    #: (decided_by, records) for the records that carry ``decided_by``, most frequent first
+    decided_by: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -57,6 +65,7 @@ class Side:
             "files": list(self.files),
             "records": self.n_records,
             "dropped_truncated": list(self.dropped_truncated),
+            "decided_by": dict(self.decided_by),
         }
 
 
@@ -130,8 +139,10 @@ def _describe(records: Sequence[Record], cols: dict, label: str, path) -> Side:
         )
     files = getattr(records, "files", (str(path),))
     dropped = tuple(t.describe() for t in getattr(records, "dropped", ()))
+    decided = Counter(r.decided_by for r in getattr(records, "records", records) if r.decided_by is not None)
     return Side(
-        str(path), configs.pop(), modes.pop(), tuple(sorted(set(cols["run_id"]))), tuple(files), len(records), dropped
+        str(path), configs.pop(), modes.pop(), tuple(sorted(set(cols["run_id"]))), tuple(files), len(records), dropped,
+        tuple(sorted(decided.items(), key=lambda kv: (-kv[1], kv[0]))),
     )
 
 
@@ -163,6 +174,7 @@ def pair_records(
     max_errors: int = 0,
     baseline_path=None,
     candidate_path=None,
+    on_prompt_mismatch: str = "error",
 ) -> Pairing:
     """Pair two sides' records on their keys; refuse inconsistent data.
 
@@ -178,6 +190,9 @@ def pair_records(
         error.
     baseline_path, candidate_path : str, optional
         Names for messages; default to the record sets' paths.
+    on_prompt_mismatch : {'error', 'report'}
+        Pairs whose ``prompt_hash`` or ``suite_version`` differ: refuse them, or pair them by
+        question id and report how many differ (in ``notes`` and ``dropped``).
 
     Raises
     ------
@@ -190,11 +205,15 @@ def pair_records(
         raise ValueError(f"on_missing must be one of {', '.join(map(repr, ON_MISSING))}; got {on_missing!r}")
     if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0:
         raise ValueError(f"max_errors must be a non-negative integer, got {max_errors!r}")
+    if on_prompt_mismatch not in ON_PROMPT_MISMATCH:
+        raise ValueError(f"on_prompt_mismatch must be one of {', '.join(map(repr, ON_PROMPT_MISMATCH))}; "
+                         f"got {on_prompt_mismatch!r}")
     with _gc_paused():
-        return _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_path)
+        return _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_path, on_prompt_mismatch)
 
 
-def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_path) -> Pairing:
+def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_path,
+          on_prompt_mismatch="error") -> Pairing:
     bpath = baseline_path or getattr(baseline, "path", "baseline")
     cpath = candidate_path or getattr(candidate, "path", "candidate")
     bcols, ccols = _columns(baseline), _columns(candidate)
@@ -231,9 +250,17 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
         bad = np.flatnonzero(bv != cv)
         if len(bad):
             shown = "; ".join(f"{_fmt_key(bkeys[bi[k]])}: {bv[k]!r} vs {cv[k]!r}" for k in bad[:_EXAMPLES])
+            if on_prompt_mismatch == "report":
+                notes.append(
+                    f"{len(bad)} of {len(bi)} pairs differ in {name} (paired by question id as asked: "
+                    f"check that both runs rendered the same prompts), e.g. {shown}"
+                )
+                dropped[f"{name}_differences"] = len(bad)
+                continue
             problems.append(
                 f"{len(bad)} pairs differ in {name} between baseline and candidate "
-                f"(the runs did not ask the same questions), e.g. {shown}"
+                f"(the runs did not ask the same questions), e.g. {shown}; to pair them by question id "
+                "and report the differences, pass --prompt-mismatch report"
             )
     bo, co = np.array(bcols["outcome"], dtype=object)[bi], np.array(ccols["outcome"], dtype=object)[cj]
     errors = np.flatnonzero((bo == "error") | (co == "error"))

@@ -29,6 +29,7 @@ prompt_hash        yes       hash of the rendered prompt
 mode               no        a label (``target``, ``standard``, ``fly`` ...)
 answer_strict      no        answer extracted by the strict extractor
 answer_lenient     no        answer extracted by the lenient extractor
+decided_by         no        the extractor whose answer decided ``outcome`` (``strict:boxed``)
 gold               no        the reference answer
 output             no        the generated text
 output_tokens      no        generated tokens (int >= 0)
@@ -49,15 +50,18 @@ from __future__ import annotations
 import contextlib
 import csv
 import gc
+import io
 import json
 import math
 import operator
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from itertools import repeat
 from pathlib import Path
 
+from ._strict import DuplicateKey, NonFinite, decode_text, is_regular_file, parse_json, read_bytes, sniff
 from .errors import DataError
 
 __all__ = [
@@ -79,7 +83,10 @@ OUTCOMES = ("correct", "incorrect", "no_answer", "error")
 #: File suffixes read as records (a directory argument means every such file in it).
 RECORD_SUFFIXES = (".jsonl", ".parquet", ".csv")
 
-_STR, _INT, _COUNT, _FLOAT = "a string", "an integer", "an integer >= 0", "a finite number >= 0"
+_STR, _INT, _COUNT, _FLOAT = (
+    "a string", "an integer (64-bit)", "an integer >= 0 (64-bit)", "a finite number >= 0",
+)  # fmt: skip
+_I64 = 1 << 63
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,7 @@ class Record:
     mode: str | None = None
     answer_strict: str | None = None
     answer_lenient: str | None = None
+    decided_by: str | None = None
     gold: str | None = None
     output: str | None = None
     output_tokens: int | None = None
@@ -166,9 +174,10 @@ _KINDS = {
 _SCHEMA = tuple((name, _KINDS.get(name, _STR), name in _REQUIRED_SET) for name in FIELDS)
 _CHECK = {
     _STR: lambda v: type(v) is str,
-    _INT: lambda v: type(v) is int,
-    _COUNT: lambda v: type(v) is int and v >= 0,
-    _FLOAT: lambda v: type(v) in (int, float) and math.isfinite(v) and v >= 0,
+    _INT: lambda v: type(v) is int and -_I64 <= v < _I64,
+    _COUNT: lambda v: type(v) is int and 0 <= v < _I64,
+    # an int is compared, never converted (a 400-digit int overflows a float)
+    _FLOAT: lambda v: (type(v) is float and 0 <= v < math.inf) or (type(v) is int and 0 <= v < _I64),
 }
 
 
@@ -183,21 +192,22 @@ def _validate(d: Mapping) -> None:
         and type(v := g("suite")) is str and v
         and type(v := g("suite_version")) is str and v
         and type(v := g("question_id")) is str and v
-        and type(g("seed")) is int
-        and type(v := g("sample_index")) is int and v >= 0
-        and g("outcome") in _OUTCOME_SET
+        and type(v := g("seed")) is int and -_I64 <= v < _I64
+        and type(v := g("sample_index")) is int and 0 <= v < _I64
+        and g("outcome") in OUTCOMES
         and type(v := g("prompt_hash")) is str and v
         and (len(d) == 10 or (
             ((v := g("mode")) is None or type(v) is str)
             and ((v := g("answer_strict")) is None or type(v) is str)
             and ((v := g("answer_lenient")) is None or type(v) is str)
+            and ((v := g("decided_by")) is None or type(v) is str)
             and ((v := g("gold")) is None or type(v) is str)
             and ((v := g("output")) is None or type(v) is str)
-            and ((v := g("output_tokens")) is None or type(v) is int and v >= 0)
-            and ((v := g("spec_steps")) is None or type(v) is int and v >= 0)
-            and ((v := g("draft_tokens")) is None or type(v) is int and v >= 0)
-            and ((v := g("accepted_tokens")) is None or type(v) is int and v >= 0)
-            and ((v := g("deferred_tokens")) is None or type(v) is int and v >= 0)
+            and ((v := g("output_tokens")) is None or type(v) is int and 0 <= v < _I64)
+            and ((v := g("spec_steps")) is None or type(v) is int and 0 <= v < _I64)
+            and ((v := g("draft_tokens")) is None or type(v) is int and 0 <= v < _I64)
+            and ((v := g("accepted_tokens")) is None or type(v) is int and 0 <= v < _I64)
+            and ((v := g("deferred_tokens")) is None or type(v) is int and 0 <= v < _I64)
             and ((v := g("latency_s")) is None or _CHECK[_FLOAT](v))
             and ((v := g("error")) is None or type(v) is str)
         ))
@@ -256,6 +266,8 @@ class RecordSet:
     dropped: tuple[TruncatedLine, ...] = ()
     #: per file, the line (row) number of each of its records
     line_numbers: tuple[Sequence[int], ...] = ()
+    #: ``file:line`` of each ``error`` record superseded by a later record of its key
+    superseded: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -278,13 +290,14 @@ class RecordSet:
 def record_files(path) -> list[Path]:
     """The record files a path names: the file itself, or every record file in a directory.
 
-    A directory is read non-recursively; its files (suffixes :data:`RECORD_SUFFIXES`) are
-    sorted by name. A missing path, an unsupported suffix or an empty directory is a
-    :class:`~qualgate.errors.DataError`.
+    A directory is read non-recursively; its entries with a record suffix
+    (:data:`RECORD_SUFFIXES`) are sorted by name (one that is not a regular file is refused
+    when read, never skipped). A missing path, an unsupported suffix or an empty directory is
+    a :class:`~qualgate.errors.DataError`.
     """
     p = Path(path)
     if p.is_dir():
-        found = sorted(q for q in p.iterdir() if q.suffix in RECORD_SUFFIXES and q.is_file())
+        found = sorted(q for q in p.iterdir() if q.suffix in RECORD_SUFFIXES)
         if not found:
             raise DataError(f"no record files ({', '.join(RECORD_SUFFIXES)}) in this directory", file=str(p))
         return found
@@ -327,26 +340,51 @@ def read_records(path, *, allow_unknown: bool = False, drop_truncated: bool = Fa
         Naming the file, line, field and value of the first invalid record.
     """
     files = record_files(path)
-    records, numbers, dropped = [], [], []
+    records, numbers, dropped, superseded = [], [], [], []
     with _gc_paused():
-        _read_files(files, records, numbers, dropped if drop_truncated else None, allow_unknown)
-    return RecordSet(str(path), tuple(map(str, files)), tuple(records), tuple(dropped), tuple(numbers))
+        _read_files(files, records, numbers, dropped if drop_truncated else None, allow_unknown, superseded)
+    return RecordSet(str(path), tuple(map(str, files)), tuple(records), tuple(dropped), tuple(numbers),
+                     tuple(superseded))
 
 
-def _read_files(files, records, numbers, dropped, allow_unknown):
+def _read_files(files, records, numbers, dropped, allow_unknown, superseded):
     """Append the records of ``files`` to ``records`` and their line numbers to ``numbers``."""
     for f in files:
         reader = {".jsonl": _jsonl_rows, ".csv": _csv_rows, ".parquet": _parquet_rows}[f.suffix]
         lines, rows = reader(f, dropped)
         if _rows_valid(rows):
-            records.extend(_unchecked(rows))
+            got = _unchecked(rows)
         else:  # validate row by row, to name the first invalid one
-            start = len(records)
+            got = []
             try:
-                records.extend(Record.from_dict(row, allow_unknown=allow_unknown) for row in rows)
+                got.extend(Record.from_dict(row, allow_unknown=allow_unknown) for row in rows)
             except DataError as exc:
-                raise _located(exc, f, lines[len(records) - start]) from None
+                raise _located(exc, f, lines[len(got)]) from None
+        got, lines = _supersede(got, lines, f, superseded)
+        records.extend(got)
         numbers.append(lines)
+
+
+_KEY = operator.attrgetter("suite", "question_id", "seed", "sample_index")
+
+
+def _supersede(records: list, lines, file, superseded: list):
+    """Drop each ``error`` record followed, in the same file, by a record of the same key.
+
+    Records are append-only, so ``qualgate run --resume`` retries an error by appending the
+    new record; the new one supersedes the error. A key repeated in any other way is kept
+    (and refused by pairing as a duplicate).
+    """
+    keys = list(map(_KEY, records))
+    if len(set(keys)) == len(keys):
+        return records, lines
+    last = {k: i for i, k in enumerate(keys)}
+    drop = {i for i, k in enumerate(keys) if last[k] != i and records[i].outcome == "error"}
+    if not drop:
+        return records, lines
+    superseded.extend(f"{file}:{lines[i]}" for i in sorted(drop))
+    kept = [i for i in range(len(records)) if i not in drop]
+    return [records[i] for i in kept], [lines[i] for i in kept]
 
 
 def _unchecked(rows: list) -> list[Record]:
@@ -386,9 +424,10 @@ def _rows_valid(rows: list) -> bool:
             if kind == _STR:
                 ok = types <= {str} and (not required or all(column))
             elif kind == _FLOAT:
-                ok = types <= {int, float} and all(map(math.isfinite, column)) and min(column, default=0) >= 0
+                ok = types <= {int, float} and all(map(_CHECK[_FLOAT], column))
             else:
-                ok = types <= {int} and (kind != _COUNT or min(column, default=0) >= 0)
+                low = 0 if kind == _COUNT else -_I64
+                ok = types <= {int} and (not column or (low <= min(column) and max(column) < _I64))
             if not ok:
                 return False
         versions = set(map(operator.itemgetter("schema_version"), rows))
@@ -397,11 +436,14 @@ def _rows_valid(rows: list) -> bool:
         return False
 
 
-def existing_keys(path, *, drop_truncated: bool = False) -> set[tuple[str, str, int, int]]:
-    """Pairing keys already written to ``path`` (empty when it does not exist); for resuming."""
+def existing_keys(path, *, drop_truncated: bool = False, errors: bool = True) -> set[tuple[str, str, int, int]]:
+    """Pairing keys already written to ``path`` (empty when it does not exist); for resuming.
+
+    ``errors=False`` leaves out the keys whose latest record is an ``error`` (to retry them).
+    """
     if not Path(path).exists():
         return set()
-    return {r.key for r in read_records(path, drop_truncated=drop_truncated)}
+    return {r.key for r in read_records(path, drop_truncated=drop_truncated) if errors or r.outcome != "error"}
 
 
 def repair_truncated(path) -> TruncatedLine | None:
@@ -413,6 +455,7 @@ def repair_truncated(path) -> TruncatedLine | None:
     when nothing was removed.
     """
     path = Path(path)
+    _regular(path)
     tail, start = _last_line(path)
     cut = _incomplete(path, tail, lambda: _count_newlines(path, start) + 1)
     if cut is None:
@@ -442,6 +485,7 @@ class RecordWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._prefix = b""
         if self.path.exists():
+            _regular(self.path)
             tail, start = _last_line(self.path)
             cut = _incomplete(self.path, tail, lambda: _count_newlines(self.path, start) + 1)
             if cut is not None:
@@ -506,9 +550,15 @@ def _incomplete(path, tail: bytes, line) -> TruncatedLine | None:
     try:
         if isinstance(json.loads(tail), dict):
             return None
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     return TruncatedLine(str(path), line(), len(tail), tail[:60].decode("utf-8", "replace"))
+
+
+def _regular(path: Path) -> None:
+    if not is_regular_file(path):
+        raise DataError("not a regular file: refused (records are appended to regular files only)",
+                        file=str(path))
 
 
 def _last_line(path: Path, block: int = 1 << 16) -> tuple[bytes, int]:
@@ -533,7 +583,8 @@ def _count_newlines(path: Path, end: int) -> int:
 
 
 def _jsonl_rows(path: Path, dropped: list | None):
-    data = path.read_bytes()
+    data = sniff(read_bytes(path, kind="records"), file=str(path))
+    _not_json_lines(data, path)
     start = data.rfind(b"\n") + 1
     cut = _incomplete(path, data[start:], lambda: data.count(b"\n", 0, start) + 1)
     if cut is not None:
@@ -547,9 +598,10 @@ def _jsonl_rows(path: Path, dropped: list | None):
             )
         dropped.append(cut)
         data = data[: len(data) - cut.nbytes]
-    lines = data.split(b"\n")
+    text = decode_text(data, file=str(path))
+    lines = text.split("\n")
     numbers = [i for i, raw in enumerate(lines, 1) if raw.strip()]
-    if len(numbers) == len(lines) - (lines[-1] == b""):
+    if len(numbers) == len(lines) - (lines[-1] == ""):
         numbers = range(1, len(numbers) + 1)
     else:
         lines = [lines[i - 1] for i in numbers]
@@ -557,19 +609,47 @@ def _jsonl_rows(path: Path, dropped: list | None):
     # that is not exactly one JSON value makes it fail (or miscount), and the per-line
     # parse below then names it.
     try:
-        rows = json.loads(b"[" + b",".join(lines[: len(numbers)]) + b"]")
+        rows = parse_json("[" + ",".join(lines[: len(numbers)]) + "]")
         if len(rows) == len(numbers):
             return numbers, rows
     except ValueError:
         pass
     for i, raw in zip(numbers, lines):
         try:
-            json.loads(raw)
+            parse_json(raw)
+        except DuplicateKey as exc:
+            raise DataError(str(exc), file=str(path), line=i, field=str(exc.key)) from None
+        except NonFinite as exc:
+            field, value = _non_finite_field(raw)
+            raise DataError(f"must be {_KINDS.get(field, 'a JSON value')} ({exc})", file=str(path), line=i,
+                            field=field, value=value) from None
         except ValueError as exc:
-            raise DataError(
-                f"not a JSON object ({exc})", file=str(path), line=i, value=raw[:60].decode("utf-8", "replace")
-            ) from None
+            raise DataError(f"not a JSON object ({exc})", file=str(path), line=i, value=raw[:60]) from None
     raise DataError("a line holds more than one JSON value", file=str(path))  # pragma: no cover
+
+
+def _non_finite_field(raw: str):
+    """(field, value) of the first NaN/Infinity in a line (parsed leniently), or (None, None)."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None, None
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if type(value) is float and not math.isfinite(value):
+                return key, value
+    return None, None
+
+
+def _not_json_lines(data: bytes, path) -> None:
+    """Refuse a file that is JSON but not JSON Lines: one array, or CR-only line ends."""
+    first = re.match(rb"\s*", data).end()
+    if data[first : first + 1] == b"[":
+        raise DataError("a JSON array, not JSON Lines (one record object per line): convert it, "
+                        "e.g. jq -c '.[]'", file=str(path), line=data.count(b"\n", 0, first) + 1)
+    if data.count(b"\r") > data.count(b"\r\n"):  # a CR never appears raw inside JSON
+        raise DataError("line ends are CR (classic Mac), not LF: records are JSON Lines ended by "
+                        "LF or CRLF", file=str(path), line=data.count(b"\n", 0, data.find(b"\r")) + 1)
 
 
 _INT_FIELDS = frozenset(name for name, kind, _ in _SCHEMA if kind in (_INT, _COUNT))
@@ -577,12 +657,23 @@ _INT_FIELDS = frozenset(name for name, kind, _ in _SCHEMA if kind in (_INT, _COU
 
 def _csv_rows(path: Path, dropped):
     numbers, rows = [], []
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
+    text = decode_text(read_bytes(path, kind="records"), file=str(path), bom="strip")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        header = reader.fieldnames or []
+        repeated = sorted({k for k in header if header.count(k) > 1})
+        if repeated:
+            raise DataError("a column is named twice in the header (the last one would win silently)",
+                            file=str(path), line=1, field=repeated[0])
         for row in reader:
             line = reader.line_num
+            if None in row:
+                raise DataError(f"{len(header) + len(row[None])} values for {len(header)} header columns",
+                                file=str(path), line=line)
             rows.append({k: _from_text(k, v, path, line) for k, v in row.items() if v not in ("", None)})
             numbers.append(line)
+    except csv.Error as exc:
+        raise DataError(f"not valid CSV: {exc}", file=str(path), line=reader.line_num) from None
     return numbers, rows
 
 
@@ -602,10 +693,19 @@ def _parquet_rows(path: Path, dropped):
         import pyarrow.parquet as pq
     except ImportError as exc:  # pragma: no cover - pyarrow is in the test extra
         raise DataError("reading Parquet needs pyarrow (pip install pyarrow)", file=str(path)) from exc
+    import pyarrow as pa
+
+    data = read_bytes(path, kind="records")
     try:
-        rows = pq.read_table(path).to_pylist()
+        table = pq.read_table(pa.BufferReader(data))
+        repeated = sorted({k for k in table.column_names if table.column_names.count(k) > 1})
+        if not repeated:
+            rows = table.to_pylist()
     except Exception as exc:  # noqa: BLE001 - any reader failure is invalid data
         raise DataError(f"not a readable Parquet file ({exc})", file=str(path)) from None
+    if repeated:
+        raise DataError("a column is named twice (the last one would win silently)", file=str(path),
+                        field=repeated[0])
     rows = [{k: _from_parquet(k, v) for k, v in row.items() if v is not None} for row in rows]
     return range(1, len(rows) + 1), rows
 

@@ -16,13 +16,12 @@ recomputes statistics (the verdicts come from ``gate.json``). Per config:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._strict import load_json
 from ._render import fmt_pct, fmt_points, markdown_table, text_table
-from .errors import DataError
 
 __all__ = ["ConfigSummary", "RunReport", "render_markdown", "render_text", "summarize"]
 
@@ -131,10 +130,7 @@ def summarize(out: str | Path) -> RunReport:
     gate_path = out / "gate.json"
     gate: dict[str, Any] = dict(manifest.get("gate") or {})
     if gate.get("status") == "ok" and gate_path.exists():
-        try:
-            gate["report"] = json.loads(gate_path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise DataError(f"invalid JSON ({exc})", file=str(gate_path)) from None
+        gate["report"] = load_json(gate_path)
     comparisons = _comparisons(gate.get("report") or {})
     baseline = plan["baseline"]
     candidates = set(plan.get("candidates") or [])

@@ -143,6 +143,14 @@ class SequentialReport:
         }
 
 
+def _method(r: SequentialResult, pairs_per_question: int) -> str:
+    """The test behind a sequential verdict, as printed with it."""
+    if r.reason in ("final", "budget", "exhausted") and r.max_questions is not None:
+        final = "robust clustered score test" if pairs_per_question > 1 else "exact unconditional score test"
+        return f"budgeted design: always-valid betting test at alpha/50, then the fixed-n {final}"
+    return "always-valid betting test (Waudby-Smith & Ramdas 2024)"
+
+
 def _sentence(r: SequentialResult, margin: float) -> str:
     level = f"{1 - r.alpha:.1%}".replace(".0%", "%")
     used = f"{r.n_questions:,} of {r.n_available:,} questions"
@@ -155,6 +163,11 @@ def _sentence(r: SequentialResult, margin: float) -> str:
         return (
             f"stopped for futility after {used}: at the observed loss ({fmt_points(r.loss)} points) a PASS "
             f"has become unlikely (upper bound {ub} points against the {m}-point margin)"
+        )
+    if r.reason == "final":
+        return (
+            f"after {used} (the budget or all questions) the fixed-n test at the end of the budgeted design "
+            f"puts the loss at most {ub} points ({1 - 0.98 * r.alpha:.1%} upper bound), below the {m}-point margin"
         )
     what = "the budget ran out" if r.reason == "budget" else "the questions ran out"
     return f"{what} after {used} without a decision (upper bound {ub} points against the {m}-point margin)"
@@ -208,11 +221,13 @@ def sequential_gate(
         else:
             positions = np.arange(p.n_questions)
         d = question_differences(p, positions)
+        sizes = np.bincount(p.question, minlength=p.n_questions)[positions]
         r = sequential_noninferiority(
-            d, margin=margin, alpha=each, power=power, max_questions=max_questions
+            d, margin=margin, alpha=each, power=power, max_questions=max_questions, pairs=sizes
         )
         comparisons.append(
-            SequentialComparison(name, p.candidate, r, p.max_cluster_size, _sentence(r, margin))
+            SequentialComparison(name, p.candidate, r, p.max_cluster_size,
+                                 f"{_sentence(r, margin)} [{_method(r, p.max_cluster_size)}]")  # fmt: skip
         )
     verdicts = [c.verdict for c in comparisons]
     overall = "FAIL" if "FAIL" in verdicts else "INCONCLUSIVE" if "INCONCLUSIVE" in verdicts else "PASS"

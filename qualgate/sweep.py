@@ -212,6 +212,8 @@ def run_sweep(plan: Plan, grid: Grid, out: str | Path, *, batch_questions: int =
     from .backends import open_backend
     from .harness import SequentialSettings, SpeedSettings, load_suites, measure_speed, run_plan, work_items
 
+    # the pilot and the speed rounds time one engine per config; the runs may spread over GPUs
+    run_factory = {"backend_factory": backend_factory} if backend_factory else {}
     backend_factory = backend_factory or open_backend
     log = log or (lambda msg: None)
     out = Path(out)
@@ -235,7 +237,7 @@ def run_sweep(plan: Plan, grid: Grid, out: str | Path, *, batch_questions: int =
         full = dataclasses.replace(full, candidates=tuple(names))
     settings = SequentialSettings(batch_questions, test_questions, power, multiplicity="fixed-sequence")
     result = run_plan(full, out, resume=resume, suites=suites, progress=progress, log=log,
-                      backend_factory=backend_factory, sequential=settings, order_seed=order_seed)  # fmt: skip
+                      sequential=settings, order_seed=order_seed, **run_factory)  # fmt: skip
     manifest = result.manifest
     if result.gate is None:
         raise DataError(f"the gate refused the records: {manifest['gate'].get('message')}", file=str(out))

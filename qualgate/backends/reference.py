@@ -2,7 +2,8 @@
 
 Config mapping: ``model`` is the target and ``speculative.model`` the drafter (hub ids, or
 paths, relative paths being read from the config file's folder); ``engine_options``:
-``device`` (default CUDA when available), ``dtype`` (``float32``, ``bfloat16``,
+``device`` (default CUDA when available; unset or ``cuda`` on a machine with several GPUs,
+``qualgate run`` opens one engine per GPU: :mod:`qualgate.backends._devices`), ``dtype`` (``float32``, ``bfloat16``,
 ``float16``), ``max_num_seqs`` (requests decoded together), ``batch_size`` (requests per
 harness batch, default ``max_num_seqs`` or 256), ``tokenizer`` (default: the target's) and
 ``coupled`` (coupled sampling noise, see :mod:`qualgate.engines.reference`).

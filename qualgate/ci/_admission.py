@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._strict import read_text
 from ..errors import DataError
 from ..vllm033 import rule
 
@@ -282,10 +283,7 @@ def read_metrics(source: str, *, samples: int = 1, interval: float = 1.0,
             out.extend(got)
         return out
     p = Path(source)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", file=p) from exc
+    text = read_text(p)  # a regular file, UTF-8
     return parse_exposition(text, path=str(p))
 
 

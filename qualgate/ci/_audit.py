@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._strict import read_bytes
 from ..config import IDENTITY_OPTIONS, config_id
 from ..errors import DataError
 from ..speculative import FLY_LOSSY_WARNING, LOSSY_METHODS, normalise_speculative
@@ -219,8 +220,5 @@ def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None
 def audit_log(path: str | Path, *, expected_id: str | None = None) -> AuditReport:
     """Read a vLLM server log file and scan it (see :func:`audit_text`)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror}", file=p) from exc
+    text = read_bytes(p).decode("utf-8", "replace")  # a regular file (a log may hold any bytes)
     return audit_text(text, path=str(p), expected_id=expected_id)

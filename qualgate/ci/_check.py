@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._strict import load_json
 from ..errors import DataError
 from ..speculative import (
     LOSSY_METHODS,
@@ -95,14 +96,7 @@ class CheckResult:
 
 def _read_report(path) -> dict[str, Any]:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", file=p) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"not valid JSON: {exc.msg}", file=p, line=exc.lineno) from exc
+    data = load_json(p)  # strict: a regular file, no duplicate keys, no NaN
     if not isinstance(data, dict):
         raise DataError("a gate report is a JSON object", file=p, value=type(data).__name__)
     return data
@@ -165,6 +159,7 @@ def check(
     max_age: _dt.timedelta | str | None = None,
     allow_keys: tuple[str, ...] = (),
     now: _dt.datetime | None = None,
+    suite_policy=None,
 ) -> CheckResult:
     """Decide whether ``config`` may be deployed (see the module docstring).
 
@@ -183,6 +178,9 @@ def check(
         not change outputs (e.g. ``draft_tensor_parallel_size``); they are left out of the id.
     now : datetime, optional
         The current time (UTC), for tests.
+    suite_policy : qualgate.policy.Policy, optional
+        A policy file the evidence must meet: every blocking suite PASS at a margin no looser
+        (:func:`qualgate.policy.evidence_reasons`).
 
     Raises
     ------
@@ -283,6 +281,10 @@ def check(
             why = f": {cand['reason']}" if cand.get("reason") else ""
             reasons.append(f"the gate's verdict for candidate {cand.get('name', cid)} "
                            f"({cid}) is {verdict}, not PASS{why}")
+        if suite_policy is not None:
+            from ..policy import evidence_reasons
+
+            reasons += evidence_reasons(suite_policy, report, cand)
     if baseline is not None:
         bmode = baseline.get("mode")
         if baseline.get("config_id") == cid:

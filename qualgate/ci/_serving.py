@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from .._strict import compose_yaml, loads_yaml, read_text
 from ..config import IDENTITY_OPTIONS, config_id
 from ..errors import DataError
 from ._vllm_args import (
@@ -210,10 +211,7 @@ def read_serving_config(path: str | Path) -> ServingConfig:
     0.33 would (fail closed).
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", file=p) from exc
+    text = read_text(p, kind="yaml", bom="strip")  # a regular file, UTF-8
     spath = str(p)
 
     commands = shell_error = None
@@ -239,16 +237,14 @@ def read_serving_config(path: str | Path) -> ServingConfig:
             return parse_command_line([w for c in commands for w in c], path=spath,
                                       fmt="args-file")
 
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    try:  # strict: no aliases, no duplicate keys, no NaN
+        node = compose_yaml(text, file=spath)
+        data = loads_yaml(text, file=spath)
+    except DataError as exc:
         if shell_error is not None:
             raise shell_error from None
-        mark = getattr(exc, "problem_mark", None)
-        raise DataError(f"neither a vllm serve command line nor valid YAML/JSON: "
-                        f"{getattr(exc, 'problem', None) or exc}", file=spath,
-                        line=mark.line + 1 if mark else None) from exc
+        raise DataError(f"neither a vllm serve command line nor valid YAML/JSON: {exc.message}",
+                        file=exc.file, line=exc.line, field=exc.field) from exc
     if not isinstance(data, Mapping):
         if shell_error is not None:
             raise shell_error

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 
+from .._strict import compose_yaml, loads_yaml, read_text
 from ..errors import DataError
 from ..vllm033 import cite, rule
 
@@ -170,11 +170,11 @@ def _config_file_args(value: str, line: int, *, path: str) -> list[tuple[str, in
     if value.split(".")[-1] not in ("yaml", "yml"):
         raise _refuse(f"vLLM reads only .yaml/.yml files with --config, got {value!r}",
                       path=path, line=line, token="--config", rule_id="cli-config-file")
-    try:
-        text = cfg.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-        lines = _key_lines(yaml.compose(text))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    try:  # strict: a regular file, no aliases, no duplicate keys
+        text = read_text(cfg, kind="yaml", bom="strip")
+        data = loads_yaml(text, file=str(cfg))
+        lines = _key_lines(compose_yaml(text, file=str(cfg)))
+    except DataError as exc:
         raise DataError(f"the file given to --config cannot be read: {exc}", file=path,
                         line=line, field="--config", value=value) from exc
     if not isinstance(data, Mapping):

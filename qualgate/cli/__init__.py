@@ -18,7 +18,7 @@ import click
 
 from ..errors import DataError, ExitCode
 
-__all__ = ["cli", "main"]
+__all__ = ["FiniteFloatRange", "cli", "main"]
 
 # command name -> "module:attribute"
 _COMMANDS = {
@@ -35,7 +35,20 @@ _COMMANDS = {
     "check": "qualgate.cli.ci:check",
     "audit-log": "qualgate.cli.ci:audit_log",
     "admission": "qualgate.cli.ci:admission",
+    "import": "qualgate.cli.importing:import_",
+    "flips": "qualgate.cli.importing:flips",
+    "prompt-hash": "qualgate.cli.importing:prompt_hash",
 }
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` (which passes every range comparison)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if number != number:
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
 
 
 class _DataErrorExit(click.ClickException):

@@ -117,8 +117,11 @@ def _check_markdown(result) -> str:
 @click.option("--allow-key", "allow_keys", multiple=True,
               help="A speculative_config key outside qualgate's config id that does not change "
                    "outputs (e.g. draft_tensor_parallel_size); repeatable.")
+@click.option("--policy-file", type=click.Path(exists=True, dir_okay=False),
+              help="Require the evidence to meet this gate policy file: every blocking suite PASS at a "
+                   "margin no looser than the policy's.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-def check(config, evidence, max_margin, max_age, allow_keys, fmt):
+def check(config, evidence, max_margin, max_age, allow_keys, policy_file, fmt):
     """Block a lossy serving config unless a gate report passed exactly this config.
 
     A lossless CONFIG is allowed without evidence. A lossy one (fly, synthetic) is allowed
@@ -133,8 +136,10 @@ def check(config, evidence, max_margin, max_age, allow_keys, fmt):
     from ..ci import parse_age
 
     age = parse_age(max_age) if max_age is not None else None
-    result = check_config(config, evidence, max_margin=max_margin, max_age=age,
-                          allow_keys=tuple(allow_keys))
+    from ..policy import read_policy
+
+    result = check_config(config, evidence, max_margin=max_margin, max_age=age, allow_keys=tuple(allow_keys),
+                          suite_policy=read_policy(policy_file) if policy_file else None)
     if fmt == "json":
         _emit_json(result.to_dict())
     else:

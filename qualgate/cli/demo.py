@@ -103,7 +103,18 @@ def demo(out, questions, seeds, threads, quiet):
     click.echo(f"\ndemo finished in {time.perf_counter() - t0:.0f} s; records, manifest and "
                f"gate.json in {out} (qualgate report {out})")
     click.echo(f"HTML report (plots and the questions that flipped): {page}")
+    click.echo(demo_outcome(result.gate.verdict))
     return 0
+
+
+def demo_outcome(verdict: str) -> str:
+    """The demo's last line: its verdict is a finding to read, and the command succeeded."""
+    if verdict == "FAIL":
+        return ("The demo succeeded (exit 0). Its verdict FAIL is the expected finding: the aggressive FLy "
+                "config loses answer quality, and the gate catches it. In CI, `qualgate gate` and "
+                "`qualgate run` exit 1 on a FAIL; the demo always exits 0 when it ran.")
+    return (f"The demo succeeded (exit 0) with verdict {verdict}; the expected finding is a FAIL for the "
+            "aggressive FLy config, so a larger --questions may be needed to show it.")
 
 
 def _on_cpu(plan):

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import click
 
-_FRACTION = click.FloatRange(0, 1, min_open=True, max_open=True)
-_ALPHA = click.FloatRange(0, 0.5, min_open=True, max_open=True)
+from . import FiniteFloatRange
+from .importing import import_options, options_from
+
+_FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
+_ALPHA = FiniteFloatRange(0, 0.5, min_open=True, max_open=True)
 _PATH = click.Path(exists=True, path_type=str)
 _OUT = click.Path(dir_okay=False, path_type=str)
+FORMATS = ("qualgate", "lm-eval", "inspect", "nemo-evaluator", "lighteval")
 
 
 def _records_options(f):
@@ -21,6 +25,13 @@ def _records_options(f):
                      help="Drop an incomplete last line of a records file (a crashed writer) instead of refusing."),
         click.option("--allow-unknown-fields", "allow_unknown", is_flag=True,
                      help="Ignore record fields the schema does not define instead of refusing them."),
+        click.option("--input-format", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
+                     help="Format of the runs: qualgate records, or another tool's logs (auto: detected per path)."),
+        click.option("--prompt-mismatch", type=click.Choice(["error", "report"]), default="error",
+                     show_default=True,
+                     help="Pairs whose prompt hash or suite version differ: refuse (exit 3), or pair them by "
+                          "question id and report how many differ (a qualgate run against another tool's run)."),
+        import_options,
         click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True),
         click.option("--output", "-o", type=_OUT, help="Also write the JSON report to this file (atomically)."),
         click.option("--markdown", type=_OUT, help="Also write the report as markdown to this file."),
@@ -52,8 +63,11 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("baseline", type=_PATH)
 @click.argument("candidates", nargs=-1, required=True, type=_PATH)
-@click.option("--margin", type=_FRACTION, required=True,
-              help="Largest tolerable loss as a fraction (0.02 = 2 accuracy points).")
+@click.option("--margin", type=_FRACTION,
+              help="Largest tolerable loss as a fraction (0.02 = 2 accuracy points); required unless --policy-file.")
+@click.option("--policy-file", type=click.Path(exists=True, dir_okay=False, path_type=str),
+              help="Per-suite margins (absolute or relative drops) and tiers (blocking / warning / advisory) "
+                   "instead of one --margin: see qualgate.policy.")
 @click.option("--alpha", type=_ALPHA, default=0.05, show_default=True, help="One-sided significance level.")
 @click.option("--policy", type=click.Choice(["noninferiority", "mcnemar"]), default="noninferiority",
               show_default=True, help="Non-inferiority (PASS/FAIL/INCONCLUSIVE) or the McNemar gate (PASS/FAIL).")
@@ -72,16 +86,17 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 @click.option("--max-questions", type=click.IntRange(min=1), default=None,
               help="With --sequential: question budget per candidate.")
 @click.option("--power", type=_FRACTION, default=0.8, show_default=True,
-              help="With --sequential: target power against no loss (sets the futility boundary).")
+              help="With --sequential and no --max-questions: target power against no loss (sets the futility boundary).")
 @_records_options
 @click.option("--html", type=_OUT, help="Also write a self-contained HTML page (plots, flips) to this file.")
-def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, sequential, order, order_seed,
-         max_questions, power, on_missing, max_errors, drop_truncated, allow_unknown, fmt, output,
-         markdown, html):  # fmt: skip
+def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive, weighting, sequential, order,
+         order_seed, max_questions, power, on_missing, max_errors, drop_truncated, allow_unknown, input_format,
+         prompt_mismatch, fmt, output, markdown, html, **kwargs):  # fmt: skip
     """Decide whether each CANDIDATE loses quality against BASELINE.
 
     BASELINE and each CANDIDATE are record files (.jsonl, .parquet, .csv) or directories of
-    them, paired on (suite, question_id, seed, sample_index). With several seeds per question
+    them, or another tool's logs (lm-eval, inspect, nemo-evaluator, lighteval: see `qualgate
+    import`), paired on (suite, question_id, seed, sample_index). With several seeds per question
     the question is the unit (clustered tests). Write the evidence for `qualgate check` with
     --output REPORT.json. When GITHUB_STEP_SUMMARY is set, the markdown report is appended there.
 
@@ -89,12 +104,19 @@ def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, s
     Exit codes: 0 PASS, 1 FAIL, 4 INCONCLUSIVE (see --inconclusive),
                 2 usage error, 3 invalid or unpairable records.
     """
+    if (margin is None) == (policy_file is None):
+        raise click.UsageError("give --margin or --policy-file (one of them)")
     records = dict(on_missing=on_missing, max_errors=max_errors, drop_truncated=drop_truncated,
                    allow_unknown=allow_unknown)
+    foreign = dict(input_format=input_format, import_options=options_from(kwargs), on_prompt_mismatch=prompt_mismatch)
+    if sequential and (policy_file or input_format != "auto" or prompt_mismatch != "error"):
+        raise click.UsageError("--sequential reads qualgate records at one margin: no --policy-file, "
+                               "--input-format or --prompt-mismatch")
     if html:
         from ..html_report import gate_html
 
-        read = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+        read = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown, fmt=input_format,
+                    options=foreign["import_options"])
         html = (html, lambda doc: gate_html(doc, baseline, list(candidates), **read))
     if sequential:
         from .. import sequential as seq
@@ -108,10 +130,12 @@ def gate(baseline, candidates, margin, alpha, policy, inconclusive, weighting, s
         return _emit(report, fmt, output, markdown, seq.render_text, seq.render_markdown, html)
 
     from ..gate import render_markdown, render_text, run_gate
+    from ..policy import read_policy
 
+    suite_policy = read_policy(policy_file) if policy_file else None
     report = run_gate(
         baseline, list(candidates), policy=policy, margin=margin, alpha=alpha, weighting=weighting,
-        inconclusive=inconclusive, **records,
+        inconclusive=inconclusive, suite_policy=suite_policy, **records, **foreign,
     )  # fmt: skip
     return _emit(report, fmt, output, markdown, render_text, render_markdown, html)
 
@@ -138,11 +162,11 @@ class _Losses(click.ParamType):
               help="Losses to size a gate for (fractions).")
 @click.option("--alpha", type=_ALPHA, default=0.05, show_default=True,
               help="Level of the A/A test (two-sided) and of the gates sized; 1 - alpha intervals.")
-@click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8, show_default=True,
+@click.option("--power", type=FiniteFloatRange(0.5, 1, max_open=True), default=0.8, show_default=True,
               help="Power of the gates sized.")
 @_records_options
-def calibrate(run_a, run_b, losses, alpha, power, on_missing, max_errors, drop_truncated, allow_unknown, fmt,
-              output, markdown):  # fmt: skip
+def calibrate(run_a, run_b, losses, alpha, power, on_missing, max_errors, drop_truncated, allow_unknown,
+              input_format, prompt_mismatch, fmt, output, markdown, **kwargs):  # fmt: skip
     """A/A calibration: two runs that should be equivalent (RUN_A, RUN_B: files or directories).
 
     Reports the discordant fraction with its confidence interval, tests that the net
@@ -157,6 +181,7 @@ def calibrate(run_a, run_b, losses, alpha, power, on_missing, max_errors, drop_t
 
     report = run_calibration(
         run_a, run_b, losses=losses, alpha=alpha, power=power, on_missing=on_missing, max_errors=max_errors,
-        drop_truncated=drop_truncated, allow_unknown=allow_unknown,
+        drop_truncated=drop_truncated, allow_unknown=allow_unknown, input_format=input_format,
+        import_options=options_from(kwargs), on_prompt_mismatch=prompt_mismatch,
     )  # fmt: skip
     return _emit(report, fmt, output, markdown, render_calibration_text, render_calibration_markdown)

@@ -9,6 +9,7 @@ import math
 import click
 
 from ..errors import ExitCode
+from . import FiniteFloatRange
 
 # library argument name (first word of its ValueError) -> the option that set it
 _OPTION_OF = {
@@ -17,15 +18,22 @@ _OPTION_OF = {
     "discordant": "--discordant",
     "n": "--n",
     "method": "--method",
-    "margin": "--noninferiority",
+    "margin": "--margin",
 }
 
 
-class _NumberList(click.ParamType):
-    """A comma-separated list of numbers (one value is a list of one)."""
+#: Input bounds: more questions than this is not a design (and overflows the arithmetic);
+#: a loss below MIN_LOSS (a ten-thousandth of a point) needs more than ~10^12 questions.
+MAX_N, MIN_LOSS = 10**9, 1e-6
 
-    def __init__(self, kind):
+
+class _NumberList(click.ParamType):
+    """A comma-separated list of numbers (one value is a list of one), each finite; integers
+    in [1, MAX_N]; fractions at least ``min_positive`` unless 0."""
+
+    def __init__(self, kind, min_positive: float = 0.0):
         self.kind = kind
+        self.min_positive = min_positive
         self.name = "INTEGER[,...]" if kind is int else "FRACTION[,...]"
 
     def convert(self, value, param, ctx):
@@ -38,52 +46,81 @@ class _NumberList(click.ParamType):
                 number = self.kind(item)
             except ValueError:
                 word = "an integer" if self.kind is int else "a number"
-                self.fail(f"{item!r} is not {word} (give one value or a comma list)", param, ctx)
-            if self.kind is int and number < 1:
-                self.fail(f"{item!r}: the number of questions must be >= 1", param, ctx)
+                self.fail(f"{item[:40]!r} is not {word} (give one value or a comma list)", param, ctx)
+            if self.kind is int and not 1 <= number <= MAX_N:
+                self.fail(f"{item!r}: the number of questions must be from 1 to {MAX_N}", param, ctx)
+            if self.kind is float and not math.isfinite(number):
+                self.fail(f"{item!r} is not a finite number", param, ctx)
+            if self.kind is float and 0 < abs(number) < self.min_positive:
+                self.fail(f"{item!r} is too small: give 0 or at least {self.min_positive:g} (a smaller "
+                          "difference needs more than 10^12 questions)", param, ctx)
             out.append(number)
         return out
 
 
-_PROBABILITY = click.FloatRange(0, 1, min_open=True, max_open=True)
+_PROBABILITY = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--loss", type=_NumberList(float), default=None,
-              help="True loss to detect, accuracy(baseline) - accuracy(candidate), as a fraction "
-                   "(0.02 = 2 points). With --noninferiority: the expected loss (default 0).")
-@click.option("--discordant", type=_NumberList(float), required=True,
+@click.option("--design", type=click.Choice(["noninferiority", "mcnemar"]), default="noninferiority",
+              show_default=True,
+              help="The test to size: non-inferiority at --margin, one-sided (what `qualgate gate` "
+                   "decides by default), or McNemar's test of a loss (`qualgate gate --policy mcnemar`).")
+@click.option("--margin", "margin", type=_PROBABILITY, default=None,
+              help="Non-inferiority margin: the gate's --margin (H0: loss >= MARGIN).")
+@click.option("--noninferiority", "ni_margin", type=_PROBABILITY, default=None, metavar="MARGIN",
+              hidden=True, help="Same as --design noninferiority --margin MARGIN.")
+@click.option("--loss", type=_NumberList(float, MIN_LOSS), default=None,
+              help="Non-inferiority: the expected true loss (default 0). McNemar: the loss to "
+                   "detect. accuracy(baseline) - accuracy(candidate), as a fraction (0.02 = 2 points).")
+@click.option("--discordant", type=_NumberList(float, MIN_LOSS), required=True,
               help="Fraction of questions whose outcome flips either way (lost + gained).")
 @click.option("--n", "n", type=_NumberList(int), default=None,
-              help="Number of paired questions: print the power (with --loss) or the "
-                   "detectable loss (without).")
+              help="Number of paired questions: print the power (McNemar without --loss: the "
+                   "detectable loss).")
 @click.option("--method", type=click.Choice(["normal", "exact"]), default="normal",
-              show_default=True, help="Normal approximation, or exact power of the exact test.")
+              show_default=True, help="McNemar only: normal approximation, or exact power of the exact test.")
 @click.option("--alpha", type=_PROBABILITY, default=0.05, show_default=True,
-              help="Significance level (one-sided with --alternative less or --noninferiority).")
-@click.option("--power", "target", type=click.FloatRange(0.5, 1, max_open=True), default=0.8,
+              help="Significance level (one-sided for non-inferiority, as in `qualgate gate`).")
+@click.option("--power", "target", type=FiniteFloatRange(0.5, 1, max_open=True), default=0.8,
               show_default=True, help="Target power.")
 @click.option("--alternative", type=click.Choice(["two-sided", "less"]), default=None,
-              help="McNemar alternative: two-sided (default) or less (candidate worse).")
-@click.option("--noninferiority", "margin", type=_PROBABILITY, default=None, metavar="MARGIN",
-              help="Size the non-inferiority score test of H0: loss >= MARGIN instead.")
+              help="McNemar only: two-sided (default) or less (candidate worse, as the gate's loss test).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def power(loss, discordant, n, method, alpha, target, alternative, margin, fmt):  # fmt: skip
-    """Questions needed to detect a loss, the power at n questions, or the detectable loss.
+def power(design, margin, ni_margin, loss, discordant, n, method, alpha, target, alternative, fmt):  # fmt: skip
+    """Questions needed, or the power at n, for the test a gate will run.
+
+    By default the design `qualgate gate` decides by: non-inferiority at a margin, one-sided,
+    the same alpha. McNemar's test is sized with --design mcnemar.
 
     \b
-    qualgate power --loss 0.02 --discordant 0.06             questions needed
-    qualgate power --n 428 --loss 0.02 --discordant 0.06     power at n
-    qualgate power --n 428 --discordant 0.06                 smallest detectable loss
-    qualgate power --loss 0.01,0.02 --discordant 0.04,0.06   a grid (comma lists)
-    qualgate power --noninferiority 0.02 --discordant 0.06   non-inferiority test
+    qualgate power --margin 0.02 --discordant 0.06                   questions needed (loss 0)
+    qualgate power --margin 0.02 --loss 0.005 --discordant 0.06      ... if the loss is 0.5 points
+    qualgate power --margin 0.02 --n 1000 --discordant 0.06          power at n
+    qualgate power --design mcnemar --loss 0.02 --discordant 0.06    McNemar, two-sided
+    qualgate power --design mcnemar --n 428 --discordant 0.06        detectable loss
+    qualgate power --margin 0.02 --loss 0,0.005 --discordant 0.04,0.06   (comma lists: a grid)
 
-    Fractions, not percentages: 0.02 is two accuracy points.
+    Fractions, not percentages: 0.02 is two accuracy points. With several seeds per question
+    divide by the seeds and multiply by the design effect (`qualgate calibrate` prints both).
     """
     from .. import stats
+    from ..stats._power import _EXACT_MAX_N
 
-    if margin is not None:
+    if method == "exact" and n and max(n) > _EXACT_MAX_N:
+        raise click.BadParameter(f"{max(n)}: the exact method computes up to {_EXACT_MAX_N} questions; "
+                                 "use --method normal", param_hint="'--n'")
+    if ni_margin is not None:
+        if margin is not None and margin != ni_margin:
+            raise click.BadParameter("give the margin once", param_hint="'--noninferiority'")
+        design, margin = "noninferiority", ni_margin
+    if design == "noninferiority":
+        if margin is None:
+            raise click.UsageError(
+                "the gate decides non-inferiority at a margin: give --margin (the gate's "
+                "--margin, e.g. --margin 0.02), or --design mcnemar to size McNemar's test of a loss"
+            )
         if method != "normal":
             raise click.BadParameter(
                 "the non-inferiority design has the normal method only", param_hint="'--method'"
@@ -94,6 +131,8 @@ def power(loss, discordant, n, method, alpha, target, alternative, margin, fmt):
                 param_hint="'--alternative'",
             )
         loss = loss or [0.0]
+    elif margin is not None:
+        raise click.BadParameter("--margin belongs to the non-inferiority design", param_hint="'--margin'")
     elif n is None and loss is None:
         raise click.UsageError("give --loss (questions needed) or --n (power or detectable loss)")
     alternative = alternative or "two-sided"
@@ -112,6 +151,8 @@ def power(loss, discordant, n, method, alpha, target, alternative, margin, fmt):
             return stats.mcnemar_detectable_loss(n_i, psi, power=target, **common)
         return stats.mcnemar_power(n_i, loss_i, psi, **common)
 
+    if design == "mcnemar":
+        margin = None
     cells = list(itertools.product(n or [None], loss or [None], discordant))
     results, errors = [], []
     for n_i, loss_i, psi in cells:
@@ -131,9 +172,9 @@ def power(loss, discordant, n, method, alpha, target, alternative, margin, fmt):
         for (n_i, loss_i, psi), result in zip(cells, results):
             if result is None:
                 exc = next(e for (a, b, c, e) in errors if (a, b, c) == (n_i, loss_i, psi))
-                rows.append({"n": n_i, "loss": loss_i, "discordant": psi, "error": str(exc)})
+                rows.append({"design": design, "n": n_i, "loss": loss_i, "discordant": psi, "error": str(exc)})
             else:
-                rows.append(result.to_dict())
+                rows.append({"design": design} | result.to_dict())
         click.echo(json.dumps(rows if grid else rows[0], indent=2))
         return ExitCode.OK
     click.echo(_render(cells, results, errors, method, alpha, target, alternative, margin))
@@ -146,11 +187,12 @@ def _render(cells, results, errors, method, alpha, target, alternative, margin) 
     how = "normal approximation" if method == "normal" else "exact power of the exact test"
     if margin is not None:
         title = (
-            f"Non-inferiority score test of H0: loss >= {margin:g}, one-sided alpha {alpha:g}"
+            f"Design sized: non-inferiority (what `qualgate gate` decides), H0: loss >= {margin:g}, "
+            f"one-sided alpha {alpha:g}"
         )
     else:
         sides = "two-sided" if alternative == "two-sided" else "one-sided (H1: candidate worse)"
-        title = f"McNemar test, {sides}, alpha {alpha:g}"
+        title = f"Design sized: McNemar test, {sides}, alpha {alpha:g}"
     if solved != "power":
         title += f", target power {target:g}"
     title += f" ({how})"
@@ -187,6 +229,9 @@ def _render(cells, results, errors, method, alpha, target, alternative, margin) 
     lines = [title, ""]
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in table]
     lines.append("")
+    if margin is not None:
+        lines.append("Sized with the normal approximation of the score test; with one seed the gate")
+        lines.append("uses the exact test, which needs a few more questions at small n.")
     lines.append("loss = accuracy(baseline) - accuracy(candidate); discordant = fraction of")
     lines.append("questions whose outcome differs between the two runs (both as fractions).")
     if solved == "n":

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 
 import click
 
 from ..errors import ExitCode
+from . import FiniteFloatRange
 
 __all__ = ["report", "run"]
 
@@ -71,7 +73,9 @@ _HTML = click.option("--html", type=click.Path(dir_okay=False, writable=True),
 @click.option("--out", "-o", required=True, type=click.Path(file_okay=False),
               help="Run directory (must be absent or empty unless --resume).")
 @click.option("--resume", is_flag=True,
-              help="Continue the run in OUT: skip records already written.")
+              help="Continue the run in OUT: skip records already written, retry 'error' records.")
+@click.option("--keep-errors", is_flag=True,
+              help="With --resume: keep 'error' records instead of retrying them.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or diagnostics on stderr.")
 @click.option("--max-errors", type=click.IntRange(min=0), default=0, show_default=True,
               help="Pairs with an 'error' outcome (engine failure) the gate may drop; more is exit 3.")
@@ -82,7 +86,7 @@ _HTML = click.option("--html", type=click.Path(dir_okay=False, writable=True),
               help="With --sequential: questions per round (each with all its seeds and samples).")
 @click.option("--max-questions", type=click.IntRange(min=1), default=None,
               help="With --sequential: question budget per candidate (INCONCLUSIVE when reached).")
-@click.option("--power", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.8,
+@click.option("--power", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.8,
               show_default=True, help="With --sequential: target power against no loss (futility boundary).")
 @click.option("--order-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the order in which questions are run (the same for every config).")
@@ -91,11 +95,14 @@ _HTML = click.option("--html", type=click.Path(dir_okay=False, writable=True),
                    "rounds (the same questions under every config back to back, order rotated); 0: off.")
 @click.option("--speed-questions", type=click.IntRange(min=1), default=64, show_default=True,
               help="With --speed-rounds: requests per round.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="torch CPU threads of the reference engine (default: torch's own choice; tiny models run "
+                   "fastest on 1, and speed tables are only comparable at a fixed count).")
 @_FORMAT
 @_MARKDOWN
 @_HTML
-def run(plan, out, resume, quiet, max_errors, sequential, batch_questions, max_questions, power, order_seed,
-        speed_rounds, speed_questions, fmt, markdown, html):
+def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_questions, max_questions, power,
+        order_seed, speed_rounds, speed_questions, threads, fmt, markdown, html):
     """Run every config of PLAN over the same seeded questions, then gate and report.
 
     Writes OUT/manifest.json, OUT/records/<config>.jsonl (appended as requests finish) and
@@ -103,6 +110,11 @@ def run(plan, out, resume, quiet, max_errors, sequential, batch_questions, max_q
     (suite, question, seed, sample), the same under every config. Questions run in a seeded
     order; with --sequential each candidate stops as soon as its verdict is decided, and its
     records are a prefix of a full run's (a later run without --sequential can --resume them).
+
+    One run at a time may hold OUT (a second one is refused with the holder's pid and
+    host). --resume decodes again the questions whose record is an 'error' (the new record
+    supersedes it; the error is kept in OUT/retried_errors/) unless --keep-errors. An engine
+    that stops the run is reported in one line (QUALGATE_DEBUG=1 adds the traceback).
 
     \b
     Exit codes: the gate's, 0 PASS, 1 FAIL, 4 INCONCLUSIVE; 2 usage error;
@@ -112,23 +124,39 @@ def run(plan, out, resume, quiet, max_errors, sequential, batch_questions, max_q
     from ..config import load_plan
     from ..harness import SequentialSettings, SpeedSettings, run_plan
 
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
     settings = SequentialSettings(batch_questions, max_questions, power) if sequential else None
     speed = SpeedSettings(speed_rounds, speed_questions) if speed_rounds else None
     try:
         result = run_plan(load_plan(plan), out, resume=resume, progress=progress_factory(quiet),
-                          log=log, max_errors=max_errors, sequential=settings, order_seed=order_seed, speed=speed)
+                          log=log, max_errors=max_errors, sequential=settings, order_seed=order_seed, speed=speed,
+                          keep_errors=keep_errors)
     except (ValueError, click.ClickException, KeyboardInterrupt):
         raise
     except Exception as exc:  # the engine broke: not a gate FAIL (exit 1) for CI
-        traceback.print_exc(file=sys.stderr)
-        click.echo(f"the run stopped: {type(exc).__name__}: {exc}; the records written so far "
-                   "are kept; continue with --resume", err=True)
+        if os.environ.get("QUALGATE_DEBUG"):
+            traceback.print_exc(file=sys.stderr)
+        written = _records_written(out)
+        click.echo(f"the run stopped: {type(exc).__name__}: {exc}; "
+                   + (f"the {written} records written so far are kept; continue with --resume"
+                      if written else "no record was written"), err=True)
         return ExitCode.DATA
     emit_report(out, fmt, markdown, html if result.manifest["gate"]["status"] == "ok" else None)
     if result.manifest["gate"]["status"] == "refused":
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
     return result.exit_code
+
+
+def _records_written(out) -> int:
+    """Record lines under ``OUT/records`` (0 when there are none)."""
+    from pathlib import Path
+
+    files = Path(out, "records").glob("*.jsonl")
+    return sum(f.read_bytes().count(b"\n") for f in files if f.is_file())
 
 
 @click.command()

@@ -5,10 +5,14 @@ Three registries map the names a suite file may use to functions:
 ``EXTRACTORS`` -- ``(text, **params) -> str | None``: the answer found in a model's text, or
     ``None`` when there is none in that format (then the outcome is ``no_answer``).
 
-    ``boxed``         content of the last complete ``\\boxed{}``/``\\fbox{}`` (nested braces)
-    ``after_marker``  what follows the last ``marker`` (``take``: number, letter or line)
+    ``boxed``         content of the last ``\\boxed{}``/``\\fbox{}`` (nested braces; an unclosed
+                      last box is read to the end of its line; ``take: number`` reads its result)
+    ``after_marker``  what follows the last ``marker`` (``take``: number, letter or line; a
+                      number is the result of an equation on that line)
     ``last_number``   the last number in the text
     ``last_letter``   the last standalone letter among ``letters`` (default ``ABCD``)
+    ``final_choice``  the option letter the text commits to ("the answer is (B)", ``\\boxed{B}``,
+                      "I choose B", a restated option), not a letter of a later discussion
 
 ``GRADERS`` -- ``(pred, gold, **params) -> bool``: whether an extracted answer is right.
 
@@ -16,7 +20,8 @@ Three registries map the names a suite file may use to functions:
                      ``%``, signs, trailing ``.0`` and Unicode digits (GSM8K)
     ``integer``      integer equality; non-numeric text goes to ``math_verify`` (AIME)
     ``math_verify``  equivalence by ``math-verify`` with a per-comparison time limit that
-                     works in any thread (MATH)
+                     works in any thread; ordinals, text units and number words are read as
+                     numbers; ``canonical`` demands the form a problem asks for (MATH)
     ``choice``       letter equality (multiple choice)
     ``exact``        string equality (``case_sensitive`` param)
 
@@ -27,21 +32,27 @@ Three registries map the names a suite file may use to functions:
     ``after_marker``  the text after the last ``marker`` (GSM8K: ``####``)
     ``integer``       an integer given as ``int`` or ``str``, within ``[low, high]`` (AIME)
 
-:func:`grade` combines them into a :class:`Grade` with both extractions and their outcomes.
+:func:`grade` combines them into a :class:`Grade` with both extractions, their outcomes, the
+decision of the suite's policy (:data:`DECISIONS`) and the extractor that made it. Reasoning
+blocks (``<think>…</think>``) are removed first (:data:`THINKING`, :func:`strip_think`).
 :func:`choice_permutation` gives the order of multiple-choice options from a stable hash.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import math
 from dataclasses import asdict, dataclass
 
-from ._compare import choice, exact, integer, numeric, to_number
-from ._extract import after_marker, boxed, last_letter, last_number, normalize_text
+from ._choice import final_choice
+from ._compare import choice, exact, integer, numeric, to_number, words_to_number
+from ._extract import after_marker, boxed, last_letter, last_number, normalize_text, strip_think
 from ._math import math_verify
 
 __all__ = [
+    "DECISIONS",
     "EXTRACTORS",
     "GOLD_PARSERS",
     "GRADERS",
@@ -52,6 +63,7 @@ __all__ = [
     "choice",
     "choice_permutation",
     "exact",
+    "final_choice",
     "grade",
     "integer",
     "last_letter",
@@ -59,20 +71,34 @@ __all__ = [
     "math_verify",
     "normalize_text",
     "numeric",
+    "strip_think",
+    "THINKING",
     "to_number",
+    "words_to_number",
 ]
 
 OUTCOMES = ("correct", "incorrect", "no_answer")
+#: Decision policies: the strict extraction only; the lenient extraction only; strict when it
+#: found an answer, else lenient.
+DECISIONS = ("strict", "lenient", "either")
+#: What to do with reasoning blocks: ``off`` (grade the whole text), ``strip`` (remove them;
+#: an output ending inside one is ``no_answer``), ``prefilled`` (as ``strip``, and the prompt
+#: opened the block, so an output without a closing tag ends inside it).
+THINKING = ("off", "strip", "prefilled")
+#: ``decided_by`` of an output that ends inside its reasoning block.
+UNFINISHED_THINK = "think:unfinished"
 
 
 @dataclass(frozen=True)
 class Grade:
     """The grade of one model output.
 
-    ``outcome`` is decided by the extraction the suite names (``strict`` or ``lenient``);
-    ``strict_outcome`` and ``lenient_outcome`` are what each would give, so that reports can
-    show both rates. ``lenient`` equals ``strict`` whenever the strict format was found (the
-    lenient extractor is a fallback, so the lenient rate is never below the strict one).
+    ``strict`` and ``lenient`` are the answers each list of extractors found (``None``: none)
+    and ``strict_outcome``/``lenient_outcome`` what each would give; ``outcome`` is what the
+    suite's decision policy (:data:`DECISIONS`) gives, and ``decided_by`` names the extractor
+    that found the deciding answer (``"strict:boxed"``, ``"lenient:last_number"``), or
+    :data:`UNFINISHED_THINK` for an output cut off in its reasoning block, or ``None`` when
+    nothing was found.
     """
 
     outcome: str
@@ -80,6 +106,7 @@ class Grade:
     lenient: str | None
     strict_outcome: str
     lenient_outcome: str
+    decided_by: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -118,6 +145,7 @@ EXTRACTORS = {
     "after_marker": after_marker,
     "last_number": last_number,
     "last_letter": last_letter,
+    "final_choice": final_choice,
 }
 GRADERS = {
     "numeric": numeric,
@@ -133,46 +161,81 @@ GOLD_PARSERS = {
 }
 
 
-def grade(text: str, gold: str, *, strict, lenient, grader, decides: str = "strict") -> Grade:
+def grade(
+    text: str,
+    gold: str,
+    *,
+    strict,
+    lenient,
+    grader,
+    decides: str = "strict",
+    think: str = "off",
+    problem: str | None = None,
+    options: tuple[str, ...] = (),
+) -> Grade:
     """Grade ``text`` against ``gold``.
 
-    ``strict`` and ``lenient`` are sequences of extractors (callables ``text -> str | None``)
-    tried in order; the lenient ones are tried only when no strict one found an answer.
-    ``grader`` is a callable ``(pred, gold) -> bool``. An empty or missing extraction is
-    ``no_answer``; otherwise the grader decides ``correct`` or ``incorrect``.
+    ``strict`` and ``lenient`` are sequences of extractors (callables ``text -> str | None``,
+    or ``(label, callable)`` pairs; the label defaults to the function's name) tried in
+    order; the first answer of each list counts. ``grader`` is a callable ``(pred, gold) ->
+    bool``; one that takes a ``problem`` keyword gets ``problem`` (the question's text), an
+    extractor that takes ``options`` gets ``options`` (multiple choice: the option texts in
+    letter order, as shown). An empty or missing extraction is ``no_answer``; otherwise the
+    grader decides ``correct`` or ``incorrect``. ``decides`` is the policy (:data:`DECISIONS`), ``think`` the handling of
+    reasoning blocks (:data:`THINKING`).
     """
-    if decides not in ("strict", "lenient"):
-        raise ValueError(f"decides must be 'strict' or 'lenient', got {decides!r}")
+    if decides not in DECISIONS:
+        raise ValueError(f"decides must be one of {DECISIONS}, got {decides!r}")
+    if think not in THINKING:
+        raise ValueError(f"think must be one of {THINKING}, got {think!r}")
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
-    s = _first(strict, text)
-    s_out = _judge(s, gold, grader)
-    if s is not None:
-        le, le_out = s, s_out
+    if think != "off":
+        answer_text = strip_think(text, prefilled=think == "prefilled")
+        if answer_text is None:
+            return Grade("no_answer", None, None, "no_answer", "no_answer", UNFINISHED_THINK)
+        text = answer_text
+    judge = functools.partial(_judge, gold=gold, grader=grader, problem=problem)
+    s, s_by = _first(strict, text, options)
+    le, le_by = _first(lenient, text, options)
+    s_out = judge(s)
+    le_out = s_out if le == s else judge(le)
+    if decides == "strict" or (decides == "either" and s is not None):
+        outcome, by = s_out, s_by and f"strict:{s_by}"
     else:
-        le = _first(lenient, text)
-        le_out = _judge(le, gold, grader)
-    return Grade(
-        outcome=s_out if decides == "strict" else le_out,
-        strict=s,
-        lenient=le,
-        strict_outcome=s_out,
-        lenient_outcome=le_out,
-    )
+        outcome, by = le_out, le_by and f"lenient:{le_by}"
+    return Grade(outcome, s, le, s_out, le_out, by)
 
 
-def _first(extractors, text: str) -> str | None:
+def _first(extractors, text: str, options=()) -> tuple[str | None, str | None]:
     for extract in extractors:
-        found = extract(text)
+        label, extract = extract if isinstance(extract, tuple) else (_name(extract), extract)
+        found = extract(text, options=options) if options and _accepts(extract, "options") else extract(text)
         if found is not None and found.strip():
-            return found.strip()
-    return None
+            return found.strip(), label
+    return None, None
 
 
-def _judge(pred: str | None, gold: str, grader) -> str:
+def _name(fn) -> str:
+    return getattr(getattr(fn, "func", fn), "__name__", "extractor")
+
+
+@functools.lru_cache(maxsize=256)
+def _accepts(fn, keyword: str) -> bool:
+    try:
+        return keyword in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _judge(pred: str | None, *, gold: str, grader, problem: str | None) -> str:
     if pred is None:
         return "no_answer"
-    return "correct" if grader(pred, gold) else "incorrect"
+    if problem is not None and _accepts(grader, "problem"):
+        ok = grader(pred, gold, problem=problem)
+    else:
+        ok = grader(pred, gold)
+    return "correct" if ok else "incorrect"
 
 
 def choice_permutation(key: str, n: int = 4, *, salt: str = "") -> tuple[int, ...]:

@@ -11,7 +11,7 @@ from fractions import Fraction
 
 from ._extract import normalize_text
 
-__all__ = ["choice", "exact", "integer", "numeric", "to_number"]
+__all__ = ["choice", "exact", "integer", "numeric", "to_number", "words_to_number"]
 
 _LATEX_FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 _LATEX_TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}")
@@ -27,6 +27,44 @@ def _clean(text: str) -> str:
     s = _DROP.sub("", s).replace("{", "").replace("}", "")
     # A sign separated from its number ("- 5", "-$5") joins it.
     return re.sub(r"(^|[\s(=])([-+])\s+(?=[\d.])", r"\1\2", s.strip())
+
+
+_UNITS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen".split())}  # fmt: skip
+_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
+_WORD = re.compile(r"[a-z]+")
+
+
+def words_to_number(text: str) -> int | None:
+    """The whole number that ``text`` starts with, written in English words, or ``None``.
+
+    Reads ``zero`` to ``nineteen``, tens, ``hundred``/``thousand``/``million``/``billion``,
+    hyphens and ``and`` (``"one hundred and five"``); words after the number (units, nouns)
+    are ignored.
+
+    >>> words_to_number("Twenty-one boxes"), words_to_number("three"), words_to_number("box")
+    (21, 3, None)
+    """
+    total = current = 0
+    seen = False
+    for word in _WORD.findall(text.lower().replace("-", " ")):
+        if word in _UNITS:
+            current += _UNITS[word]
+        elif word in _TENS:
+            current += _TENS[word]
+        elif word in _SCALES and seen:
+            if _SCALES[word] == 100:
+                current *= 100
+            else:
+                total, current = total + current * _SCALES[word], 0
+        elif word == "and" and seen:
+            continue
+        else:
+            break
+        seen = True
+    return total + current if seen else None
 
 
 def _fraction(num: str, den: str | None) -> Fraction | None:
@@ -46,7 +84,8 @@ def to_number(text: str, *, whole: bool = False) -> Fraction | None:
     Normalises Unicode digits and minus signs, thousands commas (also LaTeX ``{,}``),
     currency symbols, ``%``, degree signs, ``\frac``/``\dfrac``, ``\text{}`` and a trailing
     ``.0``. With ``whole=False`` the first number is read and the rest (units, words) is
-    ignored; with ``whole=True`` the cleaned text must be a number and nothing else.
+    ignored, and a text without digits may start with a number in words (``"three boxes"``,
+    :func:`words_to_number`); with ``whole=True`` the cleaned text must be a number and nothing else.
 
     >>> to_number("$1,250.00 per week")
     Fraction(1250, 1)
@@ -58,7 +97,8 @@ def to_number(text: str, *, whole: bool = False) -> Fraction | None:
     s = _clean(text)
     found = _VALUE.fullmatch(s) if whole else _VALUE.search(s)
     if found is None:
-        return None
+        words = None if whole else words_to_number(s)
+        return None if words is None else Fraction(words)
     return _fraction(found.group(1), found.group(2))
 
 

@@ -11,11 +11,14 @@ import re
 import unicodedata
 
 __all__ = [
+    "THINK",
     "after_marker",
     "boxed",
     "last_letter",
     "last_number",
     "normalize_text",
+    "result_number",
+    "strip_think",
 ]
 
 _SIGNS = "\u2212\u2012\u2013\ufe63\uff0d"
@@ -82,24 +85,56 @@ def _closing_braces(text: str) -> dict[int, int]:
     return pairs
 
 
-def boxed(text: str) -> str | None:
-    r"""Content of the last complete ``\boxed{...}`` (or ``\fbox{...}``), braces balanced.
+def boxed(text: str, take: str = "text") -> str | None:
+    r"""Content of the last ``\boxed{...}`` (or ``\fbox{...}``), braces balanced.
 
-    Nested braces are kept (``\boxed{\frac{1}{2}}`` gives ``\frac{1}{2}``); an unclosed
-    ``\boxed{`` is skipped in favour of an earlier complete one; an empty box is no answer.
+    Nested braces are kept (``\boxed{\frac{1}{2}}`` gives ``\frac{1}{2}``); an empty box is
+    no answer. A last box that is never closed (``\boxed{2\sqrt{5}`` at the end of a line, a
+    brace the model forgot) is read to the end of its line, without a trailing ``$``, ``\]``,
+    ``\)`` or period. ``take='number'`` reads the box as :func:`result_number` does (the
+    result of ``\boxed{2 \times 12 = 24}``, the number of ``\boxed{25}\%``).
 
     >>> boxed(r"so $x = \boxed{\frac{1}{2}}$, not \boxed{3}")
     '3'
+    >>> boxed(r"so the distance is $\boxed{2\sqrt{5}$.")
+    '2\\sqrt{5}'
     """
+    if take not in ("text", "number"):
+        raise ValueError(f"take must be 'text' or 'number', got {take!r}")
     starts = [m.end() - 1 for m in _BOX.finditer(text)]
     if not starts:
         return None
     pairs = _closing_braces(text)
-    for start in reversed(starts):
-        end = pairs.get(start)
-        if end is not None:
-            return text[start + 1 : end].strip() or None
-    return None
+    start = starts[-1]
+    end = pairs.get(start)
+    if end is not None:
+        found = text[start + 1 : end].strip()
+    else:
+        found = _UNCLOSED_TAIL.sub("", text[start + 1 :].split("\n", 1)[0]).strip()
+    if take == "number":
+        return result_number(found)
+    return found or None
+
+
+# What ends an unclosed box's line but is not part of the answer: math delimiters, a period.
+_UNCLOSED_TAIL = re.compile(r"(?:\s*(?:\$+|\\\]|\\\)|\.|\*+))+\s*$")
+
+
+def result_number(text: str) -> str | None:
+    """The number a short answer states: after its last ``=`` (``64 - 2 * 24 = 16`` gives
+    ``16``), the first number there, as :func:`last_number` reads numbers; ``None`` if none.
+    An ``=`` inside parentheses is a remark, not the result (``20 (= 4 x 5)`` gives ``20``).
+
+    >>> result_number("Answer: 64 - 48 = 16 eggs"), result_number("20 (= 4 * 5)")
+    ('16', '20')
+    """
+    bare = _PARENTHESES.sub(" ", text)
+    rest = bare.rsplit("=", 1)[-1] if "=" in bare else text
+    found = _NUMBER.search(normalize_text(rest))
+    return None if found is None else found.group()
+
+
+_PARENTHESES = re.compile(r"\([^()]*\)")
 
 
 _TAKE = ("number", "letter", "line")
@@ -113,8 +148,8 @@ def after_marker(
 ) -> str | None:
     """What follows the last occurrence of ``marker`` (case-insensitive).
 
-    ``take`` says what to read after it: ``'number'`` (the first number on the rest of that
-    line, as :func:`last_number` reads numbers), ``'letter'`` (a standalone letter among
+    ``take`` says what to read after it: ``'number'`` (the number the rest of that line
+    states, as :func:`result_number` reads it: ``#### 64 - 2 * 24 = 16`` gives ``16``), ``'letter'`` (a standalone letter among
     ``letters``, optionally in parentheses or bold) or ``'line'`` (the rest of the line,
     stripped of surrounding ``$``, ``*`` and a final period). ``marker`` may be a list: the
     occurrence of any of them that comes last counts.
@@ -139,8 +174,7 @@ def after_marker(
     rest = text[best + best_len :]
     line = rest.lstrip(" \t:").split("\n", 1)[0]
     if take == "number":
-        found = _NUMBER.search(normalize_text(line))
-        return None if found is None else found.group()
+        return result_number(line)
     if take == "letter":
         found = re.match(
             rf"[\s*_$(\[{{]*(?:\\text\{{)?\(?([{letters}])(?![A-Za-z0-9])", line
@@ -160,3 +194,35 @@ def last_letter(text: str, letters: str = "ABCD") -> str | None:
     for last in re.finditer(rf"(?<![A-Za-z0-9])([{letters}])(?![A-Za-z0-9])", text):
         pass
     return None if last is None else last.group(1)
+
+
+#: Reasoning blocks, as (opening, closing) tags: Qwen3 / DeepSeek-R1 ``<think>``, and the
+#: Sky-T1 / Bespoke / OpenThoughts ``<|begin_of_thought|>``.
+THINK = (("<think>", "</think>"), ("<|begin_of_thought|>", "<|end_of_thought|>"))
+
+
+def strip_think(text: str, *, prefilled: bool = False) -> str | None:
+    """The text after the reasoning block, or ``None`` when the output ends inside one.
+
+    Everything up to the end of the last closing tag (:data:`THINK`) is removed, so drafts of
+    an answer inside the block never count. An opening tag after the last closing tag means
+    the output was cut off while thinking (``None``: no answer). With ``prefilled`` the chat
+    template opened the block in the prompt (Qwen3 with thinking on, DeepSeek-R1), so an
+    output without any closing tag also ends inside the block. A text without tags is
+    returned unchanged (unless ``prefilled``).
+
+    >>> strip_think("<think>maybe #### 3</think>#### 4")
+    '#### 4'
+    >>> strip_think("<think>so the answer is 3, but") is None
+    True
+    """
+    close_at, close_end = -1, 0
+    open_at = -1
+    for opening, closing in THINK:
+        at = text.rfind(closing)
+        if at > close_at:
+            close_at, close_end = at, at + len(closing)
+        open_at = max(open_at, text.rfind(opening))
+    if open_at > close_at or (prefilled and close_at < 0):
+        return None
+    return text if close_at < 0 else text[close_end:]

@@ -1,4 +1,4 @@
-"""Mathematical equivalence with ``math-verify``, under a time limit that works in any thread.
+r"""Mathematical equivalence with ``math-verify``, under a time limit that works in any thread.
 
 ``math-verify`` guards its own parsing and comparison with ``signal.alarm``, which works only
 in the main thread (elsewhere it raises). Its own limits are switched off here and replaced by
@@ -15,6 +15,11 @@ in the main thread (elsewhere it raises). Its own limits are switched off here a
 
 A timeout or a parse failure makes the comparison ``False`` (an extracted but unverifiable
 answer is incorrect, never an exception and never a hang).
+
+Before math-verify sees an answer, what it cannot read is rewritten (:func:`plain_answer`):
+ordinals (``12^{\mathrm{th}} \text{ grade}`` is 12) and numbers in words (``\text{three
+boxes}`` is 3). With ``canonical=True`` and the problem's text, equivalence is not enough
+where the problem demands a form (:func:`canonical_ok`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import weakref
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["math_verify", "run_limited"]
+__all__ = ["canonical_ok", "math_verify", "plain_answer", "run_limited"]
 
 log = logging.getLogger("qualgate.graders")
 
@@ -58,7 +63,132 @@ def _squash(s: str) -> str:
     return "".join(s.split())
 
 
-def math_verify(pred: str, gold: str, *, timeout_s: float = 5.0, mode: str = "auto") -> bool:
+# 12^{\mathrm{th}}, 12^{th}, 12^\text{nd}, 12th: the ordinal suffix goes.
+_ORDINAL = re.compile(
+    r"(\d)\s*(?:\^\s*\{?\s*(?:\\(?:mathrm|text|textrm|rm)\s*\{\s*)?(?:st|nd|rd|th)\s*\}?\s*\}?"
+    r"|(?:st|nd|rd|th)\b)"
+)
+_TEXT_ONLY = re.compile(r"\s*(?:\\(?:text|mbox|mathrm|textrm)\s*\{([^{}]*)\}\s*)+")
+
+
+def plain_answer(text: str) -> str:
+    r"""``text`` with what math-verify cannot read made readable; otherwise unchanged.
+
+    An ordinal suffix after a number goes (``12^{\mathrm{th}} \text{ grade}`` becomes
+    ``12 \text{ grade}``, which math-verify reads as 12, dropping the text unit); an answer
+    that is only text and starts with a number in words becomes that number (``\text{three
+    boxes}`` becomes ``3``).
+
+    >>> plain_answer(r"12^{\mathrm{th}} \text{ grade}"), plain_answer(r"\text{Three}")
+    ('12 \\text{ grade}', '3')
+    """
+    from ._compare import words_to_number
+
+    out = _ORDINAL.sub(r"\1", text) if any(c.isdigit() for c in text) else text
+    if not any(c.isdigit() for c in out):
+        inner = " ".join(_TEXT_ONLY.fullmatch(out).groups("")) if _TEXT_ONLY.fullmatch(out) else out
+        if inner.replace(" ", "").isalpha() or "-" in inner:
+            n = words_to_number(inner)
+            if n is not None:
+                return str(n)
+    return out
+
+
+# --- the canonical form a problem demands --------------------------------------------------
+
+_SIMPLIFY = re.compile(r"\bsimplif(?:y|ied|ication)\b", re.IGNORECASE)
+_GCD = re.compile(r"\\gcd|\bgcd\b|greatest common divisor", re.IGNORECASE)
+_IGNORED = {"left", "right", "displaystyle", "text", "mathrm", "mbox", "textbf"}
+_TOKEN = re.compile(r"\\([A-Za-z]+)|\d+(?:\.\d+)?|[A-Za-z]|[-+*/^=<>]")
+_TERM = re.compile(r"([-+]?)\s*(\d*)\s*(?:\\cdot\s*)?([a-z]?)")
+
+
+def _size(latex: str) -> int:
+    """Tokens of a LaTeX answer: commands (not \\left, \\text...), numbers, letters, operators."""
+    n = 0
+    for m in _TOKEN.finditer(latex):
+        n += m.group(1) not in _IGNORED if m.group(1) else 1
+    return n
+
+
+def _linear(equation: str) -> dict[str, int] | None:
+    """Integer coefficients of ``lhs - rhs`` of a linear equation (``2x - y + 3z + 8 = 0``)."""
+    sides = _squash(equation).replace("\\cdot", "").split("=")
+    if len(sides) != 2 or not all(sides):
+        return None
+    coefficients: dict[str, int] = {}
+    for sign_of_side, side in zip((1, -1), sides):
+        at = 0
+        while at < len(side):
+            m = _TERM.match(side, at)
+            if m is None or m.end() == at or (not m.group(2) and not m.group(3)):
+                return None
+            value = int(m.group(2)) if m.group(2) else 1
+            value *= -1 if m.group(1) == "-" else 1
+            coefficients[m.group(3)] = coefficients.get(m.group(3), 0) + sign_of_side * value
+            at = m.end()
+    return {k: v for k, v in coefficients.items() if v}
+
+
+def _same_number(pred: str, gold: str) -> bool | None:
+    """Two plain numbers, compared exactly without math-verify; ``None`` if not both plain.
+
+    Equal values are equal; two different integers are not (math-verify compares numbers
+    after rounding, which cannot make different integers equal). A decimal that differs from
+    a fraction is left to math-verify. Texts with commas (lists, intervals) are not numbers
+    here.
+    """
+    if "," in pred or "," in gold:
+        return None
+    from ._compare import to_number
+
+    a, b = to_number(pred, whole=True), to_number(gold, whole=True)
+    if a is None or b is None:
+        return None
+    if a == b:
+        return True
+    if a.denominator == b.denominator == 1 and "." not in pred + gold:
+        return False
+    return None
+
+
+def canonical_ok(pred: str, gold: str, problem: str) -> bool:
+    r"""Whether ``pred`` has the form ``problem`` demands, judged against ``gold``'s form.
+
+    Two demands are recognised, from the problem's words:
+
+    - "gcd" / "greatest common divisor" with a linear equation as gold (MATH's "Enter your
+      answer in the form Ax + By + Cz + D = 0, where ... A > 0 and gcd(|A|,|B|,|C|,|D|) = 1"):
+      ``pred`` must be a linear equation with the same integer coefficients as the gold, on
+      either side (a multiple such as ``4x + 2y = 6`` for ``2x + y - 3 = 0`` is not);
+    - "simplify": ``pred`` may not be longer than the gold, counted in LaTeX tokens
+      (commands, numbers, letters, operators), so ``\frac{\cos x}{\sin x}`` for ``\cot x``
+      and an unexpanded product are refused.
+
+    Limits: the length test is a proxy. It accepts an equally long unsimplified form
+    (``\sqrt{8}`` for ``2\sqrt{2}``, ``\frac{1}{\sqrt{3}}`` for ``\frac{\sqrt{3}}{3}``) and
+    refuses a longer but simplified way of writing the gold; other demands ("rationalize the
+    denominator", "in lowest terms", "in base 7") are not checked here. Every other problem is
+    ``True``.
+    """
+    if _GCD.search(problem) and "=" in gold:
+        want = _linear(gold)
+        if want is not None:
+            return _linear(pred) == want
+    if _SIMPLIFY.search(problem):
+        return _size(pred) <= _size(gold)
+    return True
+
+
+def math_verify(
+    pred: str,
+    gold: str,
+    *,
+    timeout_s: float = 5.0,
+    mode: str = "auto",
+    canonical: bool = False,
+    problem: str | None = None,
+) -> bool:
     r"""Whether ``pred`` and ``gold`` are mathematically equivalent, per ``math-verify``.
 
     Both are read as the content of a ``\boxed{}`` (LaTeX first, then a plain expression);
@@ -67,7 +197,9 @@ def math_verify(pred: str, gold: str, *, timeout_s: float = 5.0, mode: str = "au
     subscript). Inherited from math-verify: numbers are compared after rounding to 6
     decimals, and text units (``\mbox{ cm}``) are dropped. The parse of both and
     the comparison together get ``timeout_s`` seconds; ``mode`` picks the limit mechanism
-    (``'auto'``: a signal timer in the main thread, a helper process elsewhere).
+    (``'auto'``: a signal timer in the main thread, a helper process elsewhere). ``pred`` is
+    first made readable by :func:`plain_answer`. With ``canonical`` and the ``problem`` text
+    (given by the suite), an equivalent answer must also pass :func:`canonical_ok`.
 
     >>> math_verify(r"\frac{1}{2}", "0.5"), math_verify("x^2+2x+1", "(x+1)^2")
     (True, True)
@@ -76,8 +208,14 @@ def math_verify(pred: str, gold: str, *, timeout_s: float = 5.0, mode: str = "au
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+    if canonical and problem and not canonical_ok(pred, gold, problem):
+        return False
+    pred = plain_answer(pred)
     if _squash(pred) == _squash(gold):
         return bool(_squash(pred))
+    same = _same_number(pred, gold)
+    if same is not None:
+        return same
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return False
     in_base = _IN_BASE.fullmatch(pred), _IN_BASE.fullmatch(gold)
@@ -126,9 +264,15 @@ def _parse(text: str):
     return mv.parse("\\boxed{" + text + "}", extraction_config=config, parsing_timeout=None)
 
 
+@lru_cache(maxsize=4096)
+def _parse_gold(text: str):
+    """Gold answers repeat (every sample of a question): parse each once per process."""
+    return _parse(text)
+
+
 def _equivalent(pred: str, gold: str) -> bool:
     mv, _ = _mv()
-    g = _parse(gold)
+    g = _parse_gold(gold)
     p = _parse(pred)
     if not g or not p:
         return False
@@ -156,6 +300,7 @@ def _disarm() -> None:
 
 
 def _run_with_alarm(pred: str, gold: str, timeout_s: float) -> bool | None:
+    _mv()  # importing math-verify (seconds on a loaded machine) is not part of the limit
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     started = time.monotonic()
     old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, 0)

@@ -179,13 +179,15 @@ def _records(table, source):
     if isinstance(table, (str, os.PathLike)):
         import csv
 
+        import io
+
+        from .._strict import read_text
+
         path = os.fspath(table)
         try:
-            with open(path, newline="", encoding="utf-8-sig") as fh:
-                reader = csv.reader(fh)
-                rows = list(reader)
-        except OSError as exc:
-            raise DataError(f"cannot read table: {exc.strerror}", file=path) from None
+            rows = list(csv.reader(io.StringIO(read_text(path, bom="strip"), newline="")))
+        except csv.Error as exc:
+            raise DataError(f"not valid CSV: {exc}", file=path) from None
         if not rows:
             raise DataError("empty file: no header", file=path)
         header, body = rows[0], rows[1:]

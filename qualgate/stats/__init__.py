@@ -6,14 +6,15 @@ the *loss* its negative; ``alternative='less'`` means the candidate is worse.
 
 Tests and intervals
     :class:`PairedTable`, :func:`mcnemar`, :func:`paired_difference_ci`,
-    :func:`noninferiority`
+    :func:`noninferiority` (asymptotic score test, or ``method='exact'``: the exact
+    unconditional test the gate uses with one seed)
 Design
     :func:`mcnemar_sample_size`, :func:`mcnemar_power`, :func:`mcnemar_detectable_loss`,
     :func:`noninferiority_sample_size`, :func:`noninferiority_power`,
     :func:`unpaired_ci_halfwidth`
 Clustered (several seeds per question)
     :class:`ClusteredTable`, :func:`clustered_mcnemar`, :func:`clustered_noninferiority`,
-    :func:`clustered_difference_ci`
+    :func:`clustered_difference_ci` (monotone robust score test by default)
 Sequential (stop as soon as the verdict is decided)
     :func:`sequential_noninferiority`
 """

@@ -53,11 +53,22 @@ params are checked against the function's signature when the file is read.
     prompt:                    # chat messages; {{name}} is replaced by a variable (only
       system: "..."            #   names from `fields`, and with `choices` also {{A}}, {{B}},
       user: "..."              #   ... and {{choices}} = "A) ...\\nB) ..."); `system` optional
-    extract:                   # extractors (EXTRACTORS): a spec or a list tried in order
+    extract:                   # extractors (EXTRACTORS): a spec or a list tried in order;
       strict: {name: after_marker, params: {marker: "####"}}   # the requested format only
-      lenient: last_number     # fallback, tried only when strict found nothing
+      lenient: last_number     # the lenient reading (each list's first answer counts)
     grader: numeric            # GRADERS: (pred, gold) -> bool
-    decides: strict            # which extraction decides the outcome: strict or lenient
+    decides: strict            # the decision policy: strict (the strict answer only),
+                               #   lenient (the lenient answer only) or either (strict if
+                               #   found, else lenient); records name the deciding extractor
+                               #   in `decided_by` ("strict:after_marker", "lenient:boxed"):
+                               #   its name, or the `label` its spec gives ({name: ...,
+                               #   label: final_answer, params: ...}), unique per list
+    think: strip               # optional, reasoning blocks (<think>...</think>,
+                               #   <|begin_of_thought|>...<|end_of_thought|>): strip (the
+                               #   default: grade the text after the block; an output that
+                               #   ends inside one is no_answer), prefilled (as strip, and
+                               #   the chat template opens the block in the prompt, so an
+                               #   output without a closing tag ends inside it), or off
     generation:                # suggested settings for the backend
       max_tokens: 1024         #   required, int >= 1
       temperature: 0.0         #   optional: temperature, top_p, top_k, min_p, stop

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import graders
+from ..prompts import prompt_hash
 from ..errors import DataError
 from ._spec import LETTERS, SuiteSpec, read_spec, render
 
@@ -25,12 +26,6 @@ GENERATORS: dict[str, str] = {
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
 
-def prompt_hash(messages: Sequence[Mapping[str, str]]) -> str:
-    """SHA-256 hex of the canonical JSON of chat messages (sorted keys, no spaces, UTF-8)."""
-    canonical = json.dumps(list(messages), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
 @dataclass(frozen=True)
 class Question:
     """One question of a suite: its id, rendered chat prompt, gold answer and metadata."""
@@ -40,6 +35,8 @@ class Question:
     gold: str
     prompt_hash: str
     meta: dict = field(default_factory=dict, compare=False)
+    #: multiple choice: the option texts in the order shown (A, B, ...), for the extractors
+    options: tuple[str, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict:
         return {
@@ -70,8 +67,13 @@ class Suite:
     _spec: SuiteSpec | None = field(default=None, repr=False)
 
     def grade(self, question: Question, text: str) -> graders.Grade:
-        """Grade ``text`` (a model's output) against ``question.gold``."""
+        """Grade ``text`` (a model's output) against ``question.gold``.
+
+        The suite's ``think`` setting removes reasoning blocks first; a grader that takes a
+        ``problem`` (``math_verify`` with ``canonical``) gets the question's last user message.
+        """
         spec = self._spec
+        users = [m["content"] for m in question.prompt if m.get("role") == "user"]
         return graders.grade(
             text,
             question.gold,
@@ -79,6 +81,9 @@ class Suite:
             lenient=spec.lenient,
             grader=spec.grader,
             decides=self.decides,
+            think=spec.think,
+            problem=users[-1] if users else None,
+            options=question.options,
         )
 
     def to_dict(self, *, questions: bool = True) -> dict:
@@ -268,7 +273,7 @@ def _question(spec: SuiteSpec, row: dict, i: int, label: str) -> Question:
     messages.append({"role": "user", "content": render(spec.user, variables)})
     meta = {c: _value(row, c, i, label, "meta") for c in spec.meta}
     return Question(id=qid, prompt=tuple(messages), gold=gold, prompt_hash=prompt_hash(messages),
-                    meta=meta)  # fmt: skip
+                    meta=meta, options=tuple(shown) if spec.choices is not None else ())  # fmt: skip
 
 
 def load_suite(

@@ -9,14 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
 from .. import graders
+from .._strict import load_yaml
 from ..errors import DataError
 
 _TOP = {
     "name", "version", "description", "source", "id", "fields", "gold", "choices", "meta",
-    "prompt", "extract", "grader", "decides", "generation",
+    "prompt", "extract", "grader", "decides", "think", "generation",
 }  # fmt: skip
 _REQUIRED = {"name", "version", "source", "id", "fields", "prompt", "extract", "grader",
              "decides", "generation"}  # fmt: skip
@@ -52,12 +51,13 @@ class SuiteSpec:
     meta: tuple
     system: str | None
     user: str
-    strict: tuple
-    lenient: tuple
+    strict: tuple  #: (label, extractor) pairs
+    lenient: tuple  #: (label, extractor) pairs
     grader: Callable
     decides: str
     generation: dict
     raw: dict
+    think: str = "strip"
 
 
 class _Reader:
@@ -89,11 +89,13 @@ class _Reader:
             self.fail("must be a non-empty list of strings", key, value)
         return tuple(self.string(v, f"{key}[{i}]") for i, v in enumerate(value))
 
-    def function(self, value, key, registry, n_positional):
+    def function(self, value, key, registry, n_positional, allowed=_SPEC):
         if isinstance(value, str):
             name, params = value, {}
         else:
-            spec = self.mapping(value, key, _SPEC, {"name"})
+            spec = self.mapping(value, key, allowed, {"name"})
+            if "label" in spec:
+                self.string(spec["label"], f"{key}.label")
             name = self.string(spec["name"], f"{key}.name")
             params = spec.get("params") or {}
             if not isinstance(params, dict):
@@ -107,33 +109,27 @@ class _Reader:
             self.fail(f"invalid params for {name!r}: {exc}", f"{key}.params", params)
         return functools.partial(fn, **params) if params else fn
 
-    def functions(self, value, key, registry, n_positional):
+    def extractors(self, value, key):
+        """(label, extractor) pairs; the label is the spec's ``label``, else the name."""
         items = value if isinstance(value, list) else [value]
         if not items:
             self.fail("must name at least one function", key, value)
-        return tuple(
-            self.function(v, f"{key}[{i}]" if isinstance(value, list) else key, registry,
-                          n_positional)
-            for i, v in enumerate(items)
-        )
+        out = []
+        for i, v in enumerate(items):
+            where = f"{key}[{i}]" if isinstance(value, list) else key
+            fn = self.function(v, where, graders.EXTRACTORS, 1, _SPEC | {"label"})
+            label = v if isinstance(v, str) else v.get("label", v["name"])
+            if label in [lab for lab, _ in out]:
+                self.fail(f"label {label!r} is used twice; give each a distinct `label`", where, v)
+            out.append((label, fn))
+        return tuple(out)
 
 
 def read_spec(path: str | Path) -> SuiteSpec:
     """Read and validate a suite file; raise :class:`DataError` naming file, key and value."""
     path = str(path)
     r = _Reader(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f)
-    except OSError as exc:
-        raise DataError(f"cannot read suite file: {exc.strerror}", file=path) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise DataError(
-            f"invalid YAML: {getattr(exc, 'problem', exc)}",
-            file=path,
-            line=None if mark is None else mark.line + 1,
-        ) from None
+    raw = load_yaml(path)  # strict: a regular file, no aliases, no duplicate keys
     doc = r.mapping(raw, "", _TOP, _REQUIRED)
 
     name = r.string(doc["name"], "name")
@@ -226,11 +222,14 @@ def read_spec(path: str | Path) -> SuiteSpec:
                 r.fail(f"unknown template variable; known: {sorted(variables)}", key, var)
 
     extract = r.mapping(doc["extract"], "extract", _EXTRACT, _EXTRACT)
-    strict = r.functions(extract["strict"], "extract.strict", graders.EXTRACTORS, 1)
-    lenient = r.functions(extract["lenient"], "extract.lenient", graders.EXTRACTORS, 1)
+    strict = r.extractors(extract["strict"], "extract.strict")
+    lenient = r.extractors(extract["lenient"], "extract.lenient")
     grader = r.function(doc["grader"], "grader", graders.GRADERS, 2)
-    if doc["decides"] not in ("strict", "lenient"):
-        r.fail("must be 'strict' or 'lenient'", "decides", doc["decides"])
+    if doc["decides"] not in graders.DECISIONS:
+        r.fail(f"must be one of {list(graders.DECISIONS)}", "decides", doc["decides"])
+    think = doc.get("think", "strip")
+    if think not in graders.THINKING:
+        r.fail(f"must be one of {list(graders.THINKING)}", "think", think)
 
     generation = r.mapping(doc["generation"], "generation", _GENERATION, {"max_tokens"})
     mt = generation["max_tokens"]
@@ -242,7 +241,7 @@ def read_spec(path: str | Path) -> SuiteSpec:
         source=dict(source), id=dict(id_), fields=dict(fields), gold=gold,
         gold_parse=gold_parse, choices=choices, meta=meta, system=system, user=user,
         strict=strict, lenient=lenient, grader=grader, decides=doc["decides"],
-        generation=dict(generation), raw=doc,
+        generation=dict(generation), raw=doc, think=think,
     )  # fmt: skip
 
 

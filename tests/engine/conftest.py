@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+
+
+#: where engine8 and engine32 decode; QUALGATE_TEST_DEVICE=cuda runs their tests on a GPU
+#: (CUDA graphs on), which CI cannot do
+DEVICE = os.environ.get("QUALGATE_TEST_DEVICE", "cpu")
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,11 +60,11 @@ def make_pair():
 def engine8(make_pair):
     from qualgate.engines.reference import ReferenceEngine
 
-    return ReferenceEngine(*make_pair(8), device="cpu", max_num_seqs=10_000)
+    return ReferenceEngine(*make_pair(8), device=DEVICE, max_num_seqs=10_000)
 
 
 @pytest.fixture(scope="session")
 def engine32(make_pair):
     from qualgate.engines.reference import ReferenceEngine
 
-    return ReferenceEngine(*make_pair(32), device="cpu")
+    return ReferenceEngine(*make_pair(32), device=DEVICE)

@@ -19,7 +19,7 @@ from qualgate.stats import (
     paired_difference_ci,
     stratified_score_test,
 )
-from qualgate.stats._clustered import _score_z
+from qualgate.stats._clustered import _robust_z, _score_z, robust_variance
 
 cells = st.tuples(*[st.integers(0, 60)] * 4).filter(lambda c: sum(c) > 0)
 
@@ -111,13 +111,14 @@ def test_design_effect_is_about_one_for_independent_seeds():
     assert ClusteredTable.from_outcomes(cluster, b, c).design_effect == pytest.approx(1, abs=0.1)
 
 
-def test_without_discordance_each_question_counts_once():
+def test_without_discordance_the_bound_lies_between_independent_pairs_and_one_seed():
+    # 300 pairs in 100 questions, none discordant: no better than 300 independent pairs and no
+    # worse than the same 100 questions with one seed each (more pairs never hurt)
     t = ClusteredTable.from_outcomes(np.repeat(np.arange(100), 3), [True] * 300, [True] * 300)
-    assert t.design_effect == 3
     one_seed = ClusteredTable.from_outcomes(np.arange(100), [True] * 100, [True] * 100)
-    assert clustered_noninferiority(t, margin=0.02).upper_bound == pytest.approx(
-        clustered_noninferiority(one_seed, margin=0.02).upper_bound
-    )
+    bound = clustered_noninferiority(t, margin=0.02).upper_bound
+    assert clustered_noninferiority(t, margin=0.02, design_effect=1).upper_bound < bound
+    assert bound < clustered_noninferiority(one_seed, margin=0.02).upper_bound
 
 
 def test_clustering_widens_the_bound():
@@ -164,3 +165,53 @@ def test_invalid_arguments_name_the_argument():
         clustered_mcnemar(t, alternative="worse")
     with pytest.raises(ValueError, match="weights"):
         clustered_noninferiority([t, t], margin=0.02, weights=[0.9, 0.9])
+
+
+# Obuchowski NA. On the comparison of correlated proportions for clustered data. Stat Med
+# 1998;17:1495-1507: PET vs SPECT on the parathyroid glands of 21 patients (true negatives per
+# gland). Per-patient counts (both negative, PET only, SPECT only, neither), as distributed with
+# the R package clust.bin.pair (data `thyroids`, whose documented example prints
+# "Obuchowski's Chi-square test: chi-square = 2.8571, df = 1, p-value = 0.09097").
+_THYROIDS = (
+    (0, 2, 3, 1, 2, 4, 3, 2, 1, 1, 2, 2, 3, 2, 0, 2, 2, 2, 2, 1, 2),  # a_k
+    (0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),  # b_k
+    (2, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0),  # c_k
+    (1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0),  # d_k
+)
+
+
+def test_robust_variance_at_zero_reproduces_obuchowskis_worked_example():
+    # the clustered tests' variance at loss 0 is Obuchowski's K/(K-1)·Σ d_k², so
+    # (B - C)² / V(0) is her statistic: (20/21)·36/12 = 2.857 (tolerance 1e-4, the print's digits)
+    cluster, base, cand = [], [], []
+    for k, cells in enumerate(zip(*_THYROIDS)):
+        for (b, c), count in zip(((1, 1), (1, 0), (0, 1), (0, 0)), cells):
+            cluster += [k] * count
+            base += [bool(b)] * count
+            cand += [bool(c)] * count
+    t = ClusteredTable.from_outcomes(np.array(cluster), np.array(base), np.array(cand))
+    assert (t.clusters, t.n, t.lost, t.gained) == (21, 51, 1, 7)
+    v0 = robust_variance(t.n, t.lost, t.gained, t.clusters, t.sum_d2, t.sum_nd, t.sum_n2, t.max_cluster_size, 0.0, 0.0)
+    chi2 = (t.lost - t.gained) ** 2 / v0
+    assert chi2 == pytest.approx(2.8571, abs=1e-4)
+    assert stats.chi2.sf(chi2, 1) == pytest.approx(0.09097, abs=1e-5)
+    # the two-sided score test at loss 0 is the same test
+    assert stratified_score_test([t], weights=[1.0]).pvalue == pytest.approx(0.09097, abs=1e-5)
+
+
+def test_clustered_size_at_small_n_stays_below_alpha_where_the_design_effect_test_did_not():
+    # issue 14's model: difficulty Beta(0.4, 0.1), shared noise (the candidate can only lose),
+    # the loss on hard questions, expected loss = the 2-point margin; 100 questions x 3 seeds.
+    # The former design-effect test passed 0.074 of these; 4,000 simulated gates here, the
+    # limit is alpha + 3 Monte Carlo SE (benchmarks/gate_calibration.py runs the full grid)
+    rng = np.random.default_rng(14)
+    reps, questions, seeds, margin = 4000, 100, 3, 0.02
+    p = rng.beta(0.4, 0.1, size=(reps, questions))
+    hard = p * (p < 0.9)
+    delta = hard * margin / np.mean(hard)
+    lost = rng.binomial(seeds, np.minimum(delta, p))
+    d = lost.astype(float)
+    arrays = (questions * seeds, lost.sum(1), 0.0, questions, (d * d).sum(1), seeds * d.sum(1), questions * seeds**2, seeds)
+    crit = stats.norm.isf(0.05)
+    passed = _robust_z(arrays, margin, crit) < -crit
+    assert passed.mean() <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)

@@ -23,12 +23,14 @@ def fly_lossy(write, table):
 
 
 def test_identical_files_pass_when_n_is_large_enough_for_the_margin(write):
-    # no discordance: the score bound is below 2 points from n = 133 (z^2 (1 - m) / m)
+    # no discordance: the exact test's p-value is (1 - m)^n (the chance of no discordant pair
+    # when the loss is m), so its bound is 1 - 0.05^(1/428) = 0.70 points
     outcomes = ["correct"] * 300 + ["incorrect"] * 128
     base = write("b.jsonl", outcomes)
     r = run("gate", base, write("c.jsonl", outcomes, config="cfg-c"), "--margin", 0.02)
     assert r.exit_code == 0, r.output
-    assert "PASS: the loss is at most 0.63 points (95% upper bound), below the 2.00-point margin" in r.output
+    assert "PASS: the loss is at most 0.70 points (95% upper bound), below the 2.00-point margin" in r.output
+    assert "[exact unconditional score test (Hsueh et al. 2001)]" in r.output
 
 
 def test_identical_files_are_inconclusive_when_n_is_too_small(write):
@@ -197,13 +199,13 @@ def test_suites_are_reported_and_pooled(write, records_of, table):
 
 
 def test_holm_adjustment_across_candidates_can_withhold_a_pass(write):
-    # with no discordance in 161 questions each candidate alone has p = 0.035 < 0.05 ...
+    # with no discordance in 161 questions each candidate alone has exact p = 0.98^161 = 0.0387 < 0.05 ...
     outcomes = ["correct"] * 120 + ["incorrect"] * 41
     base = write("b.jsonl", outcomes)
     c1, c2 = write("c1.jsonl", outcomes, config="c1"), write("c2.jsonl", outcomes, config="c2")
     alone = json.loads(run("gate", base, c1, "--margin", 0.02, "--format", "json").output)
-    assert alone["verdict"] == "PASS" and alone["candidates"][0]["pooled"]["pvalue_noninferiority"] == pytest.approx(0.035, abs=0.001)
-    # ... but Holm over two candidates needs 2 x 0.035 < 0.05
+    assert alone["verdict"] == "PASS" and alone["candidates"][0]["pooled"]["pvalue_noninferiority"] == pytest.approx(0.98**161, rel=1e-6)
+    # ... but Holm over two candidates needs 2 x 0.0387 < 0.05
     both = run("gate", base, c1, c2, "--margin", 0.02)
     assert both.exit_code == 4 and "after Holm's adjustment across 2 candidates" in both.output
 
@@ -284,3 +286,21 @@ def test_records_mode_labels_are_reported(write, records_of):
     base = write("b.jsonl", recs)
     report = json.loads(run("gate", base, write("c.jsonl", ["correct"] * 200, config="c", mode="fly"), "--margin", 0.05, "--format", "json").output)
     assert report["baseline"]["mode"] is None and report["candidates"][0]["mode"] == "fly"
+
+
+def test_the_share_decided_by_each_extractor_is_printed_beside_the_no_answer_rates(write, records_of):
+    def decided(records, labels):
+        return [dataclasses.replace(r, decided_by=lab) for r, lab in zip(records, labels)]
+
+    outcomes = ["correct"] * 150 + ["incorrect"] * 40 + ["no_answer"] * 10
+    base = decided(records_of(outcomes), ["strict:after_marker"] * 180 + ["lenient:last_number"] * 10 + [None] * 10)
+    cand = decided(records_of(outcomes, config="c"), ["strict:after_marker"] * 190 + ["think:unfinished"] * 10)
+    r = run("gate", write("b.jsonl", base), write("c.jsonl", cand), "--margin", 0.05)
+    assert "decided by, baseline (200 records): strict:after_marker 90.0%, lenient:last_number 5.0%, none 5.0%" in r.output
+    assert "decided by, c (200 records): strict:after_marker 95.0%, think:unfinished 5.0%" in r.output
+    report = json.loads(run("gate", write("b2.jsonl", base), write("c2.jsonl", cand), "--margin", 0.05, "--format", "json").output)
+    assert report["baseline"]["decided_by"] == {"strict:after_marker": 180, "lenient:last_number": 10}
+
+
+def test_records_without_decided_by_print_no_such_line(fly_lossy):
+    assert "decided by" not in run("gate", *fly_lossy, "--margin", 0.02).output

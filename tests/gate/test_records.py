@@ -43,13 +43,13 @@ def test_schema_lists_the_required_fields_of_issue_3_first():
     assert REQUIRED == ("schema_version", "run_id", "config_id", "suite", "suite_version", "question_id",
                         "seed", "sample_index", "outcome", "prompt_hash")  # fmt: skip
     assert set(FIELDS) - set(REQUIRED) == {
-        "mode", "answer_strict", "answer_lenient", "gold", "output", "output_tokens", "spec_steps",
+        "mode", "answer_strict", "answer_lenient", "decided_by", "gold", "output", "output_tokens", "spec_steps",
         "draft_tokens", "accepted_tokens", "deferred_tokens", "latency_s", "error",
     }  # fmt: skip
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(records, max_size=20))
+@given(st.lists(records, max_size=20, unique_by=lambda r: r.key))
 def test_written_records_read_back_equal(tmp_path_factory, recs):
     path = tmp_path_factory.mktemp("rt") / "r.jsonl"
     with RecordWriter(path) as w:
@@ -249,3 +249,20 @@ def test_repair_reads_back_past_a_long_incomplete_line(tmp_path):
     path.write_text(good + json.dumps(VALID | {"seed": 2, "output": "x" * 150_000})[:-2])
     cut = repair_truncated(path)
     assert (cut.line, path.read_text()) == (3, good)
+
+
+def test_a_later_record_of_a_key_supersedes_its_error_record(tmp_path):
+    err = {**VALID, "outcome": "error", "error": "timeout"}
+    path = lines(tmp_path / "r.jsonl", [err, {**VALID, "question_id": "q2"}, {**VALID, "outcome": "incorrect"}])
+    recs = read_records(path)
+    assert [(r.question_id, r.outcome) for r in recs] == [("q2", "correct"), ("q1", "incorrect")]
+    assert recs.superseded == (f"{path}:1",) and recs.origin(1) == f"{path}:3"
+
+
+def test_a_key_repeated_after_a_non_error_record_stays_a_duplicate(tmp_path):
+    from qualgate.pairing import pair_records
+
+    path = lines(tmp_path / "r.jsonl", [VALID, {**VALID, "outcome": "error", "error": "x"}])
+    assert len(read_records(path)) == 2 and read_records(path).superseded == ()
+    with pytest.raises(DataError, match="duplicated keys"):
+        pair_records(read_records(path), read_records(path))

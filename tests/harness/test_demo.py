@@ -33,3 +33,14 @@ def test_demo_runs_every_mode_and_prints_the_gate_and_speed_tables(tmp_path):
     assert len(target) == 6 and sum(x.outcome == "correct" for x in target) >= 1
     m = json.loads((out / "manifest.json").read_text())
     assert m["status"] == "complete" and all(c["info"]["device"] == "cpu" for c in m["configs"].values())
+
+
+def test_demo_says_its_fail_is_the_expected_finding_and_that_it_succeeded(tmp_path):
+    from qualgate.cli.demo import demo_outcome
+
+    text = demo_outcome("FAIL")
+    assert text.startswith("The demo succeeded (exit 0). Its verdict FAIL is the expected finding")
+    r = CliRunner().invoke(cli, ["demo", "--questions", "4", "--out", str(tmp_path / "d"), "--quiet"])
+    assert r.exit_code == 0, r.output
+    verdict = json.loads((tmp_path / "d" / "gate.json").read_text())["verdict"]
+    assert r.stdout.splitlines()[-1] == demo_outcome(verdict)

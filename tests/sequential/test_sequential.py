@@ -89,3 +89,43 @@ def test_invalid_arguments_name_the_argument(kwargs, message):
 def test_differences_outside_minus_one_one_are_rejected():
     with pytest.raises(ValueError, match=r"\[-1, 1\]"):
         sequential_noninferiority([0.0, 2.0], margin=0.02)
+
+
+def test_with_a_budget_power_stays_within_3_points_of_the_fixed_gate_on_that_budget():
+    # issue 14: the futility rule sized for 80 % power gave up power whatever the budget. Same
+    # simulated data for both gates (one seed, 6 % discordance, no loss, budget 800 questions);
+    # the fixed gate is the exact test on all 800 at full alpha.
+    from qualgate.stats._sequential import _FINAL, _PASS, _final_pass
+
+    rng = np.random.default_rng(21)
+    d = draws(rng, 1500, 800, 0.06, loss=0.0)
+    _, reason, _, _ = _paths(d, 0.02, 0.05, 0.2, 0.1, 20.0, 800)
+    sequential = np.mean((reason == _PASS) | (reason == _FINAL))
+    fixed = np.mean(_final_pass(d, None, 0.02, 0.05))
+    assert fixed > 0.6
+    assert sequential >= fixed - 0.03
+
+
+def test_with_a_budget_the_pass_rate_at_the_margin_is_at_most_alpha():
+    from qualgate.stats._sequential import _FINAL, _PASS
+
+    rng = np.random.default_rng(22)
+    d = draws(rng, 2000, 600, 0.06, loss=0.02)
+    _, reason, _, _ = _paths(d, 0.02, 0.05, 0.2, 0.1, 20.0, 600)
+    assert np.mean((reason == _PASS) | (reason == _FINAL)) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
+
+
+def test_a_budgeted_gate_can_pass_at_the_budget_with_the_fixed_test_and_its_bound():
+    # 800 questions, 24 lost and 24 gained spread evenly: the always-valid boundary at alpha/50
+    # is out of reach (about margin²/(2·6 %) = 0.003 of log-capital a question), but the exact
+    # fixed-n test at the budget bounds the loss near 1.645·sqrt(0.06/800) = 1.4 points
+    d = np.zeros(800)
+    d[8::32], d[24::32] = -1.0, 1.0
+    r = sequential_noninferiority(d, margin=0.02, max_questions=800)
+    assert (r.verdict, r.reason, r.n_questions) == ("PASS", "final", 800)
+    assert 0.01 < r.upper_bound < 0.02
+    # several seeds: the clustered fixed-n test, with the pairs per question
+    r3 = sequential_noninferiority(d / 3, margin=0.02, max_questions=800, pairs=np.full(800, 3))
+    assert r3.verdict == "PASS" and r3.upper_bound < 0.02
+    with pytest.raises(ValueError, match="pairs"):
+        sequential_noninferiority(d, margin=0.02, max_questions=10, pairs=np.zeros(800))

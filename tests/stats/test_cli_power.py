@@ -19,6 +19,14 @@ def run(*args):
     return CliRunner().invoke(cli, ["power", *args])
 
 
+def mcnemar_run(*args):
+    return run("--design", "mcnemar", *args)
+
+
+def as_printed(result, design="mcnemar"):
+    return {"design": design} | result.to_dict()
+
+
 def table_rows(text):
     """The data rows of the aligned table (between the header and the first blank line)."""
     lines = text.splitlines()
@@ -28,22 +36,22 @@ def table_rows(text):
 
 
 def test_single_value_prints_the_questions_needed():
-    result = run("--loss", "0.02", "--discordant", "0.06")
+    result = mcnemar_run("--loss", "0.02", "--discordant", "0.06")
     assert result.exit_code == 0
     header, rows = table_rows(result.stdout)
     assert header.split() == ["loss", "discordant", "questions", "needed", "power"]
     assert rows[0].split() == ["0.02", "0.06", str(mcnemar_sample_size(0.02, 0.06).n), "0.800"]
-    assert "McNemar test, two-sided, alpha 0.05, target power 0.8" in result.stdout
+    assert "Design sized: McNemar test, two-sided, alpha 0.05, target power 0.8" in result.stdout
 
 
 def test_json_single_value_is_one_object_equal_to_the_library_result():
-    result = run("--loss", "0.02", "--discordant", "0.06", "--method", "exact", "--format", "json")
+    result = mcnemar_run("--loss", "0.02", "--discordant", "0.06", "--method", "exact", "--format", "json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == mcnemar_sample_size(0.02, 0.06, method="exact").to_dict()
+    assert json.loads(result.stdout) == as_printed(mcnemar_sample_size(0.02, 0.06, method="exact"))
 
 
 def test_grid_prints_every_combination_aligned():
-    result = run("--loss", "0.01,0.02,0.03", "--discordant", "0.04,0.06,0.08")
+    result = mcnemar_run("--loss", "0.01,0.02,0.03", "--discordant", "0.04,0.06,0.08")
     assert result.exit_code == 0
     header, rows = table_rows(result.stdout)
     assert len(rows) == 9 and len({len(r) for r in [header, *rows]}) == 1
@@ -53,19 +61,19 @@ def test_grid_prints_every_combination_aligned():
 
 
 def test_grid_json_is_a_list_in_row_order():
-    result = run("--loss", "0.01,0.02", "--discordant", "0.04,0.06", "--format", "json")
+    result = mcnemar_run("--loss", "0.01,0.02", "--discordant", "0.04,0.06", "--format", "json")
     data = json.loads(result.stdout)
-    expected = [mcnemar_sample_size(l, d).to_dict() for l in (0.01, 0.02) for d in (0.04, 0.06)]
+    expected = [as_printed(mcnemar_sample_size(l, d)) for l in (0.01, 0.02) for d in (0.04, 0.06)]
     assert data == expected
 
 
 def test_n_with_loss_prints_the_power():
-    result = run("--n", "428", "--loss", "0.02", "--discordant", "0.06", "--format", "json")
-    assert json.loads(result.stdout) == mcnemar_power(428, 0.02, 0.06).to_dict()
+    result = mcnemar_run("--n", "428", "--loss", "0.02", "--discordant", "0.06", "--format", "json")
+    assert json.loads(result.stdout) == as_printed(mcnemar_power(428, 0.02, 0.06))
 
 
 def test_n_without_loss_prints_the_detectable_loss():
-    result = run("--n", "428", "--discordant", "0.06")
+    result = mcnemar_run("--n", "428", "--discordant", "0.06")
     assert result.exit_code == 0
     header, rows = table_rows(result.stdout)
     assert "detectable loss" in header
@@ -78,34 +86,51 @@ def test_options_reach_the_library():
             "--alternative", "less", "--method", "exact", "--format", "json"]  # fmt: skip
     expected = mcnemar_sample_size(0.03, 0.1, alpha=0.01, power=0.9, alternative="less",
                                    method="exact")  # fmt: skip
-    assert json.loads(run(*args).stdout) == expected.to_dict()
+    assert json.loads(mcnemar_run(*args).stdout) == as_printed(expected)
 
 
 def test_exact_text_explains_the_stable_column():
-    result = run("--loss", "0.3", "--discordant", "0.99", "--alternative", "less",
+    result = mcnemar_run("--loss", "0.3", "--discordant", "0.99", "--alternative", "less",
                  "--method", "exact")  # fmt: skip
     header, rows = table_rows(result.stdout)
     assert "stable from" in header and rows[0].split()[2:4] == ["71", "74"]
     assert "sawtooth" in result.stdout
 
 
+def test_by_default_it_sizes_the_gates_design_noninferiority_one_sided():
+    # issue 14: `qualgate gate` decides by one-sided non-inferiority at its margin; sizing a
+    # two-sided McNemar test instead asked 1,175 questions where the gate needs 982
+    result = run("--margin", "0.02", "--discordant", "0.06")
+    assert result.exit_code == 0
+    _, rows = table_rows(result.stdout)
+    assert rows[0].split() == ["0", "0.06", str(noninferiority_sample_size(0.02, 0.06).n), "0.800"]
+    assert noninferiority_sample_size(0.02, 0.06).n == 982 != mcnemar_sample_size(0.02, 0.06).n
+    assert "Design sized: non-inferiority (what `qualgate gate` decides), H0: loss >= 0.02, one-sided alpha 0.05" in result.stdout
+
+
+def test_the_gates_design_needs_a_margin():
+    result = run("--loss", "0.02", "--discordant", "0.06")
+    assert result.exit_code == 2 and "--margin" in result.stderr and "--design mcnemar" in result.stderr
+
+
 def test_noninferiority_mode_sizes_and_powers_the_score_test():
-    sized = json.loads(run("--noninferiority", "0.02", "--discordant", "0.06",
-                           "--format", "json").stdout)  # fmt: skip
-    assert sized == noninferiority_sample_size(0.02, 0.06).to_dict()
-    powered = run("--noninferiority", "0.02", "--discordant", "0.06", "--n", "500",
+    sized = json.loads(run("--margin", "0.02", "--discordant", "0.06", "--format", "json").stdout)
+    assert sized == as_printed(noninferiority_sample_size(0.02, 0.06), "noninferiority")
+    powered = run("--margin", "0.02", "--discordant", "0.06", "--n", "500",
                   "--loss", "0.005", "--format", "json")  # fmt: skip
     expected = noninferiority_power(500, 0.02, 0.06, expected_loss=0.005)
-    assert json.loads(powered.stdout) == expected.to_dict()
+    assert json.loads(powered.stdout) == as_printed(expected, "noninferiority")
+    alias = run("--noninferiority", "0.02", "--discordant", "0.06", "--format", "json")
+    assert json.loads(alias.stdout) == sized
 
 
 def test_impossible_cells_of_a_grid_are_marked_not_fatal():
-    result = run("--loss", "0.05,0.1", "--discordant", "0.04,0.08")
+    result = mcnemar_run("--loss", "0.05,0.1", "--discordant", "0.04,0.08")
     assert result.exit_code == 0
     _, rows = table_rows(result.stdout)
     assert [r.split()[-1] for r in rows] == ["n/a", "0.800", "n/a", "n/a"]
     assert "n/a (loss=0.05, discordant=0.04): loss must not exceed discordant" in result.stdout
-    data = json.loads(run("--loss", "0.05,0.1", "--discordant", "0.04,0.08",
+    data = json.loads(mcnemar_run("--loss", "0.05,0.1", "--discordant", "0.04,0.08",
                           "--format", "json").stdout)  # fmt: skip
     assert "error" in data[0] and data[1]["n"] == mcnemar_sample_size(0.05, 0.08).n
 
@@ -113,22 +138,25 @@ def test_impossible_cells_of_a_grid_are_marked_not_fatal():
 @pytest.mark.parametrize(
     ("args", "option"),
     [
-        (["--loss", "0.02", "--discordant", "0.06", "--alpha", "1.5"], "'--alpha'"),
-        (["--loss", "0.02", "--discordant", "0.06", "--power", "0.2"], "'--power'"),
-        (["--loss", "abc", "--discordant", "0.06"], "'--loss'"),
-        (["--loss", "0.02", "--discordant", "0.06,x"], "'--discordant'"),
-        (["--n", "0", "--discordant", "0.06"], "'--n'"),
-        (["--n", "12.5", "--discordant", "0.06"], "'--n'"),
-        (["--loss", "0.1", "--discordant", "0.04"], "'--loss'"),
-        (["--loss", "0.02", "--discordant", "1.5"], "'--discordant'"),
-        (["--loss", "0.02", "--discordant", "0.06", "--method", "bayes"], "'--method'"),
-        (["--loss", "0.02", "--discordant", "0.06", "--alternative", "greater"], "'--alternative'"),
-        (["--noninferiority", "0.02", "--discordant", "0.06", "--method", "exact"], "'--method'"),
-        (["--noninferiority", "0.02", "--discordant", "0.06", "--alternative", "less"],
+        (["--design", "mcnemar", "--loss", "0.02", "--discordant", "0.06", "--alpha", "1.5"], "'--alpha'"),
+        (["--design", "mcnemar", "--loss", "0.02", "--discordant", "0.06", "--power", "0.2"], "'--power'"),
+        (["--design", "mcnemar", "--loss", "abc", "--discordant", "0.06"], "'--loss'"),
+        (["--design", "mcnemar", "--loss", "0.02", "--discordant", "0.06,x"], "'--discordant'"),
+        (["--design", "mcnemar", "--n", "0", "--discordant", "0.06"], "'--n'"),
+        (["--design", "mcnemar", "--n", "12.5", "--discordant", "0.06"], "'--n'"),
+        (["--design", "mcnemar", "--loss", "0.1", "--discordant", "0.04"], "'--loss'"),
+        (["--design", "mcnemar", "--loss", "0.02", "--discordant", "1.5"], "'--discordant'"),
+        (["--design", "mcnemar", "--loss", "0.02", "--discordant", "0.06", "--method", "bayes"], "'--method'"),
+        (["--design", "mcnemar", "--loss", "0.02", "--discordant", "0.06", "--alternative", "greater"],
          "'--alternative'"),
+        (["--design", "mcnemar", "--margin", "0.02", "--loss", "0.02", "--discordant", "0.06"], "'--margin'"),
+        (["--design", "bayes", "--margin", "0.02", "--discordant", "0.06"], "'--design'"),
+        (["--margin", "0.02", "--discordant", "0.06", "--method", "exact"], "'--method'"),
+        (["--margin", "0.02", "--discordant", "0.06", "--alternative", "less"], "'--alternative'"),
+        (["--margin", "0", "--discordant", "0.06"], "'--margin'"),
         (["--noninferiority", "0", "--discordant", "0.06"], "'--noninferiority'"),
-        (["--noninferiority", "0.02", "--loss", "0.03", "--discordant", "0.06"], "'--loss'"),
-        (["--loss", "0.02", "--discordant", "0.06", "--format", "yaml"], "'--format'"),
+        (["--margin", "0.02", "--loss", "0.03", "--discordant", "0.06"], "'--loss'"),
+        (["--margin", "0.02", "--discordant", "0.06", "--format", "yaml"], "'--format'"),
     ],
 )  # fmt: skip
 def test_invalid_values_exit_2_naming_the_option(args, option):
@@ -138,10 +166,10 @@ def test_invalid_values_exit_2_naming_the_option(args, option):
 
 
 def test_missing_loss_and_n_is_a_usage_error():
-    result = run("--discordant", "0.06")
+    result = run("--design", "mcnemar", "--discordant", "0.06")
     assert result.exit_code == 2 and "--loss" in result.stderr
 
 
 def test_missing_discordant_is_a_usage_error():
-    result = run("--loss", "0.02")
+    result = run("--margin", "0.02")
     assert result.exit_code == 2 and "--discordant" in result.stderr

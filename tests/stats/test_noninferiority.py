@@ -117,7 +117,7 @@ def test_result_is_serialisable():
         (dict(margin=0.0), "margin"),
         (dict(margin=1.0), "margin"),
         (dict(margin=0.02, alpha=0.5), "alpha"),
-        (dict(margin=0.02, method="exact"), "method"),
+        (dict(margin=0.02, method="midp"), "method"),
     ],
 )
 def test_invalid_arguments_raise_value_error_naming_them(kwargs, named):

@@ -22,7 +22,7 @@ def test_list_shows_each_suite_with_version_and_pinned_source():
     lines = r.stdout.splitlines()
     assert lines[0].split() == ["NAME", "VERSION", "DECIDES", "SOURCE"]
     gsm = next(line for line in lines if line.startswith("gsm8k "))
-    assert gsm.split()[:3] == ["gsm8k", "1", "strict"]
+    assert gsm.split()[:3] == ["gsm8k", "2", "strict"]
     assert "openai/gsm8k [main/test] @ cc7b047b6e5bb11b4f1af84efc572db110a51b3c" in gsm
 
 

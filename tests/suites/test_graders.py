@@ -32,8 +32,9 @@ def test_boxed_takes_the_last_of_several():
     assert boxed(r"\boxed{1} then \boxed{2} and finally \fbox{3}") == "3"
 
 
-def test_boxed_skips_an_unclosed_box_for_an_earlier_complete_one():
-    assert boxed(r"\boxed{7} and \boxed{\frac{1}{2}") == "7"
+def test_boxed_reads_an_unclosed_last_box_to_the_end_of_its_line():
+    assert boxed(r"\boxed{7} and \boxed{\frac{1}{2}") == r"\frac{1}{2}"
+    assert boxed("so $\\boxed{2\\sqrt{5}$.\nDone.") == r"2\sqrt{5}"
 
 
 def test_boxed_ignores_escaped_braces_when_matching():

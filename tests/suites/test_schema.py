@@ -111,6 +111,10 @@ def test_unknown_suite_name_lists_the_valid_names():
         ({"prompt__user": "{{questoin}}"}, "prompt.user", "questoin"),
         ({"version": 0}, "version", 0),
         ({"decides": "both"}, "decides", "both"),
+        ({"think": "hide"}, "think", "hide"),
+        ({"extract__lenient": [{"name": "last_number", "label": "x"}, {"name": "boxed", "label": "x"}]},
+         "extract.lenient[1]", {"name": "boxed", "label": "x"}),
+        ({"extract__strict": {"name": "boxed", "labl": "b"}}, "extract.strict.labl", "b"),
         ({"id__rule": "uuid"}, "id", None),
     ],
 )
@@ -124,6 +128,14 @@ def test_invalid_suite_file_is_a_data_error_naming_file_key_and_value(
     assert err.file == str(path) and err.field == key
     if value is not None:
         assert err.value == value and repr(value) in str(err)
+
+
+def test_think_defaults_to_strip_and_labels_name_the_extractors(tmp_path, generator):
+    spec = read_spec(write(tmp_path, with_(decides="either", extract__lenient=[
+        {"name": "boxed", "params": {"take": "number"}}, {"name": "after_marker", "label": "final", "params": {}}])))
+    assert (spec.think, spec.decides) == ("strip", "either")
+    assert [label for label, _ in spec.strict] == ["after_marker"]
+    assert [label for label, _ in spec.lenient] == ["boxed", "final"]
 
 
 def test_missing_required_key_is_named(tmp_path, generator):

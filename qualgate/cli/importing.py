@@ -1,0 +1,139 @@
+"""``qualgate import`` (other tools' logs -> records), ``qualgate flips`` and ``qualgate prompt-hash``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+_PATH = click.Path(exists=True, path_type=str)
+_OUT = click.Path(dir_okay=False, path_type=str)
+_TOOLS = ["lm-eval", "inspect", "nemo-evaluator", "lighteval"]
+
+
+def import_options(f):
+    """Options of the importers, shared by ``import``, ``gate``, ``calibrate`` and ``flips``."""
+    for decorator in reversed([
+        click.option("--suite", "imp_suite", help="Imported logs: suite name to give (default: the tool's task name)."),
+        click.option("--suite-version", "imp_suite_version",
+                     help="Imported logs: suite version to give (default: the tool's task version)."),
+        click.option("--id-field", "imp_id_field",
+                     help="Imported logs: a field of the tool's document to use as question id "
+                          "(default: the tool's question key: lm-eval doc_id, inspect sample id, "
+                          "NeMo problem_idx, lighteval doc id)."),
+        click.option("--filter", "imp_filter", help="lm-eval: the filter whose answers decide (default: the task's first)."),
+        click.option("--metric", "imp_metric",
+                     help="The 0/1 metric (lm-eval, lighteval) or scorer (inspect) that decides (default: the first)."),
+        click.option("--config-id", "imp_config_id",
+                     help="Imported logs: config id to give (default: derived from the model arguments the tool recorded)."),
+        click.option("--seed", "imp_seed", type=int, help="Imported logs: seed to give (default: the tool's, else 0)."),
+    ]):  # fmt: skip
+        f = decorator(f)
+    return f
+
+
+def options_from(kwargs: dict):
+    """Pop the import options out of a command's keyword arguments."""
+    from ..importers import ImportOptions
+
+    values = {k[4:]: kwargs.pop(k) for k in list(kwargs) if k.startswith("imp_")}
+    return ImportOptions(**values)
+
+
+@click.command(name="import", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("fmt", metavar="FORMAT", type=click.Choice(_TOOLS))
+@click.argument("paths", nargs=-1, required=True, type=_PATH)
+@click.option("--out", "-o", required=True, type=_OUT, help="Records file to write (JSON Lines; must not exist).")
+@import_options
+def import_(fmt, paths, out, **kwargs):
+    """Convert another tool's per-sample logs (PATH: files or output folders) into qualgate records.
+
+    \b
+    FORMAT:
+      lm-eval         samples_<task>_<time>.jsonl (--log_samples) or the output folder
+      inspect         inspect_ai .eval / .json logs (needs the 'inspect' extra)
+      nemo-evaluator  results.jsonl with its run bundle, or the run folder
+      lighteval       details_<task>_<time>.parquet or the output folder
+
+    Anything that cannot be mapped is refused (exit 3) naming the file, line and field.
+    `qualgate gate` and `calibrate` also read these formats directly (--input-format).
+    """
+    from ..importers import import_records
+    from ..records import RecordWriter
+
+    options = options_from(kwargs)
+    target = Path(out)
+    if target.exists():
+        raise click.UsageError(f"{out} exists: qualgate import writes a new file (records are never overwritten)")
+    records = [x.record for p in paths for x in import_records(fmt, p, options)]
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with RecordWriter(tmp) as w:
+            w.write_batch(records)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    suites = sorted({r.suite for r in records})
+    configs = sorted({r.config_id for r in records})
+    click.echo(f"wrote {len(records):,} records ({', '.join(suites)}; config {', '.join(configs)}) to {out}", err=True)
+    return 0
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("baseline", type=_PATH)
+@click.argument("candidate", type=_PATH)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
+@click.option("--output", "-o", type=_OUT, help="Also write the flips in this format to this file (atomically).")
+@click.option("--input-format", type=click.Choice(["auto", "qualgate", *_TOOLS]), default="auto", show_default=True,
+              help="Format of BASELINE and CANDIDATE (auto: detected per path).")
+@click.option("--on-missing", type=click.Choice(["error", "drop"]), default="error", show_default=True)
+@click.option("--max-errors", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--prompt-mismatch", type=click.Choice(["error", "report"]), default="error", show_default=True,
+              help="Pairs whose prompt hash or suite version differ: refuse, or pair by question id and report.")
+@import_options
+def flips(baseline, candidate, fmt, output, input_format, on_missing, max_errors, prompt_mismatch, **kwargs):
+    """Every question CANDIDATE lost or gained against BASELINE, with both outputs, both
+    extracted answers and the gold (pairs are checked as `qualgate gate` checks them)."""
+    from .._render import to_json, write_atomic
+    from ..flips import find_flips, render_csv, render_text
+    from ..gate import _read_side
+    from ..pairing import pair_records
+
+    options = options_from(kwargs)
+    base, cand = (_read_side(p, input_format, options, False, False) for p in (baseline, candidate))
+    pair_records(base, cand, on_missing=on_missing, max_errors=max_errors, on_prompt_mismatch=prompt_mismatch)
+    result = find_flips(base, cand)
+    text = {"json": lambda: to_json(result) + "\n", "csv": lambda: render_csv(result),
+            "text": lambda: render_text(result, title=f"{candidate} against {baseline}: ")}[fmt]()  # fmt: skip
+    click.echo(text, nl=False)
+    if output:
+        write_atomic(output, text)
+    return 0
+
+
+@click.command(name="prompt-hash", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option("--messages", is_flag=True,
+              help="FILE holds chat messages as a JSON list of {role, content} objects (else: the exact prompt text).")
+def prompt_hash(file, messages):
+    """Print the prompt hash records carry (qualgate.prompts.prompt_hash) of the prompt in FILE ('-': stdin).
+
+    Without --messages the file's text is hashed exactly as it is (no trailing newline is
+    removed); with --messages, the canonical JSON of the messages.
+    """
+    from ..errors import DataError
+    from ..prompts import prompt_hash as hash_prompt
+
+    text = file.read()
+    prompt = text
+    if messages:
+        try:
+            prompt = json.loads(text)
+            click.echo(hash_prompt(prompt))
+        except (ValueError, TypeError) as exc:
+            raise DataError(f"not a JSON list of message objects ({exc})", file=file.name) from None
+        return 0
+    click.echo(hash_prompt(prompt))
+    return 0

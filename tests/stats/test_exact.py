@@ -1,0 +1,82 @@
+"""The exact unconditional non-inferiority test (one seed): p-value, rejection region, size."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from qualgate.stats import noninferiority
+from qualgate.stats._noninferiority import _thresholds, exact_critical_value, exact_pvalue
+from qualgate.stats._score import score_z
+
+
+def test_without_discordance_the_p_value_is_the_chance_of_no_discordant_pair():
+    # at the least discordance compatible with loss = delta (every discordant pair lost,
+    # P = delta) no discordant pair has probability (1 - delta)^n, so p >= (1 - delta)^n; with
+    # small delta that is the supremum (with delta = 0.1 and n = 50 a larger discordance
+    # makes the outcomes with some gained pairs likelier than that)
+    for n, delta in ((300, 0.01), (161, 0.02)):
+        assert exact_pvalue(0, 0, n, delta) == pytest.approx((1 - delta) ** n, rel=1e-9)
+    assert exact_pvalue(0, 0, 50, 0.1) > 0.9**50
+    r = noninferiority(428, 0, 0, 0, margin=0.02, method="exact")
+    assert r.upper_bound == pytest.approx(1 - 0.05 ** (1 / 428), abs=2e-6)  # solves (1 - d)^n = alpha
+
+
+def test_thresholds_match_brute_force():
+    n, delta = 40, 0.05
+    for z in (-2.5, -1.7, -1.2, -0.3):
+        b_star = _thresholds(n, delta, z)
+        for s in range(n + 1):
+            zs = [score_z(float(b), float(s - b), float(n), delta) for b in range(s + 1)]
+            assert b_star[s] == max([b for b in range(s + 1) if zs[b] <= z + 1e-9], default=-1)
+
+
+def enumerate_size(n, psi, delta, reject):
+    """P(reject) over every (lost, gained) of the trinomial at loss = delta (vectorised)."""
+    pl, pg = (psi + delta) / 2, (psi - delta) / 2
+    b, c = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    ok = b + c <= n
+    pmf = stats.multinomial.pmf(np.stack([b[ok], c[ok], n - b[ok] - c[ok]], axis=-1), n, [pl, pg, 1 - pl - pg])
+    return float(pmf[reject(b[ok].astype(float), c[ok].astype(float))].sum())
+
+
+@pytest.mark.parametrize("n", [30, 133])
+def test_exact_size_is_at_most_alpha_where_the_score_test_exceeds_it(n):
+    # issue 14: the score test's size is 0.068 at n = 133 and 2 % discordance (margin 2 points)
+    z_crit = exact_critical_value(n, 0.02, 0.05)
+    for psi in (0.02, 0.05, 0.2):
+        size = enumerate_size(n, psi, 0.02, lambda b, c: score_z(b, c, n, 0.02) <= z_crit + 1e-9)
+        assert size <= 0.05
+    if n == 133:
+        score = enumerate_size(n, 0.02, 0.02, lambda b, c: score_z(b, c, n, 0.02) < -1.6448536269514722)
+        assert score == pytest.approx(0.0681, abs=5e-4)
+
+
+def test_p_value_below_alpha_exactly_in_the_critical_region():
+    # the p-value is non-decreasing in the score statistic, so p < alpha <=> Z <= z_crit
+    n, delta = 30, 0.05
+    z_crit = exact_critical_value(n, delta, 0.05)
+    for b, c in itertools.product(range(8), range(8)):
+        z = score_z(b, c, n, delta)
+        if abs(z - z_crit) < 1.0:
+            assert (exact_pvalue(b, c, n, delta) < 0.05) == (z <= z_crit + 1e-9)
+
+
+def test_exact_p_value_is_at_least_the_score_p_value_at_its_worst_discordance():
+    # the supremum includes the nuisance the asymptotic test effectively plugs in: spot check
+    # that the exact test is the more conservative on ordinary tables
+    for table in ((900, 12, 10, 78), (600, 3, 1, 30), (250, 4, 0, 10)):
+        exact = noninferiority(*table, margin=0.02, method="exact")
+        score = noninferiority(*table, margin=0.02)
+        assert exact.pvalue >= score.pvalue * 0.98
+        assert exact.noninferior is (exact.upper_bound < 0.02)
+        assert exact.method == "exact"
+
+
+def test_verdict_and_bound_agree_on_both_sides_of_the_margin():
+    passing = noninferiority(900, 12, 10, 78, margin=0.02, method="exact")
+    failing = noninferiority(900, 30, 10, 60, margin=0.02, method="exact")
+    assert passing.noninferior and passing.upper_bound < 0.02
+    assert not failing.noninferior and failing.upper_bound >= 0.02
+    assert np.isfinite(failing.pvalue) and failing.pvalue >= 0.05
