@@ -38,7 +38,8 @@ exits 1 if the fixed sequence's FWER exceeds alpha + 2 SE in any row.
         [--correlation 0.0]
 
 The default run takes about 4 minutes of CPU on one core (36 minutes of wall time on the shared, loaded 2-core machine) (``--power`` is each gate's target
-power, which sets its futility stop; the sweep uses 0.8).
+power; with a budget, as in a sweep, the gate stops for futility on conditional power and
+ignores it).
 """
 
 from __future__ import annotations
@@ -50,10 +51,34 @@ import time
 import numpy as np
 
 from qualgate.stats import sequential_noninferiority
-from qualgate.stats._sequential import _PASS, _paths
+from qualgate.stats._sequential import _FINAL, _PASS, _paths
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0] if "/" in __file__ else ".")
-from sequential_calibration import ICC, simulate  # the same data model
+ICC = 0.3  # between-seed correlation of a question's discordance and of its direction
+
+
+def _beta(rng, mean, icc, size):
+    """Beta draws with the given mean and intra-class correlation (degenerate at 0 or 1)."""
+    if mean <= 0 or mean >= 1:
+        return np.full(size, float(mean))
+    s = (1 - icc) / icc
+    return rng.beta(mean * s, (1 - mean) * s, size)
+
+
+def simulate(rng, reps, questions, seeds, discordant, loss):
+    """Lost and gained counts per (replicate, question), shape (reps, questions) each: a pair is
+    discordant with probability ``discordant`` (per question Beta with ICC with several seeds)
+    and lost with probability (1 + loss / discordant) / 2 given discordant."""
+    direction = (1 + loss / discordant) / 2  # P(lost | discordant)
+    if seeds == 1:
+        u = rng.random((reps, questions))
+        lost = u < discordant * direction
+        gained = ~lost & (u < discordant)
+        return lost.astype(np.int8), gained.astype(np.int8)
+    z = _beta(rng, discordant, ICC, (reps, questions))
+    w = _beta(rng, direction, ICC, (reps, questions))
+    disc = rng.binomial(seeds, z)
+    lost = rng.binomial(disc, w)
+    return lost.astype(np.int8), (disc - lost).astype(np.int8)
 
 PRIOR, PRIOR_WEIGHT = 0.1, 20.0  # sequential_noninferiority's defaults (and power 0.8, the sweep's)
 
@@ -94,14 +119,14 @@ def gate_rows(rng, idx, reps, n, seeds, discordant, loss, margin, alpha, common=
         mask = crn.random((reps, n))[idx] < common[1]
         lost, gained = simulate(crn, reps, n, seeds, discordant, loss)
         d = np.where(mask, (gained[idx] - lost[idx]).astype(np.float64) / seeds, d)
-    stop, reason, _, _ = _paths(d, margin, alpha, 1 - power, PRIOR, PRIOR_WEIGHT, n)
-    return reason == _PASS, stop, d
+    stop, reason, _, _ = _paths(d, margin, alpha, 1 - power, PRIOR, PRIOR_WEIGHT, n, pairs=seeds)
+    return (reason == _PASS) | (reason == _FINAL), stop, d
 
 
-def cross_check(d, passed, stop, margin, alpha, n, power, k=3):
+def cross_check(d, passed, stop, margin, alpha, n, power, seeds, k=3):
     """Re-run the public function on the first ``k`` rows; raise if anything differs."""
     for i in range(min(k, len(d))):
-        r = sequential_noninferiority(d[i], margin=margin, alpha=alpha, power=power, max_questions=n)
+        r = sequential_noninferiority(d[i], margin=margin, alpha=alpha, power=power, max_questions=n, pairs=seeds)
         if (r.verdict == "PASS") != bool(passed[i]) or r.n_questions != int(stop[i]):
             raise AssertionError(f"row {i}: sequential_noninferiority gave {r.verdict} after {r.n_questions}, "
                                  f"the vectorised gate {bool(passed[i])} after {int(stop[i])}")  # fmt: skip
@@ -125,7 +150,7 @@ def sweep_scenario(rng, reps, pattern, seeds, discordant, n, margin, alpha, corr
         idx = np.arange(reps) if every else np.flatnonzero(reached)
         passed, stop, d = gate_rows(rng, idx, reps, n, seeds, discordant, loss, margin, alpha, common, power)
         if d is not None and checked < 6:
-            checked += cross_check(d, passed, stop, margin, alpha, n, power)
+            checked += cross_check(d, passed, stop, margin, alpha, n, power, seeds)
         ok = np.zeros(reps, bool)
         ok[idx] = passed
         used = np.zeros(reps)
