@@ -37,7 +37,7 @@ exits 1 if the fixed sequence's FWER exceeds alpha + 2 SE in any row.
         [--cells 1:0.04:2000,3:0.06:1000,1:0.10:1000] [--patterns monotone,...] [--power 0.8]
         [--correlation 0.0]
 
-The default run takes about 4 minutes of CPU on one core (36 minutes of wall time on the shared, loaded 2-core machine) (``--power`` is each gate's target
+The default run takes about 4 minutes of CPU on one core (6 minutes of wall time per cell on the shared, loaded 2-core machine) (``--power`` is each gate's target
 power; with a budget, as in a sweep, the gate stops for futility on conditional power and
 ignores it).
 """
