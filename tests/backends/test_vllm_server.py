@@ -293,7 +293,9 @@ def test_close_ends_requests_waiting_to_retry(fake_server):
     result = []
     worker = threading.Thread(target=lambda: result.extend(backend.generate(some_requests(1))))
     worker.start()
+    deadline = time.monotonic() + 10
     while not srv.statuses:  # the first attempt got its 500; the backoff sleep began
+        assert time.monotonic() < deadline, "the first attempt never reached the server"
         time.sleep(0.01)
     t0 = time.perf_counter()
     backend.close()

@@ -49,9 +49,9 @@ def flip(outcomes, lose, gain):
     return out
 
 
-def gate(*args):
+def gate(*args, exit_code):
     r = CliRunner().invoke(cli, ["gate", *map(str, args)])
-    assert r.exit_code in (0, 1, 4), r.output
+    assert r.exit_code == exit_code, r.output
     return r
 
 
@@ -65,16 +65,16 @@ def evidence(tmp_path_factory):
     w2 = write_records(d / "fly-w2.jsonl", i["fly-w2"], "fly", flip(base, 2, 2))
     fd = write_records(d / "fly-default.jsonl", i["fly-default"], "fly", flip(base, 40, 0))
     out = {}
-    gate(b, w2, fd, "--margin", 0.05, "--output", d / "report.json")
+    gate(b, w2, fd, "--margin", 0.05, "--output", d / "report.json", exit_code=1)  # fly-default fails
     out["report"] = d / "report.json"
-    gate(b, w2, "--margin", 0.05, "--policy", "mcnemar", "--output", d / "mcnemar.json")
+    gate(b, w2, "--margin", 0.05, "--policy", "mcnemar", "--output", d / "mcnemar.json", exit_code=0)
     out["mcnemar"] = d / "mcnemar.json"
     small = write_records(d / "small" / "target.jsonl", i["target"], "target", base[:30])
     small_w2 = write_records(d / "small" / "fly-w2.jsonl", i["fly-w2"], "fly", base[:30])
-    gate(small, small_w2, "--margin", 0.02, "--output", d / "inconclusive.json")
+    gate(small, small_w2, "--margin", 0.02, "--output", d / "inconclusive.json", exit_code=4)
     out["inconclusive"] = d / "inconclusive.json"
     lossy_base = write_records(d / "lossy-base.jsonl", i["fly-default"], "fly", base)
-    gate(lossy_base, w2, "--margin", 0.05, "--output", d / "lossy-baseline.json")
+    gate(lossy_base, w2, "--margin", 0.05, "--output", d / "lossy-baseline.json", exit_code=0)
     out["lossy-baseline"] = d / "lossy-baseline.json"
     # OUT/gate.json of a harness run (qualgate run), from the harness's own evaluation
     from qualgate.harness import evaluate_gate, write_json_atomic

@@ -1,14 +1,10 @@
-"""The shipped demo pair in qualgate/demo/weights (skipped until the weights are committed)."""
+"""The shipped demo pair in qualgate/demo/weights."""
 
 import json
 
 import pytest
 
 from qualgate.demo import WEIGHTS_DIR, model_path, task
-
-if not (WEIGHTS_DIR / "target" / "config.json").is_file():
-    pytest.skip("demo weights not committed yet (python -m qualgate.demo.train)",
-                allow_module_level=True)
 
 torch = pytest.importorskip("torch")
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402

@@ -14,9 +14,9 @@ import itertools
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 torch = pytest.importorskip("torch")
-scipy_stats = pytest.importorskip("scipy.stats")
 
 from qualgate.engines._sampling import process_logits  # noqa: E402
 
