@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from qualgate.backends import open_backend
@@ -25,6 +26,7 @@ def records(out, name):
     return [{k: v for k, v in json.loads(x).items() if k not in TIMING} for x in lines]
 
 
+@pytest.mark.slow
 def test_a_replica_killed_mid_run_loses_and_duplicates_no_record(fake_server, server_plan,
                                                                  tmp_path):
     one = {"target": fake_server(), "fly": fake_server(speculative=FLY)}

@@ -44,6 +44,7 @@ def test_drafter_is_3_to_10_times_smaller():
     assert 3 <= n["target"] / n["drafter"] <= 10
 
 
+@pytest.mark.slow
 def test_target_answers_most_test_questions_greedily():
     torch.set_num_threads(1)
     rows = task.generate(n=32, seed=0)

@@ -22,6 +22,7 @@ def fly_lossy(write, table):
     return write("target.jsonl", b, mode="target"), write("fly.jsonl", c, config="cfg-fly", mode="fly")
 
 
+@pytest.mark.slow
 def test_identical_files_pass_when_n_is_large_enough_for_the_margin(write):
     # no discordance: the score bound is below 2 points from n = 133 (z^2 (1 - m) / m)
     outcomes = ["correct"] * 300 + ["incorrect"] * 128

@@ -51,6 +51,7 @@ def test_schema_lists_the_required_fields_of_issue_3_first():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(records, max_size=20))
+@pytest.mark.slow
 def test_written_records_read_back_equal(tmp_path_factory, recs):
     path = tmp_path_factory.mktemp("rt") / "r.jsonl"
     with RecordWriter(path) as w:

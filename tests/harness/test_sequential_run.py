@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -37,6 +38,7 @@ def run(*args):
     return CliRunner().invoke(cli, ["run", *args, "--quiet"])
 
 
+@pytest.mark.slow
 def test_each_candidate_stops_as_soon_as_it_is_decided(tmp_path):
     plan, out = sequential_plan(tmp_path), tmp_path / "out"
     r = run(str(plan), "--out", str(out), "--sequential", "--batch-questions", "40", "--format", "json")
@@ -57,6 +59,7 @@ def test_each_candidate_stops_as_soon_as_it_is_decided(tmp_path):
     assert n_target == max(s["after_questions"] for s in stops.values()) < 400
 
 
+@pytest.mark.slow
 def test_records_are_a_prefix_of_a_full_run_which_can_resume_them(tmp_path):
     plan, out = sequential_plan(tmp_path, questions=120), tmp_path / "out"
     run(str(plan), "--out", str(out), "--sequential", "--batch-questions", "30")
@@ -75,6 +78,7 @@ def test_records_are_a_prefix_of_a_full_run_which_can_resume_them(tmp_path):
     assert "design" not in json.loads((out / "gate.json").read_text())
 
 
+@pytest.mark.slow
 def test_the_budget_stops_an_undecided_candidate_inconclusive(tmp_path):
     plan, out = sequential_plan(tmp_path, questions=200, margin=0.001), tmp_path / "out"
     r = run(str(plan), "--out", str(out), "--sequential", "--batch-questions", "20", "--max-questions", "40")
