@@ -59,7 +59,7 @@ def text_table(rows: Sequence[Sequence], headers: Sequence[str], *, indent: str 
 
 
 def markdown_table(rows: Sequence[Sequence], headers: Sequence[str]) -> str:
-    """A GitHub-flavoured markdown table (``|`` in cells escaped).
+    """A GitHub-flavoured markdown table (``|`` in cells and headers escaped).
 
     Examples
     --------
@@ -70,7 +70,8 @@ def markdown_table(rows: Sequence[Sequence], headers: Sequence[str]) -> str:
     """
     cells = [[_cell(v).replace("|", "\\|") for v in row] for row in rows]
     numeric = [bool(cells) and all(_NUMERIC.match(r[i]) for r in cells) for i in range(len(headers))]
-    out = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---:" if n else "---" for n in numeric) + " |"]
+    head = [str(h).replace("|", "\\|") for h in headers]
+    out = ["| " + " | ".join(head) + " |", "| " + " | ".join("---:" if n else "---" for n in numeric) + " |"]
     out += ["| " + " | ".join(r) + " |" for r in cells]
     return "\n".join(out)
 

@@ -25,6 +25,7 @@ __all__ = [
     "DRAFT_SAMPLE_METHODS",
     "FLY_KEYS",
     "FLY_LOSSY_WARNING",
+    "LOSSLESS_METHODS",
     "LOSSY_METHODS",
     "REJECTION_SAMPLE_METHODS",
     "SPECULATIVE_KEYS",
@@ -51,7 +52,10 @@ SPECULATIVE_METHODS = (
     "suffix",
 )
 REJECTION_SAMPLE_METHODS = ("standard", "fly", "block", "synthetic")
+#: The verifiers that may change answers, and those that keep the target distribution; a name in
+#: neither is treated as lossy wherever evidence is at stake (fail closed).
 LOSSY_METHODS = frozenset({"fly", "synthetic"})
+LOSSLESS_METHODS = frozenset({"standard", "block"})
 DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
 FLY_KEYS = ("fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k")
 FLY_DEFAULT_THRESHOLD = 0.3

@@ -36,7 +36,7 @@ from typing import Any
 from .._strict import read_bytes
 from ..config import IDENTITY_OPTIONS, config_id
 from ..errors import DataError
-from ..speculative import FLY_LOSSY_WARNING, LOSSY_METHODS, normalise_speculative
+from ..speculative import FLY_LOSSY_WARNING, LOSSLESS_METHODS, normalise_speculative
 from ..vllm033 import rule
 
 __all__ = ["AuditEvent", "AuditReport", "audit_log", "audit_text"]
@@ -198,7 +198,7 @@ def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None
                     raw = {str(k).replace("-", "_"): v for k, v in spec.items()}
                     rsm = raw.get("rejection_sample_method", "standard")
                 data["rejection_sample_method"] = rsm
-                data["lossy"] = rsm not in ("standard", "block")
+                data["lossy"] = rsm not in LOSSLESS_METHODS
                 if isinstance(args.get("model"), str) and "config_id_error" not in data:
                     numerics = {k: args[k] for k in IDENTITY_OPTIONS if args.get(k) is not None}
                     try:

@@ -35,6 +35,7 @@ from ..speculative import (
     FLY_DEFAULT_THRESHOLD,
     FLY_DEFAULT_TOP_K,
     FLY_KEYS,
+    LOSSY_METHODS,
     SPECULATIVE_KEYS,
     SPECULATIVE_METHODS,
     default_fly_window,
@@ -153,7 +154,7 @@ def lint_config(cfg: ServingConfig) -> LintReport:
     if spec:
         raw = {str(k).replace("-", "_"): v for k, v in spec.items()}  # rule spec-key-hyphens
         rsm = raw.get("rejection_sample_method", "standard")
-        lossy = rsm in ("fly", "synthetic")
+        lossy = rsm in LOSSY_METHODS
         rejected = False
         norm = None
         needs = rule("spec-model-needed").data

@@ -58,7 +58,6 @@ __all__ = ["ServingConfig", "parse_command_line", "read_serving_config"]
 #: Serving options kept besides the identity: they matter to lint and admission, not to the id.
 SERVING_OPTIONS = ("max_num_seqs", "max_num_batched_tokens", "max_num_active_seqs")
 _NUMERIC_KEYS = (*IDENTITY_OPTIONS, *SERVING_OPTIONS)
-_DECODING_KEYS = ("engine", "sampling", "engine_options", "speculative")
 
 
 @dataclass(frozen=True)

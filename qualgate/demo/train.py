@@ -346,7 +346,6 @@ def main(argv=None) -> int:
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
 
-    caught = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t_start = time.perf_counter()

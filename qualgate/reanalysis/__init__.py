@@ -21,8 +21,9 @@ Examples
 [('standard', -8), ('fly', -10)]
 """
 
-from ._analysis import (
-    DEFAULT_DISCORDANCE,
+from ._analysis import DEFAULT_DISCORDANCE, reanalyze
+from ._published import load_published, published_path, published_tables
+from ._results import (
     Cell,
     CellGap,
     Correlation,
@@ -34,9 +35,7 @@ from ._analysis import (
     Requirement,
     Speed,
     SpeedRange,
-    reanalyze,
 )
-from ._published import load_published, published_path, published_tables
 from ._table import canonical_column, parse_number
 
 __all__ = [

@@ -1,29 +1,17 @@
-"""Text and Markdown renderings of a :class:`~qualgate.reanalysis.Reanalysis`."""
+"""Text and Markdown renderings of a :class:`~qualgate.reanalysis.Reanalysis` (tables laid out
+by :mod:`qualgate._render`)."""
 
 from __future__ import annotations
 
 import math
+
+from .._render import markdown_table, text_table
 
 
 def _f(x, digits=2, signed=False):
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
     return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-
-
-def _grid(headers, rows, fmt) -> list[str]:
-    rows = [[str(c) for c in r] for r in rows]
-    if fmt == "markdown":
-        esc = [[c.replace("|", "\\|") for c in r] for r in [headers, *rows]]
-        out = ["| " + " | ".join(esc[0]) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
-        return out + ["| " + " | ".join(r) + " |" for r in esc[1:]]
-    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)]
-    left = {0, 1} if headers and headers[0] == "line" else {0}
-
-    def line(cells):
-        return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    return [line([str(h) for h in headers]), *(line(r) for r in rows)]
 
 
 def render(r, fmt: str) -> str:
@@ -43,7 +31,7 @@ def render(r, fmt: str) -> str:
     def grid(headers, rows):
         if md and out and out[-1] != "":
             out.append("")
-        out.extend(_grid(headers, rows, fmt))
+        out.append(markdown_table(rows, headers) if md else text_table(rows, headers))
         if md:
             out.append("")
 

@@ -54,7 +54,7 @@ _SUFFIXES = (
     ("_acceptance_rate_pct", "_acceptance_pct"),
     ("_acceptance_length", "_tau"),
 )
-_DASHES = {"—", "–", "-", "n/a", "na"}
+DASHES = frozenset({"—", "–", "-", "n/a", "na"})  #: "printed without a value"
 _MODE_RE = re.compile(r"^[a-z][a-z0-9]*$")
 
 
@@ -95,13 +95,33 @@ class Num:
         return self.value + self.half
 
 
+#: Relative slack for float comparisons of rounding bounds.
+REL = 1e-9
+
+
+def exact(n: int) -> Num:
+    """A count as a figure with no rounding."""
+    return Num(float(n), 0.0, str(n))
+
+
+def ratio(a: Num | None, b: Num | None):
+    """``(value, low, high)`` of a/b given the rounding of a and b; ``None`` when undefined."""
+    if a is None or b is None or b.value == 0:
+        return None
+    lo_den = b.value + b.half
+    hi_den = b.value - b.half
+    lo = (a.value - a.half) / lo_den
+    hi = (a.value + a.half) / hi_den if hi_den > 0 else math.inf
+    return a.value / b.value, lo, hi
+
+
 def parse_number(text: str) -> Num | None:
     """Parse a printed figure; ``None`` when empty or printed as a dash.
 
     Raises ``ValueError`` when the text is not a number, a percentage or ``k/n``.
     """
     s = text.strip()
-    if s == "" or s.lower() in _DASHES:
+    if s == "" or s.lower() in DASHES:
         return None
     if "/" in s:
         k, _, n = s.partition("/")
@@ -373,7 +393,7 @@ def _row(line, raw, modes, speed_modes, columns, problems) -> Row:
             c = None
         counts[m] = c
     printed = {}
-    for col in [f"{m}_printed" for m in modes] + ["retention_printed", "speedup_x", "tau_ratio_x"]:
+    for col in [f"{m}_printed" for m in modes] + list(RATIO_PRINTED):
         if col in columns:
             v = number(col)
             if v is not None:

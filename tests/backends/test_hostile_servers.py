@@ -216,6 +216,7 @@ def measured():
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", list(COMPLETION))
+@pytest.mark.slow
 def test_a_hostile_completion_is_that_requests_error_and_the_batch_survives(
         name, fake_server, measured):
     behaviour, message = COMPLETION[name]

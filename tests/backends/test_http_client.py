@@ -152,6 +152,7 @@ def test_http_urls_go_through_http_proxy_with_its_credentials(fake_server, forwa
     assert {a for _, _, a in proxy.seen} == {"Basic cWc6c0BjcmV0"}  # qg:s@cret
 
 
+@pytest.mark.slow
 def test_https_urls_are_tunnelled_through_https_proxy_and_verified(fake_server, forward_proxy,
                                                                    monkeypatch):
     srv = fake_server(tls=(TLS / "server.pem", TLS / "server.key"))

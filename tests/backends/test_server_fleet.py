@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from qualgate.backends import open_backend
@@ -25,13 +26,14 @@ def records(out, name):
     return [{k: v for k, v in json.loads(x).items() if k not in TIMING} for x in lines]
 
 
+@pytest.mark.slow
 def test_a_replica_killed_mid_run_loses_and_duplicates_no_record(fake_server, server_plan,
                                                                  tmp_path):
     one = {"target": fake_server(), "fly": fake_server(speculative=FLY)}
     (tmp_path / "one").mkdir()
     plan = server_plan(tmp_path / "one", {"target": {"urls": [one["target"].url]},
                                           "fly": {"urls": [one["fly"].url], "speculative": FLY}})
-    assert run(plan, tmp_path / "one" / "out").exit_code in (0, 1, 4)
+    assert run(plan, tmp_path / "one" / "out").exit_code == 4  # too few pairs to decide
 
     # three replicas per config; one of each dies after a few answers, with requests in flight
     fleets = {
@@ -46,7 +48,7 @@ def test_a_replica_killed_mid_run_loses_and_duplicates_no_record(fake_server, se
         "fly": {"urls": [s.url for s in fleets["fly"]], "speculative": FLY}})
     out = tmp_path / "many" / "out"
     r = run(plan, out)
-    assert r.exit_code in (0, 1, 4), r.output
+    assert r.exit_code == 4, r.output
     manifest = json.loads((out / "manifest.json").read_text())
     for name, fleet in fleets.items():
         dead = next(s for s in fleet if s.die_after is not None)

@@ -73,6 +73,7 @@ def small_config(**spec):
 
 
 @pytest.mark.parametrize("name", list(EXPECTED_SPEC))
+@pytest.mark.slow
 def test_llm_is_built_with_the_exact_arguments_of_each_example_config(fake_llm, name):
     cfg = load_plan(PLAN).configs[name]
     with open_backend(cfg) as backend:
@@ -92,6 +93,7 @@ def test_the_target_config_carries_no_per_request_metrics_option_and_vllm_refuse
                  per_request_spec_decode_metrics="summary")
 
 
+@pytest.mark.slow
 def test_a_validation_error_at_run_time_is_an_error_record_not_a_traceback(fake_llm):
     # SamplingParams raises VLLMValidationError, a VLLMClientError and not a ValueError
     # (vllm/exceptions.py:10-28); a request that skipped the config check must not escape
@@ -128,6 +130,7 @@ def test_a_sampling_value_vllm_refuses_is_a_config_error_before_any_engine(fake_
     assert fake_llm.instances == []
 
 
+@pytest.mark.slow
 def test_parallel_options_pass_through_under_vllms_names(fake_llm):
     cfg = parse_config({"name": "tp", "engine": "vllm", "model": "Qwen/Qwen3-8B",
                         "sampling": {"max_tokens": 64},
@@ -152,6 +155,7 @@ def test_parallel_options_vllm_refuses_are_config_errors(options, field):
                       "engine_options": options})
 
 
+@pytest.mark.slow
 def test_data_parallel_with_the_external_launcher_passes_through(fake_llm):
     cfg = parse_config({"name": "dp", "engine": "vllm", "model": "Qwen/Qwen3-8B",
                         "sampling": {"max_tokens": 64},
@@ -171,6 +175,7 @@ def test_every_config_file_in_configs_is_covered():
 
 
 @pytest.mark.parametrize("name", list(EXPECTED_SPEC))
+@pytest.mark.slow
 def test_one_sampling_params_per_request_with_its_seed_and_the_config_sampling(fake_llm, name):
     cfg = load_plan(PLAN).configs[name]
     reqs = requests_for(cfg)
@@ -188,6 +193,7 @@ def test_one_sampling_params_per_request_with_its_seed_and_the_config_sampling(f
     assert [g.text for g in gens] == ["#### 5", "#### 33", "#### 1"]
 
 
+@pytest.mark.slow
 def test_a_request_without_max_tokens_fails_alone_and_never_reaches_the_engine(fake_llm):
     cfg = small_config()
     good, bad = requests_for(cfg, QUESTIONS[:2])
@@ -200,6 +206,7 @@ def test_a_request_without_max_tokens_fails_alone_and_never_reaches_the_engine(f
     assert [p.max_tokens for p in call["params"]] == [64]
 
 
+@pytest.mark.slow
 def test_a_request_the_engine_refuses_fails_alone(fake_llm):
     cfg = small_config()
     reqs = requests_for(cfg, ["What is 1 + 1?", "REFUSE: What is 2 + 2?", "What is 3 + 3?"])
@@ -209,6 +216,7 @@ def test_a_request_the_engine_refuses_fails_alone(fake_llm):
     assert gens[1].error.startswith("ValueError: The decoder prompt")
 
 
+@pytest.mark.slow
 def test_per_request_acceptance_comes_from_spec_decode_metrics(fake_llm):
     cfg = load_plan(PLAN).configs["fly-w2"]
     reqs = requests_for(cfg)
@@ -222,6 +230,7 @@ def test_per_request_acceptance_comes_from_spec_decode_metrics(fake_llm):
         assert g.output_tokens == 3 + seed % 5
 
 
+@pytest.mark.slow
 def test_target_only_generations_have_no_acceptance(fake_llm):
     cfg = load_plan(PLAN).configs["target"]
     with open_backend(cfg) as backend:
@@ -230,6 +239,7 @@ def test_target_only_generations_have_no_acceptance(fake_llm):
     assert all(g.spec_steps is None and g.accepted_tokens is None for g in gens)
 
 
+@pytest.mark.slow
 def test_info_carries_the_aggregate_counters_of_get_metrics(fake_llm):
     cfg = load_plan(PLAN).configs["standard"]
     with open_backend(cfg) as backend:
@@ -247,6 +257,7 @@ def test_info_carries_the_aggregate_counters_of_get_metrics(fake_llm):
     assert sd["draft_acceptance_rate"] == pytest.approx(accepted / 128)
 
 
+@pytest.mark.slow
 def test_fly_warning_is_captured_into_info(fake_llm):
     with open_backend(load_plan(PLAN).configs["fly-w2"]) as backend:
         info = backend.info()
@@ -254,6 +265,7 @@ def test_fly_warning_is_captured_into_info(fake_llm):
     assert FLY_LOSSY_WARNING in info["engine_warnings"]
 
 
+@pytest.mark.slow
 def test_a_fly_warning_logged_once_by_an_earlier_engine_is_still_recorded(fake_llm):
     plan = load_plan(PLAN)
     with open_backend(plan.configs["fly-w2"]):
@@ -265,11 +277,13 @@ def test_a_fly_warning_logged_once_by_an_earlier_engine_is_still_recorded(fake_l
                                    "logged": "earlier in this process (vLLM logs it once)"}
 
 
+@pytest.mark.slow
 def test_lossless_configs_record_no_fly_warning(fake_llm):
     with open_backend(load_plan(PLAN).configs["standard"]) as backend:
         assert backend.info()["fly_warning"] is None
 
 
+@pytest.mark.slow
 def test_scheduler_override_is_captured_into_info(fake_llm):
     cfg = small_config(method="dflash", model="z-lab/Qwen3-8B-DFlash", num_speculative_tokens=15)
     with open_backend(cfg) as backend:
@@ -279,6 +293,7 @@ def test_scheduler_override_is_captured_into_info(fake_llm):
     assert "Overriding max_num_active_seqs from 256 to 128" in ov["message"]
 
 
+@pytest.mark.slow
 def test_batch_invariant_sets_the_environment_for_the_engine_and_restores_it(fake_llm):
     cfg = small_config()
     inv = parse_config({"name": "inv", "engine": "vllm", "model": cfg.model,
@@ -305,6 +320,7 @@ def test_a_config_vllm_refuses_is_a_data_error_and_leaves_the_environment_alone(
     assert "VLLM_BATCH_INVARIANT" not in os.environ
 
 
+@pytest.mark.slow
 def test_close_shuts_the_engine_down_and_drops_it(fake_llm):
     backend = open_backend(small_config())
     llm = fake_llm.instances[0]
@@ -318,6 +334,7 @@ def test_close_shuts_the_engine_down_and_drops_it(fake_llm):
     backend.close()  # a second close is harmless
 
 
+@pytest.mark.slow
 def test_close_calls_the_engine_core_shutdown(fake_llm):
     backend = open_backend(small_config())
     llm = fake_llm.instances[0]
@@ -349,6 +366,7 @@ def _offline_plan(tmp_path):
     return tmp_path / "plan.yaml"
 
 
+@pytest.mark.slow
 def test_qualgate_run_records_seeds_acceptance_and_engine_facts(fake_llm, tmp_path, tiny_suite):
     out = tmp_path / "out"
     r = CliRunner().invoke(cli, ["run", str(_offline_plan(tmp_path)), "--out", str(out), "-q",

@@ -67,6 +67,7 @@ def some_requests(n, start=0):
 # ----------------------------------------------------------------------------- full runs
 
 
+@pytest.mark.slow
 def test_full_run_survives_a_429_burst_a_500_and_a_timeout(fake_server, server_plan, tmp_path):
     s500, slow = rseed(QIDS[1], 0), rseed(QIDS[2], 1)
     target = fake_server(burst_429=5, fail_500=[s500], slow=[slow], slow_s=1.0)
@@ -260,6 +261,7 @@ def test_retry_after_is_honoured(fake_server):
     assert g.error is None and elapsed >= 0.4
 
 
+@pytest.mark.slow
 def test_backoff_grows_exponentially(fake_server):
     srv = fake_server(burst_429=3)  # Retry-After: 0
     with open_backend(server_config([srv.url], retry_backoff_s=0.1)) as backend:
@@ -293,7 +295,9 @@ def test_close_ends_requests_waiting_to_retry(fake_server):
     result = []
     worker = threading.Thread(target=lambda: result.extend(backend.generate(some_requests(1))))
     worker.start()
+    deadline = time.monotonic() + 10
     while not srv.statuses:  # the first attempt got its 500; the backoff sleep began
+        assert time.monotonic() < deadline, "the first attempt never reached the server"
         time.sleep(0.01)
     t0 = time.perf_counter()
     backend.close()

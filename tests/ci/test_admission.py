@@ -46,6 +46,7 @@ def test_tied_bounds_are_all_reported():
 
 @given(st.integers(1, 10**6), st.integers(1, 4096), st.integers(1, 64),
        st.none() | st.integers(1, 64))
+@pytest.mark.slow
 def test_admitted_is_the_largest_count_within_every_bound(budget, seqs, charge, lookahead):
     r = admission(budget, seqs, charge, lookahead=lookahead)
     n = r.admitted

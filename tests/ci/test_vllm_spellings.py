@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from qualgate.ci import read_serving_config
 from qualgate.cli import cli
 from qualgate.errors import DataError
-from qualgate.speculative import SPECULATIVE_METHODS, normalise_speculative, resolve_speculative
+from qualgate.speculative import LOSSY_METHODS, SPECULATIVE_METHODS, normalise_speculative, resolve_speculative
 from qualgate.vllm033 import TABLE, cite, rule
 
 D = '"method": "draft_model", "model": "Qwen/Qwen3-0.6B"'
@@ -228,7 +228,7 @@ def test_check_refuses_what_it_cannot_resolve_and_every_lossy_spelling(tmp_path,
     path = write(tmp_path, fname, text, extra[0] if extra else None)
     r = CliRunner().invoke(cli, ["check", str(path)])
     want = expect.get("check") or (3 if "error" in expect else 1 if expect.get(
-        "rejection_sample_method") in ("fly", "synthetic") else 0)
+        "rejection_sample_method") in LOSSY_METHODS else 0)
     assert r.exit_code == want, f"{name} ({cite(rule_id)}): {r.output}"
     if want == 1:
         assert "refused (fly, lossy" in r.output

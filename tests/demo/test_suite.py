@@ -45,6 +45,7 @@ def test_degenerate_outputs_are_graded_without_error(text):
     assert SUITE.grade(SUITE.questions[0], text).outcome in ("incorrect", "no_answer")
 
 
+@pytest.mark.slow
 def test_generation_settings_cover_the_longest_chain():
     from qualgate.demo.tokenizer import build_tokenizer
 

@@ -31,6 +31,7 @@ def test_ids_are_unique_and_name_split_seed_and_index():
     assert [r["id"] for r in rows] == [f"val-5-{i}" for i in range(100)]
 
 
+@pytest.mark.slow
 def test_no_question_repeats_within_a_set():
     rows = task.generate(n=3000, seed=0)
     assert len({r["question"] for r in rows}) == 3000
@@ -42,6 +43,7 @@ def test_seeds_give_different_questions():
     assert len(a & b) < 5
 
 
+@pytest.mark.slow
 def test_splits_never_share_a_question():
     sets = {s: {r["question"] for r in task.generate(n=3000, seed=0, split=s)} for s in task.SPLITS}
     assert not sets["train"] & sets["test"]
@@ -60,6 +62,7 @@ def test_running_totals_never_go_negative():
         assert all(int(x) >= 0 for x in re.findall(r"=(-?\d+)", row["reference"]))
 
 
+@pytest.mark.slow
 def test_reference_is_one_of_the_valid_chains():
     for row in task.generate(n=200, seed=1, max_terms=3):
         assert row["reference"] in task.chains(row["question"])

@@ -12,6 +12,7 @@ TOK = build_tokenizer()
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=CHARS, max_size=200))
+@pytest.mark.slow
 def test_every_character_is_one_token_and_decodes_back(text):
     ids = TOK(text, add_special_tokens=False)["input_ids"]
     assert TOK.decode(ids, skip_special_tokens=False) == text

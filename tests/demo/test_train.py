@@ -39,6 +39,7 @@ def test_encoded_rows_mark_the_assistant_turn():
         assert TOK.decode(ids[prompt_lens[i] : -1]) == ROWS[i]["reference"]
 
 
+@pytest.mark.slow
 def test_two_runs_give_identical_weights():
     a, ha = _train()
     b, hb = _train()
@@ -46,10 +47,12 @@ def test_two_runs_give_identical_weights():
     assert ha["loss"] == hb["loss"]
 
 
+@pytest.mark.slow
 def test_another_seed_gives_other_weights():
     assert train.weights_sha256(_train(seed=0)[0]) != train.weights_sha256(_train(seed=1)[0])
 
 
+@pytest.mark.slow
 def test_training_lowers_the_loss():
     _, history = _train(steps=40)
     assert history["loss"][-1][1] < history["loss"][0][1]
@@ -67,6 +70,7 @@ def test_a_model_agrees_with_itself_everywhere():
     assert res["greedy_acceptance_length"] == sum(map(len, completions)) / steps
 
 
+@pytest.mark.slow
 def test_command_writes_loadable_models_and_metrics(tmp_path, capsys):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -92,6 +96,7 @@ def test_command_writes_loadable_models_and_metrics(tmp_path, capsys):
     assert set(metrics["drafter_vs_target"]) == {"agreement", "greedy_acceptance_length", "k"}
 
 
+@pytest.mark.slow
 def test_only_drafter_retrains_the_drafter_and_keeps_the_target(tmp_path, capsys):
     common = ["--out", str(tmp_path), "--threads", "1", "--target-shape", TINY,
               "--drafter-shape", "layers=1,hidden=16,heads=1,ff=32", "--target-steps", "2",

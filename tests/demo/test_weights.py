@@ -1,14 +1,10 @@
-"""The shipped demo pair in qualgate/demo/weights (skipped until the weights are committed)."""
+"""The shipped demo pair in qualgate/demo/weights."""
 
 import json
 
 import pytest
 
 from qualgate.demo import WEIGHTS_DIR, model_path, task
-
-if not (WEIGHTS_DIR / "target" / "config.json").is_file():
-    pytest.skip("demo weights not committed yet (python -m qualgate.demo.train)",
-                allow_module_level=True)
 
 torch = pytest.importorskip("torch")
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
@@ -48,6 +44,7 @@ def test_drafter_is_3_to_10_times_smaller():
     assert 3 <= n["target"] / n["drafter"] <= 10
 
 
+@pytest.mark.slow
 def test_target_answers_most_test_questions_greedily():
     torch.set_num_threads(1)
     rows = task.generate(n=32, seed=0)

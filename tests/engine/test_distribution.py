@@ -14,9 +14,9 @@ import itertools
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 torch = pytest.importorskip("torch")
-scipy_stats = pytest.importorskip("scipy.stats")
 
 from qualgate.engines._sampling import process_logits  # noqa: E402
 
@@ -82,12 +82,14 @@ def exact(engine8):
 
 
 @pytest.mark.parametrize("name", SETTINGS)
+@pytest.mark.slow
 def test_target_only_sampling_matches_the_target_distribution(engine8, exact, name):
     assert fit_pvalue(run(engine8, SETTINGS[name]), exact[name]) > P_PASS
 
 
 @pytest.mark.parametrize("name", SETTINGS)
 @pytest.mark.parametrize("drafter", ["greedy", "probabilistic"])
+@pytest.mark.slow
 def test_standard_speculative_sampling_matches_the_target_distribution(engine8, exact, name, drafter):
     spec = {"num_speculative_tokens": 2, "draft_sample_method": drafter}
     out = run(engine8, SETTINGS[name], spec)
@@ -97,6 +99,7 @@ def test_standard_speculative_sampling_matches_the_target_distribution(engine8, 
 
 
 @pytest.mark.parametrize("drafter", ["greedy", "probabilistic"])
+@pytest.mark.slow
 def test_coupled_standard_sampling_matches_the_target_distribution(engine8, exact, drafter):
     name = "temperature-top_p"
     spec = {"num_speculative_tokens": 2, "draft_sample_method": drafter, "coupled": True}
@@ -105,6 +108,7 @@ def test_coupled_standard_sampling_matches_the_target_distribution(engine8, exac
     assert fit_pvalue(out, exact[name]) > P_PASS
 
 
+@pytest.mark.slow
 def test_fly_is_detectably_lossy_where_standard_is_not(engine8, exact):
     name = "temperature-top_p"
     fly = {

@@ -37,6 +37,7 @@ def tokens(gen):
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
 @pytest.mark.parametrize("batch", [1, 5, 17])
+@pytest.mark.slow
 def test_greedy_standard_equals_greedy_target_only_token_for_token(engine32, k, batch):
     ps = prompts(batch)
     base = engine32.generate(ps, sampling=GREEDY)
@@ -45,6 +46,7 @@ def test_greedy_standard_equals_greedy_target_only_token_for_token(engine32, k, 
     assert spec.metrics.num_accepted_tokens > 0
 
 
+@pytest.mark.slow
 def test_greedy_standard_with_a_probabilistic_drafter_is_still_greedy(engine32):
     ps = prompts(6)
     base = engine32.generate(ps, sampling=GREEDY)
@@ -55,6 +57,7 @@ def test_greedy_standard_with_a_probabilistic_drafter_is_still_greedy(engine32):
 
 
 @pytest.mark.parametrize("settings", [GREEDY, SAMPLED], ids=["greedy", "sampled"])
+@pytest.mark.slow
 def test_fly_equals_standard_when_tau_exceeds_the_largest_top_k_entropy(engine32, settings):
     # the top-3 entropy is at most ln 3 = 1.0986 nats (three probabilities of 1/3)
     ps = prompts(16)
@@ -75,6 +78,7 @@ def test_fly_equals_standard_when_tau_exceeds_the_largest_top_k_entropy(engine32
     assert fly.metrics.acceptance_histogram == std.metrics.acceptance_histogram
 
 
+@pytest.mark.slow
 def test_fly_defers_and_changes_greedy_outputs_at_a_low_threshold(engine32):
     ps = prompts(16)
     base = engine32.generate(ps, sampling=GREEDY)
@@ -104,6 +108,7 @@ MODES = {
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow
 def test_a_greedy_request_alone_and_in_a_batch_of_32_gives_the_same_tokens(engine32, mode):
     ps = prompts(32)
     batch = engine32.generate(ps, sampling=GREEDY, speculative=MODES[mode])
@@ -113,6 +118,7 @@ def test_a_greedy_request_alone_and_in_a_batch_of_32_gives_the_same_tokens(engin
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow
 def test_a_seeded_request_alone_and_in_a_batch_gives_the_same_tokens(engine32, mode):
     ps = prompts(32)
     sampling = seeded(SAMPLED, 32, first=50)
@@ -122,6 +128,7 @@ def test_a_seeded_request_alone_and_in_a_batch_gives_the_same_tokens(engine32, m
         assert alone[0].token_ids == batch[i].token_ids
 
 
+@pytest.mark.slow
 def test_greedy_rows_are_unaffected_by_sampled_rows_in_the_same_batch(engine32):
     ps = prompts(8)
     mixed = [GREEDY if i % 2 else dict(SAMPLED, seed=i) for i in range(8)]
@@ -131,6 +138,7 @@ def test_greedy_rows_are_unaffected_by_sampled_rows_in_the_same_batch(engine32):
     assert tokens(out)[1::2] == tokens(base)
 
 
+@pytest.mark.slow
 def test_decoding_in_batches_of_max_num_seqs_gives_the_same_outputs(make_pair):
     ps = prompts(10)
     sampling = seeded(SAMPLED, 10)
@@ -159,6 +167,7 @@ def test_unseeded_requests_record_the_seed_they_drew(engine32):
 # ----------------------------------------------------------------------- coupling
 
 
+@pytest.mark.slow
 def test_coupled_standard_reproduces_target_only_samples_exactly(engine32):
     n = 300
     ps = prompts(n)
@@ -171,6 +180,7 @@ def test_coupled_standard_reproduces_target_only_samples_exactly(engine32):
         assert out.metrics.num_accepted_tokens > 0
 
 
+@pytest.mark.slow
 def test_independent_standard_does_not_share_the_target_only_sample_path(engine32):
     n = 100
     ps = prompts(n)
@@ -181,6 +191,7 @@ def test_independent_standard_does_not_share_the_target_only_sample_path(engine3
     assert sum(a != b for a, b in zip(tokens(out), tokens(base))) > n / 2
 
 
+@pytest.mark.slow
 def test_coupled_fly_equals_target_only_wherever_it_did_not_defer(engine32):
     n = 200
     ps = prompts(n)
@@ -250,6 +261,7 @@ def test_max_tokens_per_prompt_is_honoured(engine32, mode):
 # ----------------------------------------------------------------------- metrics
 
 
+@pytest.mark.slow
 def test_metrics_are_consistent_with_the_acceptance_histogram(engine32):
     out = engine32.generate(prompts(12), sampling=seeded(SAMPLED, 12), speculative={"num_speculative_tokens": 4})
     for o in out:
@@ -290,6 +302,7 @@ def test_generation_serialises_to_json(engine32):
 # ----------------------------------------------------------------------- the FLy warning
 
 
+@pytest.mark.slow
 def test_fly_logs_the_lossy_warning_once_per_process(engine32, caplog, monkeypatch):
     monkeypatch.setattr(reference, "_fly_warned", False)
     spec = {"num_speculative_tokens": 2, "rejection_sample_method": "fly"}
@@ -384,7 +397,7 @@ def test_prompt_plus_max_tokens_beyond_the_model_positions_is_rejected(engine32)
 
 @pytest.fixture(scope="module")
 def char_tokenizer():
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
     from transformers import PreTrainedTokenizerFast
 
     chars = "abcdefghijklmnopqrstuvwxyz :."
@@ -430,6 +443,7 @@ def test_a_stop_string_truncates_the_text_at_its_first_occurrence(text_engine, c
     assert out.finish_reason == "stop"
 
 
+@pytest.mark.slow
 def test_eager_attention_with_additive_masks_gives_the_same_tokens_as_sdpa(make_pair):
     target, drafter = (copy.deepcopy(m) for m in make_pair(32))
     for m in (target, drafter):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from scipy import stats as scipy_stats
 
 torch = pytest.importorskip("torch")
-scipy_stats = pytest.importorskip("scipy.stats")
 
 from qualgate.engines._sampling import (  # noqa: E402
     STREAM_ACCEPT,

@@ -77,6 +77,7 @@ def test_sign_flip_p_value_equals_enumeration_of_all_sign_vectors():
     assert clustered_mcnemar(t, alternative="greater").pvalue == pytest.approx(np.mean([x >= observed for x in ts]))
 
 
+@pytest.mark.slow
 def test_sign_flip_is_exact_under_the_null_by_simulation():
     # 4,000 clustered data sets under exchangeability; exact test: P(p <= 0.05) <= 0.05 + 3 MC SE
     rng = np.random.default_rng(5)

@@ -23,6 +23,7 @@ def fly_lossy(write, table):
     return write("target.jsonl", b, mode="target"), write("fly.jsonl", c, config="cfg-fly", mode="fly")
 
 
+@pytest.mark.slow
 def test_identical_files_pass_when_n_is_large_enough_for_the_margin(write):
     # no discordance: the exact test's p-value is (1 - m)^n (the chance of no discordant pair
     # when the loss is m), so its bound is 1 - 0.05^(1/428) = 0.70 points

@@ -2,6 +2,7 @@
 
 import json
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -50,6 +51,7 @@ def test_schema_lists_the_required_fields_of_issue_3_first():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(records, max_size=20, unique_by=lambda r: r.key))
+@pytest.mark.slow
 def test_written_records_read_back_equal(tmp_path_factory, recs):
     path = tmp_path_factory.mktemp("rt") / "r.jsonl"
     with RecordWriter(path) as w:
@@ -224,15 +226,12 @@ def test_empty_directory_is_a_data_error(tmp_path):
 
 
 def test_parquet_export_reads_the_same_records(tmp_path):
-    pd = pytest.importorskip("pandas")
-    pytest.importorskip("pyarrow")
     rows = [VALID | {"output_tokens": 12}, VALID | {"seed": 1}]  # the second lacks output_tokens: NaN
     pd.DataFrame(rows).to_parquet(tmp_path / "r.parquet")
     assert list(read_records(tmp_path / "r.parquet")) == [Record.from_dict(r) for r in rows]
 
 
 def test_csv_export_reads_the_same_records_and_names_the_line(tmp_path):
-    pd = pytest.importorskip("pandas")
     rows = [VALID | {"latency_s": 0.5}, VALID | {"seed": 1}]
     pd.DataFrame(rows).to_csv(tmp_path / "r.csv", index=False)
     assert list(read_records(tmp_path / "r.csv")) == [Record.from_dict(r) for r in rows]

@@ -53,6 +53,7 @@ def test_a_failed_generation_keeps_the_exception_type_and_message():
     assert g.text is None and g.error == "ValueError: prompt too long"
 
 
+@pytest.mark.slow
 def test_the_reference_backend_resolves_model_paths_beside_the_config(tmp_path, models):
     import shutil
 

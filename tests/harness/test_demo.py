@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from qualgate.cli import cli
@@ -22,6 +23,7 @@ def test_the_embedded_plan_names_the_four_demo_modes():
     assert plan.baseline == "target" and plan.candidates == ("standard", "fly-w2", "fly-aggressive")
 
 
+@pytest.mark.slow
 def test_demo_runs_every_mode_and_prints_the_gate_and_speed_tables(tmp_path):
     out = tmp_path / "demo"
     r = CliRunner().invoke(cli, ["demo", "--questions", "6", "--seeds", "1", "--out", str(out), "--quiet"])

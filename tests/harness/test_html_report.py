@@ -27,7 +27,7 @@ def out(tmp_path_factory, models, plan_writer):
     plan = plan_writer(root / "plan", models, questions=4, seeds=(0, 1))
     r = CliRunner().invoke(cli, ["run", str(plan), "--out", str(root / "out"), "--quiet",
                                  "--html", str(root / "out" / "page.html")])
-    assert r.exit_code in (0, 1, 4), r.output
+    assert r.exit_code == 4, r.output  # 8 pairs a config: too few to decide
     return root / "out"
 
 
@@ -120,7 +120,7 @@ def test_gate_html_of_a_sequential_gate_draws_the_always_valid_bounds(out, tmp_p
     records = out / "records"
     r = CliRunner().invoke(cli, ["gate", str(records / "target.jsonl"), str(records / "fly.jsonl"), "--margin",
                                  "0.1", "--sequential", "--html", str(target)])  # fmt: skip
-    assert r.exit_code in (0, 1, 4), r.output
+    assert r.exit_code == 4, r.output
     page = target.read_text(encoding="utf-8")
     assert 'id="sequential"' in page and "(sequential)" in page
 
@@ -227,7 +227,7 @@ def test_thousands_of_flips_are_listed_a_page_at_a_time(browser, tmp_path):
     browser.get(_page_of(tmp_path, [_flip(i, "fly", "lost", "gsm8k") for i in range(450)]).as_uri())
     more = browser.find_element(By.ID, "flips-more")
     counts = []
-    while True:
+    for _ in range(10):  # bounded: a button that never hides fails the assert below, not the run
         counts.append(len(browser.find_elements(By.CSS_SELECTOR, "tr.flip")))
         if not more.is_displayed():
             break

@@ -23,6 +23,7 @@ def report(*args):
     return CliRunner().invoke(cli, ["report", *map(str, args)])
 
 
+@pytest.mark.slow
 def test_text_report_has_one_row_per_config_with_the_verdicts(out):
     r = report(out)
     assert r.exit_code == 0
@@ -36,6 +37,7 @@ def test_text_report_has_one_row_per_config_with_the_verdicts(out):
     assert "acc tiny_arith" in r.stdout and "speed-up" in r.stdout
 
 
+@pytest.mark.slow
 def test_json_report_counts_match_the_records(out):
     r = report(out, "--format", "json")
     data = json.loads(r.stdout)
@@ -57,6 +59,7 @@ def test_json_report_counts_match_the_records(out):
     assert configs["fly"]["verdict"] == data["gate"]["verdicts"]["fly"]
 
 
+@pytest.mark.slow
 def test_markdown_report_is_written_and_appended_to_the_step_summary(out, tmp_path, monkeypatch):
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -68,6 +71,7 @@ def test_markdown_report_is_written_and_appended_to_the_step_summary(out, tmp_pa
     assert "| fly |" in text and summary.read_text() == text + "\n"
 
 
+@pytest.mark.slow
 def test_report_of_an_incomplete_run_says_the_gate_is_not_evaluated(out, tmp_path):
     import shutil
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from qualgate.cli import cli
@@ -47,6 +48,7 @@ def by_key(path):
     }
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_equals_an_uninterrupted_run(plan_factory, tmp_path):
     plan = plan_factory(questions=8, seeds=(0, 1), batch_size=2)
     out = tmp_path / "killed"

@@ -14,6 +14,7 @@ def draws(rng, reps, n, discordant, loss):
 
 
 @pytest.mark.parametrize("discordant", [0.04, 0.10])
+@pytest.mark.slow
 def test_pass_rate_at_the_margin_is_at_most_alpha_under_continuous_monitoring(discordant):
     # Monte Carlo: 2,000 gates monitored after every question; the bound is Ville's
     # inequality, so the rate must not exceed alpha + 3 MC standard errors (0.05 + 0.0146).
@@ -23,6 +24,7 @@ def test_pass_rate_at_the_margin_is_at_most_alpha_under_continuous_monitoring(di
     assert np.mean(reason == 1) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
 
 
+@pytest.mark.slow
 def test_fail_rate_without_loss_is_at_most_alpha():
     rng = np.random.default_rng(12)
     d = draws(rng, 2000, 2500, 0.06, loss=0.0)

@@ -19,6 +19,7 @@ def test_counts_each_outcome_pair():
 
 @settings(deadline=None)  # timing varies on shared CI cores
 @given(boolean_outcomes(max_size=60))
+@pytest.mark.slow
 def test_counts_add_up_and_match_accuracies(outcomes):
     b, c = outcomes
     table = PairedTable.from_outcomes(np.array(b, dtype=bool), np.array(c, dtype=bool))

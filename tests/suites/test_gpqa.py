@@ -92,6 +92,7 @@ def test_lenient_takes_the_last_standalone_letter(gpqa):
     assert (g.strict, g.lenient, g.outcome, g.lenient_outcome) == (None, q.gold, "no_answer", "correct")
 
 
+@pytest.mark.slow
 def test_permutation_is_identical_in_another_process_and_python_hash_seed(gpqa_csv, gpqa):
     keys = [f"id-{i}" for i in range(500)]
     code = (

@@ -161,11 +161,13 @@ def _in_thread(fn):
         return pool.submit(fn).result(timeout=60)
 
 
+@pytest.mark.slow
 def test_math_verify_works_in_a_worker_thread():
     assert _in_thread(lambda: math_verify(r"\frac{1}{2}", "0.5"))
     assert not _in_thread(lambda: math_verify(r"\frac{1}{3}", "0.5"))
 
 
+@pytest.mark.slow
 def test_math_verify_times_out_in_a_worker_thread_and_recovers():
     def run():
         start = time.monotonic()
@@ -177,6 +179,7 @@ def test_math_verify_times_out_in_a_worker_thread_and_recovers():
     assert timed_out is False and took < 10 and after is True  # start-up (~1 s) + 0.5 s
 
 
+@pytest.mark.slow
 def test_math_verify_in_parallel_threads_gives_the_sequential_answers():
     pairs = [(rf"\frac{{{k}}}{{2}}", str(k / 2 + (k % 3 == 0))) for k in range(12)]
     expected = [math_verify(p, g) for p, g in pairs]
@@ -205,6 +208,7 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("name", ["gsm8k", "math500", "aime25"])
 @pytest.mark.parametrize("case", sorted(ADVERSARIAL))
+@pytest.mark.slow
 def test_adversarial_outputs_grade_quickly_without_error(real_suite, name, case):
     suite = real_suite(name)
     q = suite.questions[0]

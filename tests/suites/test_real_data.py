@@ -94,6 +94,7 @@ def test_every_math500_reference_solution_grades_correct(real_suite):
         assert g.outcome == "correct", (q.id, g)
 
 
+@pytest.mark.slow
 def test_every_math500_gold_answer_parses_and_matches_itself_in_math_verify(real_suite):
     # Bypasses the textual shortcut: each gold must survive math-verify's parser, or an
     # equivalent answer written differently could never be graded correct.
@@ -142,6 +143,7 @@ MATH500_EQUIVALENT_NEIGHBOUR = {
 }
 
 
+@pytest.mark.slow
 def test_math500_next_items_answer_grades_incorrect_unless_equivalent(real_suite):
     suite = real_suite("math500")
     qs = suite.questions
@@ -166,6 +168,7 @@ MATH500_PERTURBATION_BLIND = {
 }
 
 
+@pytest.mark.slow
 def test_math500_gold_with_last_digit_changed_grades_incorrect(real_suite):
     suite = real_suite("math500")
     graded_correct, n = set(), 0

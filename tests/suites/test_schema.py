@@ -262,6 +262,7 @@ def test_prompt_hash_is_sha256_of_the_canonical_json_of_the_messages():
     assert q.prompt_hash == hashlib.sha256(canonical.encode()).hexdigest()
 
 
+@pytest.mark.slow
 def test_prompt_hashes_are_identical_in_another_process(hf_cache):
     code = (
         "import json, sys; from qualgate.suites import load_suite; "
