@@ -85,6 +85,11 @@ def median_ci(values: Sequence[float], confidence_level: float = 0.95) -> tuple[
 def speed_summary(config, baseline, candidate_tps, baseline_tps, *, confidence_level=0.95,
                   max_relative_width=0.2) -> SpeedResult:  # fmt: skip
     """The :class:`SpeedResult` of per-round tokens/s of a candidate and of the baseline."""
+    if len(candidate_tps) != len(baseline_tps) or not candidate_tps:
+        raise ValueError("candidate_tps and baseline_tps must hold one value per round, at least one round")
+    if any(not (math.isfinite(b) and b > 0) for b in baseline_tps):
+        raise ValueError(f"a round of the baseline produced no output tokens per second ({list(baseline_tps)}): "
+                         "its requests failed or the round was empty, so no speed-up can be measured")
     ratios = [c / b for c, b in zip(candidate_tps, baseline_tps)]
     speedup = float(statistics.median(ratios))
     low, high, level = median_ci(ratios, confidence_level)

@@ -199,9 +199,6 @@ def test_speed_summary_warns_when_the_interval_is_wider_than_the_stated_fraction
     assert few.confidence_interval == (-math.inf, math.inf) and "run more rounds" in few.warning
 
 
-@pytest.mark.xfail(strict=True, reason="qualgate/speed.py speed_summary divides by the baseline's tokens/s: a round "
-                   "in which every baseline request failed (output_tokens None -> 0 tokens/s) raises "
-                   "ZeroDivisionError instead of a clear error")  # fmt: skip
 def test_speed_summary_refuses_a_round_without_baseline_tokens_clearly():
     with pytest.raises(ValueError, match="token"):
         speed_summary("c", "b", [100.0] * 7, [100.0] * 6 + [0.0])
