@@ -293,7 +293,7 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
     else:
         bi, cj = np.arange(len(matched)), np.array(matched, dtype=np.intp)
 
-    problems, notes = [], []
+    problems, notes, prompt_diffs = [], [], {}
     for label, count, keys, other in (
         ("baseline", len(bkeys) - len(bi), bkeys, cindex),
         ("candidate", len(ckeys) - len(bi), ckeys, bindex),
@@ -316,7 +316,7 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
                     f"{len(bad)} of {len(bi)} pairs differ in {name} (paired by question id as asked: "
                     f"check that both runs rendered the same prompts), e.g. {shown}"
                 )
-                dropped[f"{name}_differences"] = len(bad)
+                prompt_diffs[f"{name}_differences"] = len(bad)
                 continue
             problems.append(
                 f"{len(bad)} pairs differ in {name} between baseline and candidate "
@@ -351,7 +351,7 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
     c_err = (cout == "error") & (ball != "error")
     status[c_err] = np.where(b_ok[c_err], IMPUTED_ERROR, _DROPPED)
     status[ball == "error"] = _DROPPED
-    dropped = _dropped_counts(ball, cout, len(ckeys) - len(bi))
+    dropped = _dropped_counts(ball, cout, len(ckeys) - len(bi)) | prompt_diffs
     if not problems and not (status == 0).any():
         problems.append("no pairs left to compare")
     if problems:

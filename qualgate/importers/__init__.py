@@ -125,15 +125,19 @@ def load_records(path, *, fmt: str = "auto", options: ImportOptions | None = Non
 
     ``fmt='auto'`` detects the format (:func:`detect_format`).
     """
+    from ..pairing import HashedRecordSet, load_side, sha256_file
+
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt == "qualgate":
-        return read_records(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+        return load_side(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)
     located = import_records(fmt, path, options)
     files = list(dict.fromkeys(x.file for x in located))
     lines = [[x.line for x in located if x.file == f] for f in files]
     order = sorted(range(len(located)), key=lambda i: files.index(located[i].file))
-    return RecordSet(str(path), tuple(files), tuple(located[i].record for i in order), (), tuple(lines))
+    # the digests of the tool's own files: the evidence binds to what was imported
+    return HashedRecordSet(str(path), tuple(files), tuple(located[i].record for i in order), (), tuple(lines),
+                           sha256=tuple(sha256_file(f) for f in files))
 
 
 # --- helpers shared by the importers ------------------------------------------------------------

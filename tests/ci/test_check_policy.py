@@ -37,15 +37,18 @@ def setup(tmp_path_factory):
     (d / "lenient.yaml").write_text("suites:\n  gsm8k: {margin: 0.05}\n  math500: {margin: 0.05, tier: advisory}\n")
     for name in ("strict", "lenient"):
         r = CliRunner().invoke(cli, ["gate", str(base), str(cand), "--policy-file", str(d / f"{name}.yaml"),
+                                     "--baseline-config", str(DATA / "target.decoding.yaml"),
                                      "--output", str(d / f"{name}.json")])  # fmt: skip
         assert r.exit_code in (0, 1, 4), r.output
-    r = CliRunner().invoke(cli, ["gate", str(base), str(cand), "--margin", "0.05", "--output", str(d / "plain.json")])
+    r = CliRunner().invoke(cli, ["gate", str(base), str(cand), "--margin", "0.05", "--output", str(d / "plain.json"),
+                                 "--baseline-config", str(DATA / "target.decoding.yaml")])  # fmt: skip
     return d
 
 
 def _check(d, evidence, policy):
+    # the policy's margins are 5 points: --max-margin (default 2 points) is raised to match
     return CliRunner().invoke(cli, ["check", str(DATA / "fly-w2.yaml"), "--evidence", str(d / evidence),
-                                    "--policy-file", str(d / policy)])  # fmt: skip
+                                    "--policy-file", str(d / policy), "--max-margin", "0.05"])  # fmt: skip
 
 
 def test_evidence_gated_under_the_policy_with_blocking_suites_passing_is_allowed(setup):

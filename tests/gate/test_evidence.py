@@ -33,7 +33,7 @@ def test_the_report_carries_the_digest_of_every_record_file_and_the_settings(fil
     assert f == {"path": str(files[0]), "sha256": hashlib.sha256(files[0].read_bytes()).hexdigest()}
     assert doc["settings"] == {"policy": "noninferiority", "margin": 0.05, "alpha": 0.05, "weighting": "pooled",
                                "inconclusive": "inconclusive", "missing": "worst-case", "on_missing": "error",
-                               "max_errors": 2, "drop_truncated": False, "allow_unknown": False}
+                               "max_errors": 2, "drop_truncated": False, "allow_unknown": False, "suite_policy": None}
 
 
 def test_the_signature_is_an_hmac_of_the_canonical_json(files):

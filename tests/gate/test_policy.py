@@ -59,7 +59,7 @@ def test_the_same_loss_on_a_warning_suite_is_a_warning_not_a_failure(tmp_path, t
         ("gsm8k", "blocking", "PASS"), ("math500", "warning", "FAIL"),
     ]  # fmt: skip
     assert any(n.startswith("warning: suite math500 is FAIL (tier warning") for n in c["notes"])
-    assert report["suite_policy"]["suites"]["math500"] == {"margin": 0.02, "drop": "absolute", "tier": "warning"}
+    assert report["settings"]["suite_policy"]["suites"]["math500"] == {"margin": 0.02, "drop": "absolute", "tier": "warning"}
 
 
 def test_a_relative_drop_is_a_fraction_of_the_baseline_accuracy(tmp_path, two_suites):
