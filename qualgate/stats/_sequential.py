@@ -197,7 +197,12 @@ def _paths(d, margin, alpha, beta, prior, weight, max_questions, pairs=None):
     d = np.asarray(d, dtype=float)
     reps, n = d.shape
     budgeted = max_questions is not None
-    horizon = n if not budgeted else min(n, max_questions)
+    horizon = n if not budgeted else min(n, max_questions)  # the questions there are data for now
+    # the budgeted design's final test is at the budget, not where the data end: a harness
+    # that feeds the gate round by round must neither test "finally" at every round nor
+    # judge futility against a horizon that is only the current round's
+    final_at = max_questions if budgeted else None
+    at_budget = budgeted and max_questions <= n
     log_pass = np.zeros(reps)
     log_fail = np.zeros(reps)
     sq = np.zeros(reps)
@@ -239,8 +244,8 @@ def _paths(d, margin, alpha, beta, prior, weight, max_questions, pairs=None):
             # conditional power of the final test under no loss: the remaining questions
             # add N(0, σ²) each to the total difference (σ² = E[d²], predictable plug-in)
             sd = np.sqrt(_variance(sq, t + 1, prior, weight))
-            need = horizon * margin - z_final * sd * np.sqrt(horizon) + total  # total loss must stay below
-            rest = horizon - t - 1
+            need = final_at * margin - z_final * sd * np.sqrt(final_at) + total  # total loss must stay below
+            rest = final_at - t - 1
             cp_low = need < -z_cp * sd * np.sqrt(rest) if rest else np.zeros(reps, dtype=bool)
             dropped = active & ~passed & ~failed & cp_low & (informative >= _BURN_IN)
         else:
@@ -251,7 +256,7 @@ def _paths(d, margin, alpha, beta, prior, weight, max_questions, pairs=None):
         active &= ~(passed | failed | dropped)
         if not active.any():
             break
-    if budgeted and active.any():
+    if at_budget and active.any():
         sizes = None if pairs is None else np.broadcast_to(np.asarray(pairs, dtype=float), d.shape)[:, :horizon]
         final = _final_pass(d[:, :horizon], sizes, margin, alpha * (1 - _SEQUENTIAL_SHARE))
         reason[active & final] = _FINAL
