@@ -318,6 +318,10 @@ def _summary(r: SweepResult) -> list[str]:
     out = [f"qualgate sweep: {len(r.rows) + len(r.not_run)} grid points of {r.grid.base}, fixed-sequence "
            f"non-inferiority at margin {fmt_points(r.margin)} points, alpha {r.alpha:g} (order: {r.grid.order})"]
     out.append(f"chosen: {r.chosen}" if r.chosen else "chosen: none passes (the first candidate of the sequence did not PASS)")
+    row = next((x for x in r.rows if x["name"] == r.chosen), None)
+    if row and row["speedup_ci"] and row["speedup_ci"][1] < 1:
+        out.append(f"note: {r.chosen} passes but is slower than the baseline (speed-up {row['speedup']:.2f}, interval "
+                   f"up to {row['speedup_ci'][1]:.2f}): no config of this grid buys speed on this engine")  # fmt: skip
     if r.not_run:
         out.append(f"not run (after the first non-PASS the sequence stops): {', '.join(r.not_run)}")
     out.append(f"cost: {c['questions_spent']:,} candidate questions (+{c['baseline_questions']:,} baseline) against "
