@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a plain checkout
 
-from qualgate.backends import Request, open_backend  # noqa: E402
-from qualgate.harness import demo_plan, load_suites, work_items  # noqa: E402
+from qualgate.backends import open_backend  # noqa: E402
+from qualgate.harness import batch_generator, demo_plan, load_suites, work_items  # noqa: E402
 from qualgate.speed import interleaved_speed  # noqa: E402
 
 
@@ -101,19 +101,6 @@ class Load:
             p.join(5)
             if p.is_alive():
                 p.terminate()
-
-
-def generator(cfg, backend):
-    size = max(1, int(backend.batch_size))
-
-    def generate(items):
-        gens = []
-        for start in range(0, len(items), size):
-            gens += backend.generate([Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
-                                      for w in items[start : start + size]])  # fmt: skip
-        return gens
-
-    return generate
 
 
 def switched(generate, load, window, calls):
@@ -192,7 +179,7 @@ def main(argv=None):
     try:
         for n in names:
             backends[n] = open_backend(configs[n])
-        generate = {n: generator(configs[n], backends[n]) for n in names}
+        generate = {n: batch_generator(configs[n], backends[n]) for n in names}
         for n in names:  # warm-up: lazy initialisation is not speed
             generate[n](rounds[0][: min(len(rounds[0]), 64)])
         quiet = interleaved_speed(generate, rounds, baseline=plan.baseline)[a.candidate]

@@ -13,30 +13,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ._render import fmt_pct, fmt_points
+from .flips import Flip
 
-__all__ = ["MAX_OUTPUT_CHARS", "Flip", "HtmlReport", "render_html"]
+__all__ = ["MAX_OUTPUT_CHARS", "HtmlReport", "PageFlip", "render_html"]
 
 #: characters of an output shown in the page; longer outputs keep their start and their end
 #: (where the answer is) around an elision mark
 MAX_OUTPUT_CHARS = 3000
 
 @dataclass(frozen=True)
-class Flip:
-    """One pair whose outcome differs between baseline and candidate."""
+class PageFlip:
+    """One flip (:class:`qualgate.flips.Flip`) as the page lists it: with its candidate and prompt."""
 
     candidate: str
-    direction: str  #: ``lost`` (baseline right, candidate not) or ``gained``
-    suite: str
-    question_id: str
-    seed: int
-    sample_index: int
-    gold: str | None
-    baseline_outcome: str
-    candidate_outcome: str
-    baseline_answer: str | None
-    candidate_answer: str | None
-    baseline_output: str | None
-    candidate_output: str | None
+    flip: Flip
     prompt: str | None = None
 
 
@@ -53,7 +43,7 @@ class HtmlReport:
     acceptance: list[tuple[str, float]]
     sequential: list[dict]
     calibration: list[dict]
-    flips: list[Flip]
+    flips: list[PageFlip]
     flip_counts: dict[str, dict[str, int]]
     provenance: list[tuple[str, str]]
     notes: list[str] = field(default_factory=list)
@@ -219,12 +209,12 @@ def _flips_section(r: HtmlReport) -> str:
     listed = len(r.flips)
     filters = "".join([
         _options("candidate", "candidate", sorted({f.candidate for f in r.flips})),
-        _options("suite", "suite", sorted({f.suite for f in r.flips})),
+        _options("suite", "suite", sorted({f.flip.suite for f in r.flips})),
         _options("direction", "direction", ["lost", "gained"]),
     ])  # fmt: skip
-    data = [[f.candidate, f.direction, f.suite, f.question_id, f.seed, f.sample_index, f.gold, f.baseline_outcome,
+    data = [[p.candidate, f.kind, f.suite, f.question_id, f.seed, f.sample_index, f.gold, f.baseline_outcome,
              f.candidate_outcome, f.baseline_answer, f.candidate_answer, _clip(f.baseline_output),
-             _clip(f.candidate_output), _clip(f.prompt)] for f in r.flips]  # fmt: skip
+             _clip(f.candidate_output), _clip(p.prompt)] for p in r.flips for f in (p.flip,)]  # fmt: skip
     # inside <script>, "</" would end the element: JSON allows "<\/" for it
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     headers = ["candidate", "suite", "question", "seed / sample", "direction", "gold", "baseline answer",

@@ -61,6 +61,7 @@ __all__ = [
     "evaluate_gate",
     "load_suites",
     "plan_fingerprint",
+    "batch_generator",
     "measure_speed",
     "read_manifest",
     "request_seed",
@@ -860,6 +861,21 @@ class SpeedSettings:
                 raise ValueError(f"speed {name} must be a positive integer, got {v!r}")
 
 
+def batch_generator(cfg, backend) -> Callable[[Sequence[WorkItem]], list]:
+    """``generate(items)``: decode work items under ``cfg`` through ``backend``, in its batch
+    size, each with its request seed; the generations in order."""
+    size = max(1, int(backend.batch_size))
+
+    def generate(items):
+        gens = []
+        for start in range(0, len(items), size):
+            gens += backend.generate([Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
+                                      for w in items[start : start + size]])  # fmt: skip
+        return gens
+
+    return generate
+
+
 def measure_speed(plan, work: Sequence[WorkItem], settings: SpeedSettings, *, names: Sequence[str] | None = None,
                   backend_factory: Callable = open_backend, log: Callable[[str], None] | None = None) -> dict:  # fmt: skip
     """Interleaved speed of ``names`` (default: every config) against the plan's baseline.
@@ -889,17 +905,7 @@ def measure_speed(plan, work: Sequence[WorkItem], settings: SpeedSettings, *, na
                                 "--speed-rounds", field="engine", value=backend.engine)  # fmt: skip
 
         def generate_for(name):
-            cfg, backend = plan.configs[name], backends[name]
-            size = max(1, int(backend.batch_size))
-
-            def generate(items):
-                gens = []
-                for start in range(0, len(items), size):
-                    gens += backend.generate([Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
-                                              for w in items[start : start + size]])  # fmt: skip
-                return gens
-
-            return generate
+            return batch_generator(plan.configs[name], backends[name])
 
         for name in names:  # one warm-up batch each: lazy initialisation is not speed
             generate_for(name)(rounds[0][:1])

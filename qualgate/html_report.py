@@ -32,10 +32,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._html import MAX_OUTPUT_CHARS, Flip, HtmlReport, render_html
+from ._html import MAX_OUTPUT_CHARS, HtmlReport, PageFlip, render_html
 from ._render import fmt_points
 
-__all__ = ["MAX_OUTPUT_CHARS", "Flip", "HtmlReport", "collect_flips", "gate_html", "render_html", "run_html"]
+__all__ = ["MAX_OUTPUT_CHARS", "HtmlReport", "PageFlip", "collect_flips", "gate_html", "render_html", "run_html"]
 
 #: flips listed per candidate; more are counted in the page but not listed
 MAX_FLIPS_PER_CANDIDATE = 2000
@@ -46,7 +46,7 @@ SEQUENTIAL_LOOKS = 40
 # ----------------------------------------------------------------------------- flips
 
 
-def collect_flips(baseline, candidate, name: str, prompts: Mapping | None = None) -> list[Flip]:
+def collect_flips(baseline, candidate, name: str, prompts: Mapping | None = None) -> list[PageFlip]:
     """Every pair (same suite, question, seed, sample) that one side got right and the other not.
 
     ``baseline`` and ``candidate`` are record sequences; pairs with an ``error`` on either
@@ -55,13 +55,10 @@ def collect_flips(baseline, candidate, name: str, prompts: Mapping | None = None
     """
     from .flips import find_flips
 
-    flips = [
-        Flip(name, f.kind, f.suite, f.question_id, f.seed, f.sample_index, f.gold, f.baseline_outcome,
-             f.candidate_outcome, f.baseline_answer, f.candidate_answer, f.baseline_output, f.candidate_output,
-             (prompts or {}).get((f.suite, f.question_id)))
-        for f in find_flips(baseline, candidate).flips
-    ]  # fmt: skip
-    flips.sort(key=lambda f: (f.direction != "lost", f.suite, f.question_id, f.seed, f.sample_index))
+    flips = [PageFlip(name, f, (prompts or {}).get((f.suite, f.question_id)))
+             for f in find_flips(baseline, candidate).flips]  # fmt: skip
+    flips.sort(key=lambda p: (p.flip.kind != "lost", p.flip.suite, p.flip.question_id, p.flip.seed,
+                              p.flip.sample_index))  # fmt: skip
     return flips
 
 
@@ -157,7 +154,7 @@ def _flip_counts(flips: Sequence[Flip]) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
     for f in flips:
         c = counts.setdefault(f.candidate, {"lost": 0, "gained": 0})
-        c[f.direction] += 1
+        c[f.flip.kind] += 1
     return counts
 
 

@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from qualgate.cli import cli
-from qualgate.html_report import Flip, HtmlReport, collect_flips, render_html
+from qualgate.flips import Flip
+from qualgate.html_report import HtmlReport, PageFlip, collect_flips, render_html
 from qualgate.records import Record
 
 
@@ -59,9 +60,11 @@ def _record(qid, outcome, *, seed=0, answer=None, output=None, suite="s"):
 
 
 def _flip(i, candidate, direction, suite):
-    return Flip(candidate, direction, suite, f"q{i}", 0, 0, "7", "correct" if direction == "lost" else "incorrect",
-                "incorrect" if direction == "lost" else "correct", "7" if direction == "lost" else "3",
-                "3" if direction == "lost" else "7", "so it is 7", "so it is 3", f"prompt {i}")  # fmt: skip
+    lost = direction == "lost"
+    flip = Flip(direction, suite, f"q{i}", 0, 0, "7", "correct" if lost else "incorrect",
+                "incorrect" if lost else "correct", "7" if lost else "3", "3" if lost else "7", "so it is 7",
+                "so it is 3")  # fmt: skip
+    return PageFlip(candidate, flip, f"prompt {i}")
 
 
 def _synthetic_page(tmp_path):
@@ -84,7 +87,7 @@ def test_flips_are_the_pairs_one_side_got_right_and_errors_are_not_flips():
     cand = [_record("a", "incorrect"), _record("b", "correct"), _record("c", "correct"), _record("d", "error"),
             _record("e", "no_answer", seed=1)]  # fmt: skip
     flips = collect_flips(base, cand, "fly", prompts={("s", "a"): "what is 3+4?"})
-    assert [(f.question_id, f.seed, f.direction) for f in flips] == [("a", 0, "lost"), ("e", 1, "lost"),
+    assert [(p.flip.question_id, p.flip.seed, p.flip.kind) for p in flips] == [("a", 0, "lost"), ("e", 1, "lost"),
                                                                      ("b", 0, "gained")]
     assert flips[0].prompt == "what is 3+4?" and flips[1].prompt is None
 
@@ -209,7 +212,8 @@ def test_outputs_show_as_text_with_the_answer_marked_even_when_they_hold_markup(
     from selenium.webdriver.common.by import By
 
     hostile = "</script><script>window.pwned=1</script><img src=x onerror='window.pwned=2'> so 3 & <b>3</b>"
-    flip = dataclasses.replace(_flip(0, "fly", "lost", "gsm8k"), candidate_output=hostile, candidate_answer="3")
+    page = _flip(0, "fly", "lost", "gsm8k")
+    flip = dataclasses.replace(page, flip=dataclasses.replace(page.flip, candidate_output=hostile, candidate_answer="3"))
     browser.get(_page_of(tmp_path, [flip]).as_uri())
     browser.find_element(By.CSS_SELECTOR, "tr.flip details summary").click()
     pres = browser.find_elements(By.CSS_SELECTOR, "tr.flip details .pair pre")
