@@ -72,7 +72,6 @@ _SETTINGS = {
     "sequential": ("policy", "margin", "alpha", "power", "order", "order_seed", "max_questions", "multiplicity",
                    "inconclusive", "missing", "on_missing", "max_errors", "drop_truncated", "allow_unknown"),
 }  # fmt: skip
-_MAX_BYTES = 64 << 20
 
 
 class ReportError(DataError):
@@ -213,16 +212,15 @@ class Evidence:
     def read(cls, path) -> Evidence:
         """Read and validate a report file (:class:`ReportError` for what the writer would not write,
         :class:`DataError` for an unreadable file)."""
+        from ._strict import load_json
+
         p = Path(path)
-        try:
-            if not p.is_file():
-                raise DataError("not a regular file" if p.exists() else "no such file", file=str(p))
-            if p.stat().st_size > _MAX_BYTES:
-                raise DataError(f"larger than {_MAX_BYTES >> 20} MiB; not a gate report", file=str(p))
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", file=str(p)) from exc
-        return cls.from_dict(_loads(text, p), path=str(p))
+        # the strict reader refuses what is not a JSON file (a FIFO, a device, gzip, UTF-16, a
+        # byte-order mark, duplicate keys, NaN, deep nesting, over the size limit): exit 3
+        data = load_json(p)
+        if not isinstance(data, dict):
+            raise DataError("a gate report is a JSON object", file=str(p), value=type(data).__name__)
+        return cls.from_dict(data, path=str(p))
 
     @classmethod
     def from_dict(cls, data: Any, *, path: str = "<report>") -> Evidence:
@@ -245,26 +243,6 @@ class Evidence:
         for c in self.candidates:
             out += [(c["name"], f["path"], f["sha256"]) for f in c["side"]["files"]]
         return out
-
-
-def _loads(text: str, path) -> Any:
-    def pairs(items):
-        keys = [k for k, _ in items]
-        dup = sorted({k for k in keys if keys.count(k) > 1})
-        if dup:
-            raise ReportError("a key appears twice in one object (the last would silently win)",
-                              file=str(path), field=dup[0])
-        return dict(items)
-
-    def constant(name):
-        raise ReportError(f"{name} is not JSON (a number must be finite)", file=str(path))
-
-    try:
-        return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"not valid JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
-    except RecursionError:
-        raise ReportError("nested too deeply to be a gate report", file=str(path)) from None
 
 
 def _parse_time(value) -> datetime.datetime:

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from pathlib import Path
 
 from .errors import DataError
 from .records import Record, RecordSet, _gc_paused, read_records, record_files
@@ -143,7 +144,10 @@ class Pairing:
 
 def load_side(path, *, drop_truncated: bool = False, allow_unknown: bool = False) -> RecordSet:
     """Read one side (a record file or a directory of them), with the SHA-256 of each file."""
-    before = _digests(record_files(path))
+    files = record_files(path)
+    if not all(Path(f).is_file() for f in files):  # a FIFO, a device, a directory: never hashed
+        read_records(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)  # names it
+    before = _digests(files)
     records = read_records(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)
     if _digests(records.files) != before:
         raise DataError("the record files changed while they were read; gate them again", file=str(path))
