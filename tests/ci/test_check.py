@@ -105,6 +105,7 @@ def test_the_served_config_and_the_harness_config_have_one_id():
     assert read_serving_config(DATA / "fly-w2.yaml").config_id() == ids()["fly-w2"]
 
 
+@pytest.mark.slow
 def test_a_lossy_config_with_passing_evidence_for_its_id_is_allowed(evidence):
     r = run(DATA / "fly-w2.yaml", "--evidence", evidence["report"])
     assert r.exit_code == 0, r.output
@@ -115,6 +116,7 @@ def test_a_lossy_config_with_passing_evidence_for_its_id_is_allowed(evidence):
 
 @pytest.mark.parametrize("name", ["fly-w2.docker.sh", "fly-w2.api_server.sh",
                                   "with-config-file.serve.sh", "fly-w2.decoding.yaml"])
+@pytest.mark.slow
 def test_the_same_deployment_in_any_format_is_allowed(evidence, name):
     assert run(DATA / name, "--evidence", evidence["report"]).exit_code == 0
 
@@ -144,6 +146,7 @@ def test_a_lossy_config_without_evidence_is_refused_naming_the_id_needed():
             f"with config id {ids()['fly-w2']}") in r.stdout
 
 
+@pytest.mark.slow
 def test_evidence_for_another_window_is_refused_showing_the_resolved_window(evidence):
     # fly-default-window.yaml leaves the window unset: W = 6, not the W = 2 that was gated
     # (its own candidate failed in this report; here we ask for a config with no candidate)
@@ -165,6 +168,7 @@ def test_an_inconclusive_verdict_is_refused(evidence):
     assert "is INCONCLUSIVE, not PASS" in reason
 
 
+@pytest.mark.slow
 def test_a_margin_looser_than_max_margin_is_refused_by_default(evidence):
     (reason,) = check(DATA / "fly-w2.yaml", evidence["margin5"]).reasons
     assert reason == "the gate's non-inferiority margin 0.05 is looser than --max-margin 0.02"
@@ -178,6 +182,7 @@ def test_max_margin_needs_a_noninferiority_gate(evidence):
                              "policy is 'mcnemar'")
 
 
+@pytest.mark.slow
 def test_evidence_older_than_max_age_is_refused(evidence):
     created = json.loads(evidence["report"].read_text())["created_at"]
     later = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) + dt.timedelta(days=31)
@@ -187,6 +192,7 @@ def test_evidence_older_than_max_age_is_refused(evidence):
     assert check(DATA / "fly-w2.yaml", evidence["report"], max_age="32d", now=later).allowed
 
 
+@pytest.mark.slow
 def test_evidence_from_the_future_is_refused(evidence):
     created = json.loads(evidence["report"].read_text())["created_at"]
     earlier = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) - dt.timedelta(hours=1)
@@ -223,6 +229,7 @@ def test_every_unmet_condition_is_listed(evidence):
     assert r.stdout.count("  refused: ") == 2  # no candidate with its id; the margin
 
 
+@pytest.mark.slow
 def test_a_key_outside_the_id_is_refused_unless_allowed(evidence):
     (reason,) = check(DATA / "fly-draft-tp.yaml", evidence["report"]).reasons
     assert "['draft_tensor_parallel_size']" in reason
@@ -234,6 +241,7 @@ def test_a_key_outside_the_id_is_refused_unless_allowed(evidence):
     assert res.notes == ("left out of the config id by --allow-key: draft_tensor_parallel_size",)
 
 
+@pytest.mark.slow
 def test_allow_key_on_the_command_line(evidence):
     args = (DATA / "fly-draft-tp.yaml", "--evidence", evidence["report"])
     assert run(*args).exit_code == 1
@@ -292,6 +300,7 @@ def test_bad_options_exit_2(args):
     assert run(DATA / "fly-w2.yaml", *args).exit_code == 2
 
 
+@pytest.mark.slow
 def test_json_output_has_the_decision_and_the_candidate(evidence):
     r = run(DATA / "fly-w2.yaml", "--evidence", evidence["report"], "--format", "json")
     out = json.loads(r.stdout)
@@ -301,6 +310,7 @@ def test_json_output_has_the_decision_and_the_candidate(evidence):
     assert out["evidence"]["candidate"]["config_id"] == out["config_id"] == ids()["fly-w2"]
 
 
+@pytest.mark.slow
 def test_the_github_step_summary_is_appended(evidence, tmp_path):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")

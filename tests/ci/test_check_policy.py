@@ -51,17 +51,20 @@ def _check(d, evidence, policy):
                                     "--policy-file", str(d / policy), "--max-margin", "0.05"])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_evidence_gated_under_the_policy_with_blocking_suites_passing_is_allowed(setup):
     r = _check(setup, "lenient.json", "lenient.yaml")
     assert r.exit_code == 0, r.output
 
 
+@pytest.mark.slow
 def test_a_suite_the_check_policy_makes_blocking_must_have_passed_as_blocking(setup):
     r = _check(setup, "lenient.json", "strict.yaml")
     assert r.exit_code == 1
     assert "suite math500 was gated at tier 'advisory'; the policy makes it blocking" in r.output
 
 
+@pytest.mark.slow
 def test_evidence_without_a_policy_file_is_refused(setup):
     r = _check(setup, "plain.json", "lenient.yaml")
     assert r.exit_code == 1 and "gated without a policy file" in r.output

@@ -53,6 +53,7 @@ def test_inconclusive_exit_code_can_be_mapped(write, mapping, code):
     assert report["verdict"] == "INCONCLUSIVE" and report["exit_code"] == code
 
 
+@pytest.mark.slow
 def test_25_lost_2_gained_of_428_fails(fly_lossy):
     r = run("gate", *fly_lossy, "--margin", 0.02)
     assert r.exit_code == 1, r.output
@@ -80,6 +81,7 @@ def test_duplicated_keys_are_a_data_error(write, records_of):
     assert "baseline: 2 duplicated keys" in r.output and "b.jsonl:1 and" in r.output
 
 
+@pytest.mark.slow
 def test_a_missing_question_is_a_data_error_unless_dropped(write):
     base, cand = write("b.jsonl", ["correct"] * 200), write("c.jsonl", ["correct"] * 199, config="c")
     r = run("gate", base, cand, "--margin", 0.02)
@@ -103,6 +105,7 @@ def test_a_truncated_last_line_is_a_data_error_unless_dropped(write):
     assert r.exit_code == 0 and "note: dropped" in r.output and "c.jsonl:201: incomplete last line" in r.output
 
 
+@pytest.mark.slow
 def test_an_error_outcome_is_a_data_error_unless_allowed(write):
     base = write("b.jsonl", ["correct"] * 200)
     cand = write("c.jsonl", ["correct"] * 199 + ["error"], config="c")
@@ -149,6 +152,7 @@ def test_a_missing_file_is_a_usage_error(fly_lossy, tmp_path):
     assert run("gate", fly_lossy[0], tmp_path / "absent.jsonl", "--margin", 0.02).exit_code == 2
 
 
+@pytest.mark.slow
 def test_json_report_is_the_evidence_for_check(fly_lossy, tmp_path):
     out = tmp_path / "evidence" / "REPORT.json"
     r = run("gate", *fly_lossy, "--margin", 0.02, "--format", "json", "--output", out)
@@ -173,6 +177,7 @@ def test_json_report_is_the_evidence_for_check(fly_lossy, tmp_path):
     assert report["verdict"] == "FAIL" and report["exit_code"] == 1
 
 
+@pytest.mark.slow
 def test_markdown_file_and_github_step_summary(fly_lossy, tmp_path):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
@@ -197,6 +202,7 @@ def test_several_seeds_make_the_question_the_unit(write, records_of):
     assert pooled["pvalue_two_sided"] == pytest.approx(0.2378, abs=1e-4)  # 2*P(Bin(18,1/2) <= 6)
 
 
+@pytest.mark.slow
 def test_suites_are_reported_and_pooled(write, records_of, table):
     b1, c1 = table(150, 8, 2, 40)
     b2, c2 = table(60, 1, 3, 36)
@@ -228,6 +234,7 @@ def test_holm_adjusted_p_values():
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
 
 
+@pytest.mark.slow
 def test_directories_are_record_sets(write, tmp_path):
     (tmp_path / "runs" / "base").mkdir(parents=True)
     (tmp_path / "runs" / "cand").mkdir()
@@ -239,6 +246,7 @@ def test_directories_are_record_sets(write, tmp_path):
     assert r.exit_code == 0 and json.loads(r.output)["candidates"][0]["pooled"]["pairs"] == 500
 
 
+@pytest.mark.slow
 def test_the_library_call_is_what_the_command_prints(fly_lossy):
     report = run_gate(fly_lossy[0], [fly_lossy[1]], margin=0.02)
     printed = json.loads(run("gate", *fly_lossy, "--margin", 0.02, "--format", "json").output)
@@ -303,6 +311,7 @@ def test_records_mode_labels_are_reported(write, records_of):
 
 
 @pytest.mark.parametrize("how", ["error", "missing"])
+@pytest.mark.slow
 def test_losses_hidden_as_errors_or_gaps_do_not_pass(write, table, records_of, how):
     # issue 16: a lossy candidate's lost answers recorded as `error` (--max-errors 30) or left
     # out (--on-missing drop) turned FAIL into PASS; 26 of its 60 lost pairs are hidden here

@@ -35,6 +35,7 @@ def _policy(tmp_path, text, name="policy.yaml"):
     return path
 
 
+@pytest.mark.slow
 def test_a_blocking_suite_that_fails_fails_the_gate(tmp_path, two_suites):
     policy = _policy(tmp_path, "suites:\n  gsm8k: {margin: 0.02}\n  math500: {margin: 0.02}\n")
     r = CliRunner().invoke(cli, ["gate", *map(str, two_suites), "--policy-file", str(policy)])
@@ -48,6 +49,7 @@ def test_a_blocking_suite_that_fails_fails_the_gate(tmp_path, two_suites):
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_same_loss_on_a_warning_suite_is_a_warning_not_a_failure(tmp_path, two_suites):
     policy = _policy(tmp_path, "suites:\n  gsm8k: {margin: 0.02}\n  math500: {margin: 0.02, tier: warning}\n")
     r = CliRunner().invoke(cli, ["gate", *map(str, two_suites), "--policy-file", str(policy), "--format", "json"])
@@ -62,6 +64,7 @@ def test_the_same_loss_on_a_warning_suite_is_a_warning_not_a_failure(tmp_path, t
     assert report["settings"]["suite_policy"]["suites"]["math500"] == {"margin": 0.02, "drop": "absolute", "tier": "warning"}
 
 
+@pytest.mark.slow
 def test_a_relative_drop_is_a_fraction_of_the_baseline_accuracy(tmp_path, two_suites):
     # math500 baseline accuracy (500 + 45) / 1000 = 54.5%: a 10% relative drop is 5.45 points
     policy = read_policy(_policy(tmp_path, "suites:\n  gsm8k: {margin: 0.02}\n  math500: {margin: 0.1, drop: relative}\n"))
@@ -79,12 +82,14 @@ def test_a_relative_drop_is_a_fraction_of_the_baseline_accuracy(tmp_path, two_su
     assert report.margin == pytest.approx(0.0545)
 
 
+@pytest.mark.slow
 def test_a_blocking_suite_without_records_fails_closed(tmp_path, two_suites):
     policy = _policy(tmp_path, "suites:\n  gsm8k: {margin: 0.02}\n  math500: {margin: 0.02}\n  aime25: {margin: 0.1}\n")
     r = CliRunner().invoke(cli, ["gate", *map(str, two_suites), "--policy-file", str(policy)])
     assert r.exit_code == 3 and "blocking suites of the policy have no records: aime25" in r.output
 
 
+@pytest.mark.slow
 def test_a_suite_the_policy_does_not_cover_is_refused_unless_a_default_covers_it(tmp_path, two_suites):
     policy = _policy(tmp_path, "suites:\n  gsm8k: {margin: 0.02}\n")
     r = CliRunner().invoke(cli, ["gate", *map(str, two_suites), "--policy-file", str(policy)])

@@ -37,6 +37,7 @@ def test_demo_runs_every_mode_and_prints_the_gate_and_speed_tables(tmp_path):
     assert m["status"] == "complete" and all(c["info"]["device"] == "cpu" for c in m["configs"].values())
 
 
+@pytest.mark.slow
 def test_demo_says_its_fail_is_the_expected_finding_and_that_it_succeeded(tmp_path):
     from qualgate.cli.demo import demo_outcome
 

@@ -103,6 +103,7 @@ def test_the_resume_fingerprint_covers_every_engine_option_but_transport(plan_fa
         assert plan_fingerprint(_with_options(plan, "standard", **option), suites) == base, option
 
 
+@pytest.mark.slow
 def test_resume_refuses_changed_chat_template_kwargs(plan_factory, tmp_path):
     path = plan_factory(configs=("target",), questions=2, seeds=(0,))
     out = tmp_path / "out"
@@ -113,6 +114,7 @@ def test_resume_refuses_changed_chat_template_kwargs(plan_factory, tmp_path):
     assert result.exit_code == 3 and "chat_template_kwargs" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_manifest_from_an_older_fingerprint_is_not_resumed(plan_factory, tmp_path):
     path = plan_factory(configs=("target",), questions=2, seeds=(0,))
     out = tmp_path / "out"

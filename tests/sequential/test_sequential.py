@@ -93,6 +93,7 @@ def test_differences_outside_minus_one_one_are_rejected():
         sequential_noninferiority([0.0, 2.0], margin=0.02)
 
 
+@pytest.mark.slow
 def test_with_a_budget_power_stays_within_3_points_of_the_fixed_gate_on_that_budget():
     # issue 14: the futility rule sized for 80 % power gave up power whatever the budget. Same
     # simulated data for both gates (one seed, 6 % discordance, no loss, budget 800 questions);
@@ -108,6 +109,7 @@ def test_with_a_budget_power_stays_within_3_points_of_the_fixed_gate_on_that_bud
     assert sequential >= fixed - 0.03
 
 
+@pytest.mark.slow
 def test_with_a_budget_the_pass_rate_at_the_margin_is_at_most_alpha():
     from qualgate.stats._sequential import _FINAL, _PASS
 

@@ -65,6 +65,7 @@ def test_too_few_questions_is_inconclusive_and_exits_4(tmp_path):
     assert "ran out" in r.output
 
 
+@pytest.mark.slow
 def test_budget_is_respected(tmp_path):
     b, c = pair(tmp_path, 3000, 0, 0)
     r = invoke(b, c, "--margin", "0.002", "--max-questions", "50", "--format", "json")

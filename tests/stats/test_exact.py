@@ -63,6 +63,7 @@ def test_p_value_below_alpha_exactly_in_the_critical_region():
             assert (exact_pvalue(b, c, n, delta) < 0.05) == (z <= z_crit + 1e-9)
 
 
+@pytest.mark.slow
 def test_exact_p_value_is_at_least_the_score_p_value_at_its_worst_discordance():
     # the supremum includes the nuisance the asymptotic test effectively plugs in: spot check
     # that the exact test is the more conservative on ordinary tables

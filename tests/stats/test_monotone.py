@@ -58,6 +58,7 @@ def check(before, after_lost, after_gained):
 
 
 @pytest.mark.parametrize(("max_seeds", "examples"), [(5, 300), (1, 150)], ids=["several-seeds", "one-seed"])
+@pytest.mark.slow
 def test_clustered_bound_is_monotone_in_lost_and_gained_pairs(max_seeds, examples):
     @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(clustered_designs(max_seeds=max_seeds))

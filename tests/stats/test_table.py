@@ -81,6 +81,7 @@ def test_is_frozen():
 
 @settings(deadline=None)  # timing varies on shared CI cores
 @given(paired_tables())
+@pytest.mark.slow
 def test_methods_delegate_to_the_functions(table):
     assert table.mcnemar(alternative="less") == mcnemar(table.lost, table.gained, alternative="less")
     counts = (table.both_correct, table.lost, table.gained, table.both_wrong)

@@ -135,6 +135,7 @@ def test_math_verify_base_subscripts_must_agree():
     assert not math_verify("52_9", "52_8")
 
 
+@pytest.mark.slow
 def test_math_verify_times_out_in_the_main_thread_without_hanging():
     assert threading.current_thread() is threading.main_thread()
     start = time.monotonic()

@@ -102,6 +102,7 @@ def test_every_math500_gold_answer_parses_and_matches_itself_in_math_verify(real
     assert failures == []
 
 
+@pytest.mark.slow
 def test_math500_golds_written_differently_grade_correct(real_suite):
     suite = real_suite("math500")
     for q in suite.questions:
