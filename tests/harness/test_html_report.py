@@ -215,8 +215,12 @@ def test_outputs_show_as_text_with_the_answer_marked_even_when_they_hold_markup(
     page = _flip(0, "fly", "lost", "gsm8k")
     flip = dataclasses.replace(page, flip=dataclasses.replace(page.flip, candidate_output=hostile, candidate_answer="3"))
     browser.get(_page_of(tmp_path, [flip]).as_uri())
+    from selenium.webdriver.support.ui import WebDriverWait
+
     browser.find_element(By.CSS_SELECTOR, "tr.flip details summary").click()
-    pres = browser.find_elements(By.CSS_SELECTOR, "tr.flip details .pair pre")
+    # the details are built on the toggle event, which fires asynchronously after the click
+    pres = WebDriverWait(browser, 10).until(
+        lambda b: b.find_elements(By.CSS_SELECTOR, "tr.flip details .pair pre") or False)
     assert pres[1].text == hostile.replace("<b>3</b>", "<b>3</b>")
     assert pres[1].find_element(By.TAG_NAME, "mark").text == "3"
     assert pres[0].find_element(By.TAG_NAME, "mark").text == "7"
