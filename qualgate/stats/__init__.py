@@ -7,7 +7,10 @@ the *loss* its negative; ``alternative='less'`` means the candidate is worse.
 Tests and intervals
     :class:`PairedTable`, :func:`mcnemar`, :func:`paired_difference_ci`,
     :func:`noninferiority` (asymptotic score test, or ``method='exact'``: the exact
-    unconditional test the gate uses with one seed)
+    unconditional test the gate uses with one seed), :func:`discordance_interval`
+    (Clopper-Pearson interval of the discordant fraction, for A/A calibration)
+Multiplicity
+    :func:`holm` (Holm's step-down adjusted p-values, across the gate's candidates)
 Design
     :func:`mcnemar_sample_size`, :func:`mcnemar_power`, :func:`mcnemar_detectable_loss`,
     :func:`noninferiority_sample_size`, :func:`noninferiority_power`,
@@ -21,7 +24,9 @@ Sequential (stop as soon as the verdict is decided)
 
 import importlib
 
+from ._discordance import discordance_interval
 from ._mcnemar import McNemarResult, mcnemar
+from ._multiplicity import holm
 from ._noninferiority import NoninferiorityResult, noninferiority
 from ._paired_ci import ConfidenceInterval, paired_difference_ci
 from ._power import (
@@ -81,6 +86,8 @@ __all__ = [
     "clustered_mcnemar",
     "clustered_noninferiority",
     "design_effect",
+    "discordance_interval",
+    "holm",
     "mcnemar",
     "mcnemar_detectable_loss",
     "mcnemar_power",
