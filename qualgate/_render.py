@@ -17,6 +17,7 @@ from pathlib import Path
 __all__ = [
     "append_step_summary",
     "fmt_p",
+    "fmt_p_is",
     "fmt_points",
     "fmt_pct",
     "json_ready",
@@ -159,3 +160,15 @@ def fmt_p(p) -> str:
     if p < 1e-10:
         return "<1e-10"
     return f"{p:.3g}" if p < 0.001 else f"{p:.3f}"
+
+
+def fmt_p_is(p) -> str:
+    """A p-value in a sentence: ``'p = 0.012'``, or ``'p < 1e-10'`` below that.
+
+    Examples
+    --------
+    >>> fmt_p_is(0.0123), fmt_p_is(1e-12)
+    ('p = 0.012', 'p < 1e-10')
+    """
+    text = fmt_p(p)
+    return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"

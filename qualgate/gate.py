@@ -8,8 +8,17 @@ Layers, each usable on its own (the sequential gate reuses the lower ones):
 3. :func:`decide` is the decision rule, a pure function of two p-values (vectorised);
 4. :func:`gate` applies it to several candidates with Holm's adjustment and sets the exit
    code; :func:`run_gate` goes from paths to a :class:`GateReport`;
-5. :func:`render_text` / :func:`render_markdown` render it; ``GateReport.evidence()`` is the
-   report file (:mod:`qualgate.evidence`, the one writer and reader of gate reports).
+5. :mod:`qualgate.gate_render` renders it; ``GateReport.evidence()`` is the report file
+   (:mod:`qualgate.evidence`, the one writer and reader of gate reports).
+
+The A/A calibration of two runs that should be equivalent is :mod:`qualgate.calibration`.
+
+This module is longer than the others (about 700 lines) because it is the decision and only
+the decision: layers 2 to 4 are one chain (a scope's statistics, the rule, Holm's adjustment
+across candidates, the notes on incomplete pairs) that shares the verdict wording and the
+names of the tests, and the policies below are documented once, here. Should it need
+splitting, the seam is between layer 2 (:class:`Analysis`, :func:`analyze`: one scope) and
+layer 4 (:class:`Comparison`, :class:`GateReport`, :func:`gate`: the candidates).
 
 Policies
 --------
@@ -54,45 +63,37 @@ from pathlib import Path
 
 import numpy as np
 
-from ._render import fmt_p, fmt_pct, fmt_points, markdown_section, markdown_table, text_table
-from .errors import DataError, ExitCode
+from ._render import fmt_p_is, fmt_pct, fmt_points
+from .errors import DataError
 from .evidence import MISSING, Evidence, decide_exit, names, now
 from .flips import Flips, find_flips
-from .flips import render_markdown as render_flips_markdown
 from .pairing import Pairing, Side, pair_records
 from .policy import Policy
 from .stats import (
     ClusteredTable,
     ConfidenceInterval,
+    _checks,
     clustered_difference_ci,
     clustered_mcnemar,
     clustered_noninferiority,
+    holm,
     mcnemar,
     mcnemar_power,
     noninferiority,
     noninferiority_sample_size,
     stratified_score_test,
 )
-from .stats import _checks
 
 __all__ = [
     "INCONCLUSIVE_AS",
     "POLICIES",
     "WEIGHTINGS",
     "Analysis",
-    "CalibrationReport",
     "Comparison",
     "GateReport",
     "analyze",
-    "calibrate",
     "decide",
     "gate",
-    "holm",
-    "render_calibration_markdown",
-    "render_calibration_text",
-    "render_markdown",
-    "render_text",
-    "run_calibration",
     "run_gate",
 ]
 
@@ -158,24 +159,6 @@ def decide(policy, *, pvalue_noninferiority, pvalue_loss, alpha):
             np.asarray(pvalue_noninferiority) < alpha, PASS, np.where(loss_significant, FAIL, INCONCLUSIVE)
         )
     return str(out) if out.ndim == 0 else out
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (reject hypothesis i when adjusted p_i < alpha).
-
-    Examples
-    --------
-    >>> holm([0.01, 0.04, 0.03])
-    [0.03, 0.06, 0.06]
-    """
-    p = np.asarray(pvalues, dtype=float)
-    m = len(p)
-    order = np.argsort(p, kind="stable")
-    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out = np.empty(m)
-    out[order] = adjusted
-    return [float(round(x, 15)) for x in out]
-
 
 # ------------------------------------------------------------------------ one scope
 
@@ -384,11 +367,6 @@ def _more_questions(loss, discordant, margin, alpha, deff, pairs_per_question, q
     return max(0, math.ceil(pairs * deff / pairs_per_question) - questions)
 
 
-def _p_is(p) -> str:
-    text = fmt_p(p)
-    return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
-
-
 def _reason(policy, verdict, ni, p_loss, margin, alpha, discordant, more, power, clustered):
     level = f"{1 - alpha:.0%}"
     ub, m = fmt_points(ni.upper_bound), fmt_points(margin)
@@ -396,13 +374,13 @@ def _reason(policy, verdict, ni, p_loss, margin, alpha, discordant, more, power,
     unit = " (questions as clusters)" if clustered else ""
     if policy == "mcnemar":
         if verdict == FAIL:
-            return f"the candidate loses {loss} points and the exact test{unit} finds the loss significant ({_p_is(p_loss)} <= {alpha:g})"
-        return f"no significant loss (observed loss {loss} points, {_p_is(p_loss)}); power to detect a {m}-point loss is {power:.0%}"
+            return f"the candidate loses {loss} points and the exact test{unit} finds the loss significant ({fmt_p_is(p_loss)} <= {alpha:g})"
+        return f"no significant loss (observed loss {loss} points, {fmt_p_is(p_loss)}); power to detect a {m}-point loss is {power:.0%}"
     if verdict == PASS:
         return f"the loss is at most {ub} points ({level} upper bound{unit}), below the {m}-point margin"
     if verdict == FAIL:
         return (
-            f"the candidate loses {loss} points, significantly ({_p_is(p_loss)}), and the "
+            f"the candidate loses {loss} points, significantly ({fmt_p_is(p_loss)}), and the "
             f"{m}-point margin cannot be excluded (upper bound {ub} points)"
         )
     tail = (
@@ -573,7 +551,7 @@ def _decide_all(pairings, policy, margin, alpha, weighting, suite_policy=None):
             reason = a.reason
             if verdict != a.verdict:
                 reason = (f"{a.reason}; but after Holm's adjustment across {len(pairings)} candidates "
-                          f"(adjusted {_p_is(p_adj)}) the verdict is {verdict}")  # fmt: skip
+                          f"(adjusted {fmt_p_is(p_adj)}) the verdict is {verdict}")  # fmt: skip
         else:
             verdict, p_adj, reason, tiers, suite_verdicts, more = suite_policy.decide(
                 suites, {j: adjusted[i, j] for ii, j in units if ii == i}, verdict_at, len(units))
@@ -719,11 +697,13 @@ def run_gate(
     if isinstance(candidates, (str, Path)):
         candidates = [candidates]
     _check_settings(policy, margin if margin is not None else 0.5, alpha, weighting, inconclusive)
+    from .importers import load_records
+
     opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
-    base = _read_side(baseline, input_format, import_options, drop_truncated, allow_unknown)
+    base = load_records(baseline, fmt=input_format, options=import_options, **opts)
     pairings, flips = [], []
     for c in candidates:
-        cand = _read_side(c, input_format, import_options, drop_truncated, allow_unknown)
+        cand = load_records(c, fmt=input_format, options=import_options, **opts)
         pairings.append(pair_records(base, cand, on_missing=on_missing, max_errors=max_errors,
                                      on_prompt_mismatch=on_prompt_mismatch))  # fmt: skip
         flips.append(find_flips(base, cand))
@@ -744,306 +724,3 @@ def _check_baseline_config(description, side: Side) -> None:
             file=side.path, field="config_id",
         )
 
-
-def _read_side(path, input_format, import_options, drop_truncated, allow_unknown):
-    from .importers import load_records
-
-    return load_records(path, fmt=input_format, options=import_options, drop_truncated=drop_truncated,
-                        allow_unknown=allow_unknown)  # fmt: skip
-
-
-# ------------------------------------------------------------------------ rendering
-
-def _headers(report: GateReport) -> list[str]:
-    tier = ["tier", "margin"] if report.suite_policy else []
-    return [
-        "candidate", "suite", *tier, "questions", "pairs", "acc B", "acc C", "lost", "gained", "net",
-        "no-ans B/C", "p loss", "p NI", f"{1 - 2 * report.alpha:.0%} CI diff (pts)",
-        f"loss UB {1 - report.alpha:.0%}", "verdict",
-    ]  # fmt: skip
-
-
-def _row(name, a: Analysis, verdict=None):
-    low, high = a.ci_difference
-    return [
-        name, a.scope, f"{a.questions:,}", f"{a.pairs:,}", fmt_pct(a.accuracy_baseline), fmt_pct(a.accuracy_candidate),
-        a.lost, a.gained, f"{a.net:+d}", f"{a.no_answer_baseline}/{a.no_answer_candidate}",
-        fmt_p(a.pvalue_loss), fmt_p(a.pvalue_noninferiority),
-        f"[{fmt_points(low, sign=True)}, {fmt_points(high, sign=True)}]", fmt_points(a.loss_upper_bound),
-        verdict or a.verdict,
-    ]  # fmt: skip
-
-
-def _rows(report: GateReport):
-    rows = []
-    for c in report.comparisons:
-        if report.suite_policy is not None:  # every suite with its tier; blocking verdicts in capitals
-            for a, tier, v in zip(c.suites, c.tiers, c.suite_verdicts):
-                row = _row(c.name, a, v if tier == "blocking" else v.lower())
-                rows.append(row[:2] + [tier, fmt_points(a.margin)] + row[2:])
-            row = _row(c.name, c.pooled, c.pooled.verdict.lower())
-            rows.append(row[:1] + ["pooled (info)", "—", fmt_points(c.pooled.margin)] + row[2:])
-            continue
-        if len(c.suites) > 1:
-            rows += [_row(c.name, a, a.verdict.lower()) for a in c.suites]
-        rows.append(_row(c.name, c.pooled, c.verdict))
-    return rows
-
-
-def _header(report: GateReport) -> str:
-    b = report.baseline
-    policy = (
-        f"non-inferiority, margin {fmt_points(report.margin)} points"
-        if report.policy == "noninferiority"
-        else f"McNemar (power at a {fmt_points(report.margin)}-point loss)"
-    )
-    if report.suite_policy is not None:
-        policy = f"{report.policy}, per-suite margins and tiers from {report.suite_policy.path}"
-    return (
-        f"qualgate gate: {policy}, alpha {report.alpha:g} one-sided, suites {report.weighting}\n"
-        f"baseline: {b.path} (config {b.config_id}" + (f", mode {b.mode}" if b.mode else "") + ")"
-    )
-
-
-def _decided_by(report: GateReport) -> list[str]:
-    """Per side, the share of records each extractor decided (beside the no-answer column)."""
-    sides = [("baseline", report.baseline)] + [(c.name, c.candidate) for c in report.comparisons]
-    out = []
-    for name, side in sides:
-        if side.decided_by and side.n_records:
-            shares = [f"{label} {fmt_pct(n / side.n_records)}" for label, n in side.decided_by]
-            none = side.n_records - sum(n for _, n in side.decided_by)
-            shares += [f"none {fmt_pct(none / side.n_records)}"] if none else []
-            out.append(f"decided by, {name} ({side.n_records:,} records): {', '.join(shares)}")
-    return out
-
-
-def render_text(report: GateReport) -> str:
-    """The aligned text table, the share decided by each extractor, one sentence per candidate
-    and any notes."""
-    out = [_header(report), "", text_table(_rows(report), _headers(report))]
-    out += _decided_by(report) + [""]
-    for c in report.comparisons:
-        a = c.pooled
-        unit = f"; {a.pairs_per_question} pairs per question, design effect {a.design_effect:.2f}" if a.clustered else ""
-        out.append(f"{c.name}: {c.verdict}: {c.reason}{unit}.")
-        out += [f"  note: {n}" for n in c.notes]
-    if report.suite_policy is not None:
-        out.append("(policy file: blocking suites decide, in capitals; warning and advisory suites and the "
-                   "pooled row are for information)")
-    elif any(len(c.suites) > 1 for c in report.comparisons):
-        out.append("(per-suite verdicts, in lower case, are for information; the pooled row decides)")
-    flipped = [c for c in report.comparisons if c.flips is not None and c.flips.flips]
-    if flipped:
-        out.append("flips: " + "; ".join(f"{c.name} {len(c.flips.lost)} lost, {len(c.flips.gained)} gained"
-                                         for c in flipped) + " (every one: qualgate flips BASELINE CANDIDATE)")
-    code = report.exit_code
-    out.append(f"verdict: {report.verdict} (exit {code})")
-    return "\n".join(out) + "\n"
-
-
-def render_markdown(report: GateReport) -> str:
-    """The report as a markdown section (for ``--markdown`` and the GitHub step summary)."""
-    items = list(_decided_by(report))
-    for c in report.comparisons:
-        items.append(f"**{c.name}**: {c.verdict}: {c.reason}.")
-        items += [f"  note: {n}" for n in c.notes]
-    page = markdown_section(f"qualgate gate: {report.verdict}", _header(report), _rows(report),
-                            _headers(report), items)  # fmt: skip
-    for c in report.comparisons:
-        if c.flips is not None:
-            page += "\n" + render_flips_markdown(c.flips, c.name)
-    return page
-
-
-# ------------------------------------------------------------------------ A/A calibration
-
-
-@dataclasses.dataclass(frozen=True)
-class CalibrationReport:
-    """Two runs that should be equivalent (A/A): their discordance and whether they agree.
-
-    ``sample_sizes``: for each loss, the questions a gate would need at the observed
-    discordance and at its upper confidence bound: ``mcnemar`` to detect that loss (one-sided
-    exact-level normal approximation, power 80%) and ``noninferiority`` to pass with that loss
-    as the margin when the true loss is 0. With clusters the pair counts are inflated by the
-    design effect and divided by the pairs per question.
-    """
-
-    created_at: str
-    run_a: Side
-    run_b: Side
-    alpha: float
-    power: float
-    questions: int
-    pairs: int
-    pairs_per_question: int
-    clustered: bool
-    design_effect: float
-    both_correct: int
-    a_only: int  #: A correct, B wrong
-    b_only: int  #: A wrong, B correct
-    both_wrong: int
-    accuracy_a: float
-    accuracy_b: float
-    discordant: float
-    discordant_ci: ConfidenceInterval
-    pvalue: float  #: two-sided test of no net difference
-    test_method: str
-    ci_difference: ConfidenceInterval  #: accuracy(B) − accuracy(A), level 1 − alpha
-    consistent: bool
-    sample_sizes: tuple[dict, ...]
-    notes: tuple[str, ...] = ()
-
-    @property
-    def exit_code(self) -> int:
-        return int(ExitCode.OK if self.consistent else ExitCode.FAIL)
-
-    def to_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out["run_a"], out["run_b"] = self.run_a.to_dict(), self.run_b.to_dict()
-        out["discordant_ci"], out["ci_difference"] = list(self.discordant_ci), list(self.ci_difference)
-        out["sample_sizes"], out["notes"] = list(self.sample_sizes), list(self.notes)
-        return {"kind": "qualgate.calibration_report", "version": 1, **out, "exit_code": self.exit_code}
-
-
-def _discordance_ci(discordant_pairs, n, deff, alpha):
-    """Clopper-Pearson interval on the effective sample size n/deff (Korn & Graubard 1998)."""
-    from scipy import stats
-
-    n_eff = n / deff
-    x = discordant_pairs / deff
-    low = 0.0 if x <= 0 else float(stats.beta.ppf(alpha / 2, x, n_eff - x + 1))
-    high = 1.0 if x >= n_eff else float(stats.beta.ppf(1 - alpha / 2, x + 1, n_eff - x))
-    return ConfidenceInterval(low, high)
-
-
-def calibrate(
-    pairing: Pairing,
-    *,
-    losses: Sequence[float] = (0.01, 0.02, 0.03),
-    alpha: float = 0.05,
-    power: float = 0.8,
-) -> CalibrationReport:
-    """A/A calibration of a pairing of two runs that should be equivalent.
-
-    Tests that the net difference is null (two-sided exact McNemar, or the exact sign-flip
-    test with several pairs per question); a significant difference (p <= alpha) points at a
-    harness or engine bug. Reports the discordant fraction with its 1 − alpha interval and the
-    questions a gate needs for each loss in ``losses``.
-    """
-    alpha = _checks.real("alpha", alpha, low=0.0, high=0.5)
-    power = _checks.real("power", power, low=0.5, high=1.0, low_open=False)
-    losses = [_checks.real("losses", x, low=0.0, high=1.0) for x in losses]
-    clustered = pairing.max_cluster_size > 1
-    t = ClusteredTable.from_outcomes(pairing.question, pairing.baseline_correct, pairing.candidate_correct)
-    deff = t.design_effect if clustered else 1.0
-    if clustered:
-        test = clustered_mcnemar(t, alternative="two-sided")
-        method = "sign-flip-exact"
-    else:
-        test = mcnemar(t.lost, t.gained, alternative="two-sided")
-        method = "mcnemar-exact"
-    psi = (t.lost + t.gained) / t.n
-    psi_ci = _discordance_ci(t.lost + t.gained, t.n, deff, alpha)
-    ci = clustered_difference_ci(t, confidence_level=1 - alpha, design_effect=None if clustered else 1.0)
-    per_q = t.n / t.clusters
-    sizes, notes = [], []
-    for loss in losses:
-        for at, d in (("observed", psi), ("upper", psi_ci.high)):
-            used = max(d, loss)
-            row = {"loss": loss, "at": at, "discordant": d, "discordant_used": used}
-            mc = _questions(
-                lambda: _mcnemar_n(loss, used, alpha, power), deff, per_q
-            )
-            ni = _questions(
-                lambda: noninferiority_sample_size(loss, used, alpha=alpha, power=power).n, deff, per_q
-            )
-            sizes.append(row | {"mcnemar": mc, "noninferiority": ni})
-            if used > d:
-                note = (f"a loss of {fmt_points(loss)} points makes at least that fraction of pairs "
-                        f"discordant, so its sample sizes use a discordance of {fmt_pct(used)}")  # fmt: skip
-                if note not in notes:
-                    notes.append(note)
-    consistent = test.pvalue > alpha
-    if not consistent:
-        notes.append(
-            f"the two runs differ significantly ({_p_is(test.pvalue)}): runs that should be "
-            "equivalent are not; look for a harness or engine bug (prompts, seeds, grading, batching)"
-        )
-    return CalibrationReport(
-        now(), pairing.baseline, pairing.candidate, alpha, power, t.clusters, t.n, t.max_cluster_size,
-        clustered, deff, t.both_correct, t.lost, t.gained, t.both_wrong,
-        (t.both_correct + t.lost) / t.n, (t.both_correct + t.gained) / t.n, psi, psi_ci,
-        test.pvalue, method, ci, consistent, tuple(sizes), tuple(_reading_notes(pairing) + list(pairing.notes) + notes),
-    )  # fmt: skip
-
-
-def _mcnemar_n(loss, discordant, alpha, power):
-    from .stats import mcnemar_sample_size
-
-    return mcnemar_sample_size(loss, discordant, alpha=alpha, power=power, alternative="less").n
-
-
-def _questions(solve, deff, per_question):
-    try:
-        pairs = solve()
-    except ValueError:
-        return None
-    return math.ceil(pairs * deff / per_question)
-
-
-def run_calibration(run_a, run_b, *, losses=(0.01, 0.02, 0.03), alpha=0.05, power=0.8, on_missing="error",
-                    max_errors=0, drop_truncated=False, allow_unknown=False, input_format="auto",
-                    import_options=None, on_prompt_mismatch="error") -> CalibrationReport:  # fmt: skip
-    """Read and pair two runs (files, directories or other tools' logs), then :func:`calibrate`."""
-    a, b = (_read_side(r, input_format, import_options, drop_truncated, allow_unknown) for r in (run_a, run_b))
-    pairing = pair_records(a, b, on_missing=on_missing, max_errors=max_errors, on_prompt_mismatch=on_prompt_mismatch)
-    return calibrate(pairing, losses=losses, alpha=alpha, power=power)
-
-
-def _calibration_rows(r: CalibrationReport):
-    rows = []
-    for s in r.sample_sizes:
-        rows.append([
-            fmt_points(s["loss"]), s["at"], fmt_pct(s["discordant_used"], 2),
-            f"{s['mcnemar']:,}" if s["mcnemar"] is not None else "—",
-            f"{s['noninferiority']:,}" if s["noninferiority"] is not None else "—",
-        ])  # fmt: skip
-    return rows
-
-
-_CAL_HEADERS = ["loss (pts)", "discordance", "ψ used", "questions (McNemar)", "questions (non-inferiority)"]
-
-
-def _calibration_summary(r: CalibrationReport) -> list[str]:
-    level = f"{1 - r.alpha:.0%}"
-    unit = (
-        f", {r.pairs_per_question} pairs per question, design effect {r.design_effect:.2f}" if r.clustered else ""
-    )
-    low, high = r.discordant_ci
-    dlow, dhigh = r.ci_difference
-    return [
-        f"A: {r.run_a.path} (config {r.run_a.config_id})   B: {r.run_b.path} (config {r.run_b.config_id})",
-        f"{r.questions:,} questions, {r.pairs:,} pairs{unit}",
-        f"accuracy A {fmt_pct(r.accuracy_a)}, B {fmt_pct(r.accuracy_b)}; A only {r.a_only}, B only {r.b_only}",
-        f"discordant {fmt_pct(r.discordant, 2)} ({level} CI {fmt_pct(low, 2)} to {fmt_pct(high, 2)})",
-        f"difference B − A {fmt_points(r.accuracy_b - r.accuracy_a, sign=True)} points ({level} CI "
-        f"{fmt_points(dlow, sign=True)} to {fmt_points(dhigh, sign=True)}); test of no difference "
-        f"({r.test_method}) {_p_is(r.pvalue)}: {'consistent' if r.consistent else 'NOT consistent'}",
-    ]
-
-
-def render_calibration_text(r: CalibrationReport) -> str:
-    out = ["qualgate calibrate (A/A)"] + _calibration_summary(r) + [""]
-    out.append(text_table(_calibration_rows(r), _CAL_HEADERS))
-    out += [f"note: {n}" for n in r.notes]
-    return "\n".join(out) + "\n"
-
-
-def render_calibration_markdown(r: CalibrationReport) -> str:
-    out = [f"### qualgate calibrate: {'consistent' if r.consistent else 'NOT consistent'}", ""]
-    out += [f"- {line}" for line in _calibration_summary(r)] + [""]
-    out.append(markdown_table(_calibration_rows(r), _CAL_HEADERS))
-    out += [f"- note: {n}" for n in r.notes]
-    return "\n".join(out) + "\n"

@@ -12,7 +12,7 @@ What it shows, in order:
 4. the mean acceptance length per speculative config;
 5. for a sequential run, the always-valid bounds of the loss against the questions used;
 6. the A/A check: the discordance of each lossless candidate with the baseline
-   (:func:`qualgate.gate.calibrate`), where the run has one;
+   (:func:`qualgate.calibration.calibrate`), where the run has one;
 7. the flips: every question a candidate lost or gained against the baseline, with the prompt,
    both outputs side by side (extracted answers highlighted) and the gold answer, filterable
    by candidate, suite and direction;
@@ -22,7 +22,7 @@ What it shows, in order:
 :func:`gate_html` from a gate report and its record files (``qualgate gate ... --html``). The
 statistics are never recomputed for the verdicts: they come from the gate report. Only the
 sequential trajectory (the bounds at earlier looks) is recomputed from the records with the
-same public test, and the A/A discordance with :func:`qualgate.gate.calibrate`.
+same public test, and the A/A discordance with :func:`qualgate.calibration.calibrate`.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def _sequential_paths(gate: Mapping, pairings: Mapping[str, Any]) -> list[dict]:
 
 
 def _calibrations(pairings: Mapping[str, Any], lossless: Sequence[str]) -> list[dict]:
-    from .gate import calibrate
+    from .calibration import calibrate
 
     out = []
     for name in lossless:

@@ -64,7 +64,7 @@ def demo(out, questions, seeds, threads, quiet):
     import torch
 
     from .._render import write_atomic
-    from ..gate import render_text
+    from ..gate_render import render_text
     from ..harness import SpeedSettings, demo_plan, run_plan
     from ..html_report import run_html
     from ..report import summarize

@@ -140,7 +140,8 @@ def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive,
         )  # fmt: skip
         return _emit(report, fmt, output, markdown, seq.render_text, seq.render_markdown, html)
 
-    from ..gate import render_markdown, render_text, run_gate
+    from ..gate import run_gate
+    from ..gate_render import render_markdown, render_text
     from ..policy import read_policy
 
     suite_policy = read_policy(policy_file) if policy_file else None
@@ -200,7 +201,11 @@ def calibrate(run_a, run_b, losses, alpha, power, on_missing, max_errors, drop_t
     Exit codes: 0 consistent, 1 the runs differ significantly,
                 2 usage error, 3 invalid or unpairable records.
     """
-    from ..gate import render_calibration_markdown, render_calibration_text, run_calibration
+    from ..calibration import (
+        render_calibration_markdown,
+        render_calibration_text,
+        run_calibration,
+    )
 
     report = run_calibration(
         run_a, run_b, losses=losses, alpha=alpha, power=power, on_missing=on_missing, max_errors=max_errors,

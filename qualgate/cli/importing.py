@@ -98,11 +98,11 @@ def flips(baseline, candidate, fmt, output, input_format, on_missing, max_errors
     extracted answers and the gold (pairs are checked as `qualgate gate` checks them)."""
     from .._render import to_json, write_atomic
     from ..flips import find_flips, render_csv, render_text
-    from ..gate import _read_side
+    from ..importers import load_records
     from ..pairing import pair_records
 
     options = options_from(kwargs)
-    base, cand = (_read_side(p, input_format, options, False, False) for p in (baseline, candidate))
+    base, cand = (load_records(p, fmt=input_format, options=options) for p in (baseline, candidate))
     pair_records(base, cand, on_missing=on_missing, max_errors=max_errors, on_prompt_mismatch=prompt_mismatch)
     result = find_flips(base, cand)
     text = {"json": lambda: to_json(result) + "\n", "csv": lambda: render_csv(result),

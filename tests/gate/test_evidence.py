@@ -8,7 +8,7 @@ import os
 import pytest
 
 from qualgate.errors import DataError, ExitCode
-from qualgate.evidence import Evidence, ReportError, decide_exit, describe_config
+from qualgate.evidence import Evidence, decide_exit, describe_config
 from qualgate.gate import run_gate
 from qualgate.sequential import run_sequential_gate
 

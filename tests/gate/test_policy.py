@@ -7,8 +7,9 @@ from click.testing import CliRunner
 
 from qualgate.cli import cli
 from qualgate.errors import DataError
-from qualgate.gate import holm, run_gate
+from qualgate.gate import run_gate
 from qualgate.policy import read_policy
+from qualgate.stats import holm
 
 
 def _suite_records(records_of, table, *, config, side, suites):
