@@ -39,11 +39,11 @@ from typing import Any
 
 from . import __version__
 from .errors import DataError, ExitCode
+from .options import INCONCLUSIVE_AS, MISSING, MULTIPLICITIES, ON_MISSING, ORDERS, POLICIES, WEIGHTINGS
 
 __all__ = [
     "DESIGNS",
     "KEY_ENV",
-    "MISSING",
     "REPORT_KIND",
     "REPORT_VERSION",
     "VERDICTS",
@@ -60,7 +60,6 @@ REPORT_KIND = "qualgate.gate_report"
 REPORT_VERSION = 2
 VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE")
 DESIGNS = ("fixed", "sequential")
-MISSING = ("worst-case", "drop")
 KEY_ENV = "QUALGATE_EVIDENCE_KEY"
 LOSSLESS = ("target", "standard", "block")
 _ALGORITHM = "hmac-sha256"
@@ -330,29 +329,29 @@ class _Check:
         keys = _SETTINGS[design]
         if set(s) != set(keys):
             self.fail(f"must have exactly the keys {list(keys)}", "settings", sorted(s))
-        self.choice(s["policy"], ("noninferiority", "mcnemar") if design == "fixed" else ("noninferiority",),
+        self.choice(s["policy"], POLICIES if design == "fixed" else ("noninferiority",),
                     "settings.policy")
         for name, high in (("margin", 1), ("alpha", 0.5)):
             self.number(s[name], f"settings.{name}", 0, high)
             if s[name] in (0, high):
                 self.fail(f"must be strictly between 0 and {high}", f"settings.{name}", s[name])
-        self.choice(s["inconclusive"], ("inconclusive", "fail", "pass"), "settings.inconclusive")
+        self.choice(s["inconclusive"], INCONCLUSIVE_AS, "settings.inconclusive")
         self.choice(s["missing"], MISSING, "settings.missing")
-        self.choice(s["on_missing"], ("error", "drop"), "settings.on_missing")
+        self.choice(s["on_missing"], ON_MISSING, "settings.on_missing")
         self.number(s["max_errors"], "settings.max_errors", 0, 1e15, integer=True)
         for flag in ("drop_truncated", "allow_unknown"):
             if not isinstance(s[flag], bool):
                 self.fail("must be true or false", f"settings.{flag}", s[flag])
         if design == "fixed":
-            self.choice(s["weighting"], ("pooled", "equal"), "settings.weighting")
+            self.choice(s["weighting"], WEIGHTINGS, "settings.weighting")
             if s["suite_policy"] is not None and not isinstance(s["suite_policy"], dict):
                 self.fail("must be null or the policy file's rules", "settings.suite_policy")
         else:
             self.number(s["power"], "settings.power", 0, 1)
-            self.choice(s["order"], ("seeded", "records"), "settings.order")
+            self.choice(s["order"], ORDERS, "settings.order")
             self.number(s["order_seed"], "settings.order_seed", 0, 2**63, integer=True, none=True)
             self.number(s["max_questions"], "settings.max_questions", 1, 1e15, integer=True, none=True)
-            self.choice(s["multiplicity"], ("bonferroni", "fixed-sequence"), "settings.multiplicity")
+            self.choice(s["multiplicity"], MULTIPLICITIES, "settings.multiplicity")
 
     def side(self, side, field):
         if not isinstance(side, dict):

@@ -65,8 +65,9 @@ import numpy as np
 
 from ._render import fmt_p_is, fmt_pct, fmt_points
 from .errors import DataError
-from .evidence import MISSING, Evidence, decide_exit, names, now
+from .evidence import Evidence, decide_exit, names, now
 from .flips import Flips, find_flips
+from .options import INCONCLUSIVE_AS, MISSING, POLICIES, WEIGHTINGS
 from .pairing import Pairing, Side, pair_records
 from .policy import Policy
 from .stats import (
@@ -85,9 +86,6 @@ from .stats import (
 )
 
 __all__ = [
-    "INCONCLUSIVE_AS",
-    "POLICIES",
-    "WEIGHTINGS",
     "Analysis",
     "Comparison",
     "GateReport",
@@ -97,9 +95,6 @@ __all__ = [
     "run_gate",
 ]
 
-POLICIES = ("noninferiority", "mcnemar")
-WEIGHTINGS = ("pooled", "equal")
-INCONCLUSIVE_AS = ("inconclusive", "fail", "pass")
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 _TARGET_POWER = 0.8
 #: Non-inferiority test with one pair per question: the exact unconditional test, whose size

@@ -45,13 +45,12 @@ import numpy as np
 from pathlib import Path
 
 from .errors import DataError
+from .options import ON_MISSING, ON_PROMPT_MISMATCH
 from .records import Record, RecordSet, _gc_paused, read_records, record_files
 
-__all__ = ["IMPUTED_ERROR", "IMPUTED_MISSING", "ON_MISSING", "ON_PROMPT_MISMATCH", "Pairing", "Side", "load_side",
+__all__ = ["IMPUTED_ERROR", "IMPUTED_MISSING", "Pairing", "Side", "load_side",
            "pair_records"]
 
-ON_MISSING = ("error", "drop")
-ON_PROMPT_MISMATCH = ("error", "report")
 IMPUTED_ERROR, IMPUTED_MISSING = 1, 2  #: codes of :attr:`Pairing.imputed`
 _EXAMPLES = 3
 

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from ._render import fmt_points, markdown_section, text_table
-from .evidence import MISSING, Evidence, decide_exit, names, now
+from .evidence import Evidence, decide_exit, names, now
+from .options import INCONCLUSIVE_AS, MISSING, MULTIPLICITIES, ORDERS
 from .pairing import IMPUTED_MISSING, Pairing, Side, load_side, pair_records
 from .stats import SequentialResult, sequential_noninferiority
 from .stats._checks import choice, count, real
@@ -44,9 +45,7 @@ __all__ = [
     "sequential_gate",
 ]
 
-ORDERS = ("seeded", "records")
 _READING = {"on_missing": "error", "max_errors": 0, "drop_truncated": False, "allow_unknown": False}
-MULTIPLICITIES = ("bonferroni", "fixed-sequence")
 
 
 def arrival_order(keys: Sequence[tuple[str, str]], *, seed: int) -> np.ndarray:
@@ -209,7 +208,7 @@ def sequential_gate(
     :func:`qualgate.stats.sequential_noninferiority`.
     """
     choice("order", order, ORDERS)
-    choice("inconclusive", inconclusive, ("inconclusive", "fail", "pass"))
+    choice("inconclusive", inconclusive, INCONCLUSIVE_AS)
     margin = real("margin", margin, low=0.0, high=1.0)
     alpha = real("alpha", alpha, low=0.0, high=0.5)
     seed = count("seed", seed)

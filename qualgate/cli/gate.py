@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..options import INCONCLUSIVE_AS, MISSING, ON_MISSING, ON_PROMPT_MISMATCH, ORDERS, POLICIES, WEIGHTINGS
 from . import FiniteFloatRange
 from .importing import import_options, options_from
 
@@ -17,7 +18,7 @@ FORMATS = ("qualgate", "lm-eval", "inspect", "nemo-evaluator", "lighteval")
 def _records_options(f):
     """Options shared by ``gate`` and ``calibrate`` about reading and pairing records."""
     for decorator in reversed([
-        click.option("--on-missing", type=click.Choice(["error", "drop"]), default="error", show_default=True,
+        click.option("--on-missing", type=click.Choice(ON_MISSING), default="error", show_default=True,
                      help="Keys present on one side only: refuse (exit 3), or drop them and pair the rest."),
         click.option("--max-errors", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Drop up to this many pairs with an 'error' outcome (engine failure); more is exit 3."),
@@ -27,7 +28,7 @@ def _records_options(f):
                      help="Ignore record fields the schema does not define instead of refusing them."),
         click.option("--input-format", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
                      help="Format of the runs: qualgate records, or another tool's logs (auto: detected per path)."),
-        click.option("--prompt-mismatch", type=click.Choice(["error", "report"]), default="error",
+        click.option("--prompt-mismatch", type=click.Choice(ON_PROMPT_MISMATCH), default="error",
                      show_default=True,
                      help="Pairs whose prompt hash or suite version differ: refuse (exit 3), or pair them by "
                           "question id and report how many differ (a qualgate run against another tool's run)."),
@@ -70,16 +71,16 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
               help="Per-suite margins (absolute or relative drops) and tiers (blocking / warning / advisory) "
                    "instead of one --margin: see qualgate.policy.")
 @click.option("--alpha", type=_ALPHA, default=0.05, show_default=True, help="One-sided significance level.")
-@click.option("--policy", type=click.Choice(["noninferiority", "mcnemar"]), default="noninferiority",
+@click.option("--policy", type=click.Choice(POLICIES), default="noninferiority",
               show_default=True, help="Non-inferiority (PASS/FAIL/INCONCLUSIVE) or the McNemar gate (PASS/FAIL).")
-@click.option("--inconclusive", type=click.Choice(["inconclusive", "fail", "pass"]), default="inconclusive",
+@click.option("--inconclusive", type=click.Choice(INCONCLUSIVE_AS), default="inconclusive",
               show_default=True, help="Exit code of an INCONCLUSIVE verdict: 4, or that of FAIL (1) or PASS (0).")
-@click.option("--weighting", type=click.Choice(["pooled", "equal"]), default="pooled", show_default=True,
+@click.option("--weighting", type=click.Choice(WEIGHTINGS), default="pooled", show_default=True,
               help="Pooled decision over suites: counts summed, or suites weighted equally.")
 @click.option("--sequential", is_flag=True,
               help="Decide as the questions arrive (always-valid e-process test), stopping at PASS, FAIL, "
                    "futility or the budget.")
-@click.option("--order", type=click.Choice(["seeded", "records"]), default="seeded", show_default=True,
+@click.option("--order", type=click.Choice(ORDERS), default="seeded", show_default=True,
               help="With --sequential: arrival order of the questions (as qualgate run --sequential "
                    "schedules them, or the baseline's record order).")
 @click.option("--order-seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -88,7 +89,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
               help="With --sequential: question budget per candidate.")
 @click.option("--power", type=_FRACTION, default=0.8, show_default=True,
               help="With --sequential and no --max-questions: target power against no loss (sets the futility boundary).")
-@click.option("--missing", type=click.Choice(["worst-case", "drop"]), default="worst-case", show_default=True,
+@click.option("--missing", type=click.Choice(MISSING), default="worst-case", show_default=True,
               help="Which verdict decides when pairs are incomplete (--on-missing drop, --max-errors): with "
                    "candidate-side gaps and errors on baseline-correct questions counted as lost, or with them "
                    "dropped. Both are reported; qualgate check refuses a PASS that needs 'drop'.")

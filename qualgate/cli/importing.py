@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from ..options import ON_MISSING, ON_PROMPT_MISMATCH
+
 _PATH = click.Path(exists=True, path_type=str)
 _OUT = click.Path(dir_okay=False, path_type=str)
 _TOOLS = ["lm-eval", "inspect", "nemo-evaluator", "lighteval"]
@@ -88,9 +90,9 @@ def import_(fmt, paths, out, **kwargs):
 @click.option("--output", "-o", type=_OUT, help="Also write the flips in this format to this file (atomically).")
 @click.option("--input-format", type=click.Choice(["auto", "qualgate", *_TOOLS]), default="auto", show_default=True,
               help="Format of BASELINE and CANDIDATE (auto: detected per path).")
-@click.option("--on-missing", type=click.Choice(["error", "drop"]), default="error", show_default=True)
+@click.option("--on-missing", type=click.Choice(ON_MISSING), default="error", show_default=True)
 @click.option("--max-errors", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--prompt-mismatch", type=click.Choice(["error", "report"]), default="error", show_default=True,
+@click.option("--prompt-mismatch", type=click.Choice(ON_PROMPT_MISMATCH), default="error", show_default=True,
               help="Pairs whose prompt hash or suite version differ: refuse, or pair by question id and report.")
 @import_options
 def flips(baseline, candidate, fmt, output, input_format, on_missing, max_errors, prompt_mismatch, **kwargs):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import json
 import math
 
 import click
 
 from ..errors import ExitCode
+from ..options import POLICIES
 from . import FiniteFloatRange
 
 # library argument name (first word of its ValueError) -> the option that set it
@@ -62,7 +62,7 @@ _PROBABILITY = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--design", type=click.Choice(["noninferiority", "mcnemar"]), default="noninferiority",
+@click.option("--design", type=click.Choice(POLICIES), default="noninferiority",
               show_default=True,
               help="The test to size: non-inferiority at --margin, one-sided (what `qualgate gate` "
                    "decides by default), or McNemar's test of a loss (`qualgate gate --policy mcnemar`).")
@@ -175,7 +175,9 @@ def power(design, margin, ni_margin, loss, discordant, n, method, alpha, target,
                 rows.append({"design": design, "n": n_i, "loss": loss_i, "discordant": psi, "error": str(exc)})
             else:
                 rows.append({"design": design} | result.to_dict())
-        click.echo(json.dumps(rows if grid else rows[0], indent=2))
+        from .._render import to_json
+
+        click.echo(to_json(rows if grid else rows[0]))
         return ExitCode.OK
     click.echo(_render(cells, results, errors, method, alpha, target, alternative, margin))
     return ExitCode.OK
