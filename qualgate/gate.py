@@ -67,7 +67,7 @@ from ._render import fmt_p_is, fmt_pct, fmt_points
 from .errors import DataError
 from .evidence import Evidence, decide_exit, names, now
 from .flips import Flips, find_flips
-from .options import INCONCLUSIVE_AS, MISSING, POLICIES, WEIGHTINGS
+from .options import INCONCLUSIVE_AS, MISSING, POLICIES, READING_DEFAULTS, WEIGHTINGS
 from .pairing import Pairing, Side, pair_records
 from .policy import Policy
 from .stats import (
@@ -440,9 +440,6 @@ class Comparison:
         }
 
 
-_READING = {"on_missing": "error", "max_errors": 0, "drop_truncated": False, "allow_unknown": False}
-
-
 @dataclasses.dataclass(frozen=True)
 class GateReport:
     """Everything ``qualgate gate`` decides; :meth:`evidence` is the report file
@@ -459,7 +456,7 @@ class GateReport:
     verdict: str
     exit_code: int
     missing: str = "worst-case"
-    reading: dict = dataclasses.field(default_factory=lambda: dict(_READING))
+    reading: dict = dataclasses.field(default_factory=lambda: dict(READING_DEFAULTS))
     baseline_config: dict | None = None  #: :func:`qualgate.evidence.describe_config` of the baseline
     plan: dict | None = None  #: the plan file's and the run's digests (harness runs)
     suite_policy: Policy | None = None

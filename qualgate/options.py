@@ -1,4 +1,4 @@
-"""The gate's option vocabularies, each defined once.
+"""The gate's option vocabularies, and the reading options' defaults, each defined once.
 
 Every function that takes one of these options checks it against the tuple here, the report
 reader (:mod:`qualgate.evidence`) and the plan reader (:mod:`qualgate.config`) validate the
@@ -14,6 +14,7 @@ __all__ = [
     "ON_PROMPT_MISMATCH",
     "ORDERS",
     "POLICIES",
+    "READING_DEFAULTS",
     "WEIGHTINGS",
 ]
 
@@ -31,6 +32,8 @@ MISSING = ("worst-case", "drop")
 ON_MISSING = ("error", "drop")
 #: ``on_prompt_mismatch``: pairs whose prompt hash or suite version differ: refuse, or report.
 ON_PROMPT_MISMATCH = ("error", "report")
+#: The reading options' defaults, recorded in a report decided from pairings read elsewhere.
+READING_DEFAULTS = {"on_missing": "error", "max_errors": 0, "drop_truncated": False, "allow_unknown": False}
 #: ``order`` of the sequential gate: the questions' seeded arrival order, or the records'.
 ORDERS = ("seeded", "records")
 #: ``multiplicity`` of the sequential gate across candidates (:mod:`qualgate.sequential`).

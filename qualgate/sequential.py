@@ -29,7 +29,7 @@ import numpy as np
 
 from ._render import fmt_points, markdown_section, text_table
 from .evidence import Evidence, decide_exit, names, now
-from .options import INCONCLUSIVE_AS, MISSING, MULTIPLICITIES, ORDERS
+from .options import INCONCLUSIVE_AS, MISSING, MULTIPLICITIES, ORDERS, READING_DEFAULTS
 from .pairing import IMPUTED_MISSING, Pairing, Side, load_side, pair_records
 from .stats import SequentialResult, sequential_noninferiority
 from .stats._checks import choice, count, real
@@ -44,8 +44,6 @@ __all__ = [
     "render_text",
     "sequential_gate",
 ]
-
-_READING = {"on_missing": "error", "max_errors": 0, "drop_truncated": False, "allow_unknown": False}
 
 
 def arrival_order(keys: Sequence[tuple[str, str]], *, seed: int) -> np.ndarray:
@@ -124,7 +122,7 @@ class SequentialReport:
     verdict: str
     exit_code: int
     missing: str = "worst-case"
-    reading: dict = dataclasses.field(default_factory=lambda: dict(_READING))
+    reading: dict = dataclasses.field(default_factory=lambda: dict(READING_DEFAULTS))
     baseline_config: dict | None = None
     plan: dict | None = None
     multiplicity: str = "bonferroni"
