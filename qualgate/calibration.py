@@ -88,7 +88,6 @@ class CalibrationReport:
         return {"kind": "qualgate.calibration_report", "version": 1, **out, "exit_code": self.exit_code}
 
 
-
 def calibrate(
     pairing: Pairing,
     *,
@@ -150,14 +149,12 @@ def calibrate(
     )  # fmt: skip
 
 
-
 def _questions(solve, deff, per_question):
     try:
         pairs = solve()
     except ValueError:
         return None
     return math.ceil(pairs * deff / per_question)
-
 
 
 def run_calibration(run_a, run_b, *, losses=(0.01, 0.02, 0.03), alpha=0.05, power=0.8, on_missing="error",
@@ -170,7 +167,6 @@ def run_calibration(run_a, run_b, *, losses=(0.01, 0.02, 0.03), alpha=0.05, powe
                          allow_unknown=allow_unknown) for r in (run_a, run_b))  # fmt: skip
     pairing = pair_records(a, b, on_missing=on_missing, max_errors=max_errors, on_prompt_mismatch=on_prompt_mismatch)
     return calibrate(pairing, losses=losses, alpha=alpha, power=power)
-
 
 
 def _calibration_rows(r: CalibrationReport):

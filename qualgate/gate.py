@@ -715,4 +715,3 @@ def _check_baseline_config(description, side: Side) -> None:
             f"carry {side.config_id}: it is not the config that produced them",
             file=side.path, field="config_id",
         )
-
