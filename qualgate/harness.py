@@ -57,7 +57,6 @@ __all__ = [
     "SequentialSettings",
     "SpeedSettings",
     "WorkItem",
-    "demo_plan",
     "evaluate_gate",
     "load_suites",
     "plan_fingerprint",
@@ -960,28 +959,3 @@ def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):
         "exit_code": int(report.exit_code),
         "verdicts": {c.name: c.verdict for c in report.comparisons},
     }
-
-
-def demo_plan(*, questions: int | None = None, seeds: int | Sequence[int] | None = None):
-    """The embedded demo plan (``qualgate/demo/plan.yaml``), with the suite's question limit
-    and the seeds optionally replaced (``seeds``: a count or a list)."""
-    import dataclasses
-    from importlib import resources
-
-    from .config import load_plan
-
-    path = Path(str(resources.files("qualgate.demo") / "plan.yaml"))
-    plan = load_plan(path)
-    changes: dict[str, Any] = {}
-    if questions is not None:
-        if isinstance(questions, bool) or not isinstance(questions, int) or questions < 1:
-            raise ValueError(f"questions must be a positive integer, got {questions!r}")
-        changes["suites"] = tuple(dataclasses.replace(s, limit=questions) for s in plan.suites)
-    if seeds is not None:
-        seeds = list(range(seeds)) if isinstance(seeds, int) and not isinstance(seeds, bool) else list(seeds)
-        if not seeds or len(set(seeds)) != len(seeds) or any(
-            isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds
-        ):
-            raise ValueError(f"seeds must be a count or distinct non-negative integers, got {seeds!r}")
-        changes["seeds"] = tuple(seeds)
-    return dataclasses.replace(plan, **changes)
