@@ -43,25 +43,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .backends import Request, open_backend, package_versions
+from .backends import Request, package_versions
 from .backends._devices import open_on_devices
 from .errors import DataError, ExitCode
 from .evidence import now as _now
+
+if TYPE_CHECKING:
+    from .speed import SpeedSettings
 
 __all__ = [
     "MANIFEST_VERSION",
     "RunLock",
     "RunResult",
     "SequentialSettings",
-    "SpeedSettings",
     "WorkItem",
     "evaluate_gate",
     "load_suites",
     "plan_fingerprint",
-    "batch_generator",
-    "measure_speed",
     "read_manifest",
     "request_seed",
     "run_plan",
@@ -414,7 +414,7 @@ def run_plan(
         Seed of the questions' arrival order (:func:`work_items`).
     speed : SpeedSettings, optional
         After the quality run, measure every config's speed-up over the baseline in
-        interleaved rounds (:func:`measure_speed`); the manifest's ``speed`` entry holds it
+        interleaved rounds (:func:`qualgate.speed.measure_speed`); the manifest's ``speed`` entry holds it
         and the report uses it.
     keep_errors : bool
         With ``resume``: keep ``error`` records as they are instead of retrying them.
@@ -546,6 +546,8 @@ def _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory,
     else:
         report, summary = _run_sequential(plan, out, work, runner, sequential, order_seed, max_errors, log)
     if speed is not None:
+        from .speed import measure_speed
+
         manifest["speed"] = measure_speed(plan, work, speed, backend_factory=backend_factory, log=log)
         write_json_atomic(manifest_path, manifest)
     gate_path = out / "gate.json"
@@ -841,87 +843,6 @@ def _sequential_rounds(plan, out, work, runner, settings, order_seed, max_errors
         if not active:
             break
     return report
-
-
-@dataclass(frozen=True)
-class SpeedSettings:
-    """Interleaved speed rounds after the quality run (see :mod:`qualgate.speed`): ``rounds``
-    rounds of ``questions`` work items each, the first ones of the seeded order."""
-
-    rounds: int = 7
-    questions: int = 64
-    confidence_level: float = 0.95
-    max_relative_width: float = 0.2
-
-    def __post_init__(self):
-        for name in ("rounds", "questions"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"speed {name} must be a positive integer, got {v!r}")
-
-
-def batch_generator(cfg, backend) -> Callable[[Sequence[WorkItem]], list]:
-    """``generate(items)``: decode work items under ``cfg`` through ``backend``, in its batch
-    size, each with its request seed; the generations in order."""
-    size = max(1, int(backend.batch_size))
-
-    def generate(items):
-        gens = []
-        for start in range(0, len(items), size):
-            gens += backend.generate([Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
-                                      for w in items[start : start + size]])  # fmt: skip
-        return gens
-
-    return generate
-
-
-def measure_speed(plan, work: Sequence[WorkItem], settings: SpeedSettings, *, names: Sequence[str] | None = None,
-                  backend_factory: Callable = open_backend, log: Callable[[str], None] | None = None) -> dict:  # fmt: skip
-    """Interleaved speed of ``names`` (default: every config) against the plan's baseline.
-
-    Every config's backend is open at once, so that round ``r`` can send the same requests to
-    each config back to back; a backend that must hold the accelerator alone cannot take part
-    (``DataError``). Returns the manifest's ``speed`` entry: the settings and, per candidate,
-    :meth:`qualgate.speed.SpeedResult.to_dict`.
-    """
-    from .speed import interleaved_speed
-
-    log = log or (lambda msg: None)
-    names = [plan.baseline] + [n for n in (names or plan.configs) if n != plan.baseline]
-    per_round = settings.questions
-    if len(work) < settings.rounds * per_round:
-        per_round = max(1, len(work) // settings.rounds)
-    rounds = [work[r * per_round : (r + 1) * per_round] for r in range(settings.rounds)]
-    rounds = [r for r in rounds if r]
-    backends = {}
-    try:
-        for name in names:
-            backend = backend_factory(plan.configs[name])
-            backends[name] = backend
-            if getattr(backend, "exclusive", False):
-                raise DataError(f"engine {backend.engine!r} of config {name!r} holds the accelerator alone, so its "
-                                "speed cannot be measured interleaved with the others; measure it without "
-                                "--speed-rounds", field="engine", value=backend.engine)  # fmt: skip
-
-        def generate_for(name):
-            return batch_generator(plan.configs[name], backends[name])
-
-        for name in names:  # one warm-up batch each: lazy initialisation is not speed
-            generate_for(name)(rounds[0][:1])
-        results = interleaved_speed({n: generate_for(n) for n in names}, rounds, baseline=plan.baseline,
-                                    confidence_level=settings.confidence_level,
-                                    max_relative_width=settings.max_relative_width)  # fmt: skip
-    finally:
-        for backend in backends.values():
-            backend.close()
-    for r in results.values():
-        log(f"{r.config}: speed-up {r.speedup:.2f}x ({r.confidence_level:.0%} CI {r.confidence_interval[0]:.2f}"
-            f"-{r.confidence_interval[1]:.2f}) over {r.rounds} interleaved rounds")
-        if r.warning:
-            log(f"{r.config}: warning: {r.warning}")
-    return {"method": "interleaved", "rounds": len(rounds), "questions_per_round": per_round,
-            "confidence_level": settings.confidence_level, "max_relative_width": settings.max_relative_width,
-            "results": {name: r.to_dict() for name, r in results.items()}}  # fmt: skip
 
 
 def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):
