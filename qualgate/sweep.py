@@ -268,7 +268,7 @@ def run_sweep(plan: Plan, grid: Grid, out: str | Path, *, batch_questions: int =
     cost = _cost(manifest, plan.baseline, rows, names, test_questions, per_question)
     sweep = SweepResult(str(out), grid, tuple(tested), pilot, tuple(rows), tuple(n for n in names if n not in tested),
                         chosen, _frontier(rows), cost, plan.margin, plan.alpha)  # fmt: skip
-    from .harness import write_json_atomic
+    from .manifest import write_json_atomic
 
     write_json_atomic(out / "manifest.json", manifest)
     write_json_atomic(out / "sweep.json", sweep.to_dict())
