@@ -210,7 +210,8 @@ def run_sweep(plan: Plan, grid: Grid, out: str | Path, *, batch_questions: int =
     import yaml
 
     from .backends import open_backend
-    from .harness import SequentialSettings, load_suites, run_plan, work_items
+    from .harness import load_suites, run_plan, work_items
+    from .sequential_run import SequentialSettings
     from .speed import SpeedSettings, measure_speed
 
     # the pilot and the speed rounds time one engine per config; the runs may spread over GPUs
