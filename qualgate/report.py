@@ -22,7 +22,6 @@ from typing import Any
 
 from ._render import fmt_pct, fmt_points, markdown_table, text_table
 from .evidence import Evidence
-from .manifest import read_manifest
 
 __all__ = ["ConfigSummary", "RunReport", "render_markdown", "render_text", "summarize"]
 
@@ -123,6 +122,8 @@ def _comparisons(gate: dict) -> dict[str, dict[str, Any]]:
 
 def summarize(out: str | Path) -> RunReport:
     """Read a run directory into a :class:`RunReport` (see the module docstring)."""
+    from .manifest import read_manifest
+
     out = Path(out)
     manifest = read_manifest(out)
     plan = manifest["plan"]
