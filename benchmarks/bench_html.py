@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from qualgate.backends import Backend, Generation, register_backend
-from qualgate.harness import demo_plan, load_suites, run_plan
+from qualgate.demo.plan import demo_plan
+from qualgate.harness import load_suites, run_plan
 from qualgate.html_report import run_html
 
 #: candidate -> (extra chance of a wrong answer, chance of a fresh draw): a lossless-like

@@ -36,8 +36,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a plain checkout
 
 from qualgate.backends import open_backend  # noqa: E402
-from qualgate.harness import batch_generator, demo_plan, load_suites, work_items  # noqa: E402
-from qualgate.speed import interleaved_speed  # noqa: E402
+from qualgate.demo.plan import demo_plan  # noqa: E402
+from qualgate.harness import load_suites, work_items  # noqa: E402
+from qualgate.speed import batch_generator, interleaved_speed  # noqa: E402
 
 
 def _burn_cpu(on, stop):

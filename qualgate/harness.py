@@ -3,7 +3,8 @@
 :func:`run_plan` is what ``qualgate run PLAN --out OUT`` calls. It writes::
 
     OUT/manifest.json             plan, config ids, versions, device, git revision, times,
-                                  per-config throughput (rewritten atomically as it goes)
+                                  per-config throughput (rewritten atomically as it goes;
+                                  qualgate.manifest)
     OUT/records/<config>.jsonl    one record per (suite, question, seed, sample), appended
                                   and fsynced per batch (qualgate.records)
     OUT/gate.json                 the plan's gate, evaluated when every config is complete
@@ -13,70 +14,65 @@ Every config gets the same work list in the same order; each request's sampling 
 under every config, and different questions never share a random stream.
 
 ``resume=True`` continues a killed run: the plan must be unchanged (everything that can
-change an output; see :func:`plan_fingerprint`), a truncated last record line is removed,
-and keys already written are skipped, so nothing is duplicated or lost. Keys whose record is
-an ``error`` are decoded again (unless ``keep_errors``): the new record is appended and
-supersedes the error (:func:`qualgate.records.read_records`), and the error is also copied
-to ``OUT/retried_errors/<config>.jsonl``.
+change an output; see :func:`qualgate.manifest.plan_fingerprint`), a truncated last record
+line is removed, and keys already written are skipped, so nothing is duplicated or lost. Keys
+whose record is an ``error`` are decoded again (unless ``keep_errors``): the new record is
+appended and supersedes the error (:func:`qualgate.records.read_records`), and the error is
+also copied to ``OUT/retried_errors/<config>.jsonl``.
 
-One run at a time holds ``OUT``: :class:`RunLock` takes an exclusive ``flock`` on the
-directory (released by the kernel when the process ends, however it ends) and writes the
-holder's pid and host to ``OUT/.qualgate.lock``; a second ``run`` or ``--resume`` on the same
-directory is refused naming them.
+One run at a time holds ``OUT`` (:class:`qualgate.manifest.RunLock`). A sequential run's
+rounds are scheduled by :mod:`qualgate.sequential_run` (decoding through this module's config
+runner); the interleaved speed rounds are measured by :func:`qualgate.speed.measure_speed`.
+
+This module is over the ~450 lines the package aims at: :func:`run_plan`, its locked body and
+the config runner share one run's state (the manifest being rewritten, the records being
+appended, the throughput being counted), which a further split would pass between modules.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import errno
-import fcntl
 import hashlib
 import json
-import os
-import platform
 import secrets
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .backends import Request, open_backend, package_versions
+from .backends import Request, package_versions
 from .backends._devices import open_on_devices
 from .errors import DataError, ExitCode
 from .evidence import now as _now
+from .manifest import (
+    FINGERPRINT_VERSION,
+    LOCK_NAME,
+    MANIFEST_VERSION,
+    RunLock,
+    _diff,
+    _git_revision,
+    _host,
+    _provenance,
+    plan_fingerprint,
+    read_manifest,
+    write_json_atomic,
+)
+from .sequential_run import SequentialSettings, _run_sequential
+
+if TYPE_CHECKING:
+    from .speed import SpeedSettings
 
 __all__ = [
-    "MANIFEST_VERSION",
-    "RunLock",
     "RunResult",
-    "SequentialSettings",
-    "SpeedSettings",
     "WorkItem",
-    "demo_plan",
     "evaluate_gate",
     "load_suites",
-    "plan_fingerprint",
-    "batch_generator",
-    "measure_speed",
-    "read_manifest",
     "request_seed",
     "run_plan",
     "work_items",
-    "write_json_atomic",
 ]
 
-MANIFEST_VERSION = 1
-#: version of :func:`plan_fingerprint` (a run fingerprinted otherwise is not resumed)
-FINGERPRINT_VERSION = 2
-#: engine options that only say how to reach or pace an engine, never what it outputs;
-#: every other option enters the resume fingerprint
-TRANSPORT_OPTIONS = frozenset({"base_urls", "api_key_env", "timeout_s", "max_retries", "retry_backoff_s"})
-LOCK_NAME = ".qualgate.lock"
 #: the manifest's running throughput is rewritten at most this often (and after each config)
 MANIFEST_EVERY_S = 10.0
 SEED_DERIVATION = (
@@ -145,104 +141,6 @@ def load_suites(plan) -> list:
     ]
 
 
-def _questions_digest(suite) -> str:
-    h = hashlib.sha256()
-    for q in suite.questions:
-        h.update(f"{q.id}\x1f{q.prompt_hash}\x1e".encode())
-    return h.hexdigest()[:16]
-
-
-def plan_fingerprint(plan, suites: Sequence) -> dict[str, Any]:
-    """What must not change between a run and its ``--resume``: everything that can change
-    an output.
-
-    The configs (name -> config id, engine, model, resolved speculative config, sampling,
-    and every engine option but the transport ones of :data:`TRANSPORT_OPTIONS`, so
-    ``chat_template_kwargs``, ``dtype``, ``max_num_seqs``, ``seed`` ... all count), the
-    suites (name, version, pinned revision, the source rows came from, and a digest of
-    question ids and prompt hashes), the seeds and the samples. Gate settings (margin,
-    alpha, policy) may change: they do not touch the records.
-    """
-    refs = list(plan.suites) + [None] * max(0, len(suites) - len(plan.suites))
-    return {
-        "fingerprint_version": FINGERPRINT_VERSION,
-        "configs": {
-            name: {
-                "config_id": c.config_id,
-                "engine": c.engine,
-                "model": c.model,
-                "speculative": c.speculative,
-                "sampling": c.sampling,
-                "engine_options": {k: v for k, v in sorted(c.engine_options.items())
-                                   if k not in TRANSPORT_OPTIONS},
-            }
-            for name, c in plan.configs.items()
-        },
-        "suites": [
-            {"name": s.name, "version": str(s.version), "revision": getattr(ref, "revision", None),
-             "source": getattr(s, "source", None), "questions": len(s.questions),
-             "digest": _questions_digest(s)}
-            for s, ref in zip(suites, refs)
-        ],
-        "seeds": list(plan.seeds),
-        "samples": plan.samples,
-    }
-
-
-def _diff(old: dict, new: dict) -> list[str]:
-    out = []
-    for key in sorted(set(old) | set(new)):
-        if old.get(key) != new.get(key):
-            if key == "configs":
-                a, b = old.get(key) or {}, new.get(key) or {}
-                for name in sorted(set(a) | set(b)):
-                    if a.get(name) != b.get(name):
-                        out.append(f"config {name!r}: {a.get(name)} -> {b.get(name)}")
-            else:
-                out.append(f"{key}: {old.get(key)} -> {new.get(key)}")
-    return out
-
-
-def write_json_atomic(path: str | Path, data: Any) -> None:
-    """Write JSON to ``path`` through a temporary file, fsync and an atomic rename."""
-    from ._render import to_json, write_atomic
-
-    write_atomic(path, to_json(data) + "\n")
-
-
-def read_manifest(out: str | Path) -> dict[str, Any]:
-    """The manifest of a run directory (:class:`DataError` when missing or invalid)."""
-    from ._strict import load_json
-
-    path = Path(out) / "manifest.json"
-    if not path.exists():
-        raise DataError("not a qualgate run directory (no manifest.json)", file=str(out))
-    data = load_json(path)
-    if not isinstance(data, dict) or data.get("manifest_version") != MANIFEST_VERSION:
-        raise DataError(f"unsupported manifest (this qualgate reads version {MANIFEST_VERSION})",
-                        file=str(path), field="manifest_version",
-                        value=data.get("manifest_version") if isinstance(data, dict) else None)
-    return data
-
-
-def _git_revision(where: Path) -> dict[str, Any] | None:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
-                             text=True, timeout=5)
-        if rev.returncode:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=where, capture_output=True, text=True, timeout=5)
-        return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _host() -> dict[str, Any]:
-    return {"platform": platform.platform(), "machine": platform.machine(),
-            "cpu_count": os.cpu_count(), "argv": sys.argv[1:]}
-
-
 class _NoProgress:
     def __enter__(self):
         return self
@@ -252,71 +150,6 @@ class _NoProgress:
 
     def update(self, n: int) -> None:
         pass
-
-
-class RunLock:
-    """An exclusive lock on a run directory: ``flock`` on the directory itself.
-
-    The kernel releases the lock when the holder's process ends, even by SIGKILL, so a dead
-    holder never blocks a new run. :meth:`announce` writes the holder's pid, host and start
-    time to ``OUT/.qualgate.lock`` for the refusal message of a second run (that file is
-    only information: it may be stale, the lock never is).
-    """
-
-    def __init__(self, out: str | Path):
-        self.out = Path(out)
-        self.info = self.out / LOCK_NAME
-        self._fd: int | None = None
-
-    def acquire(self) -> RunLock:
-        fd = os.open(self.out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise DataError(f"cannot lock the run directory ({exc.strerror}); run on a "
-                                "file system with flock", file=str(self.out)) from None
-            raise DataError(self._refusal(), file=str(self.out)) from None
-        self._fd = fd
-        return self
-
-    def announce(self) -> None:
-        """Write who holds the lock to ``OUT/.qualgate.lock``."""
-        write_json_atomic(self.info, {"pid": os.getpid(), "host": socket.gethostname(), "since": _now()})
-
-    def _refusal(self) -> str:
-        try:
-            holder = json.loads(self.info.read_text(encoding="utf-8"))
-            pid, host, since = int(holder["pid"]), str(holder["host"]), str(holder.get("since"))
-        except (OSError, ValueError, KeyError, TypeError):
-            return "another qualgate run holds this run directory (it has not said which yet)"
-        said = f"another qualgate run holds this run directory: pid {pid} on host {host!r}, since {since}"
-        if host == socket.gethostname() and not _alive(pid):
-            said += ("; that pid has ended but a process it started (an engine worker?) still "
-                     "holds the lock: stop that process")
-        return said + "; wait for it to end or choose another --out"
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor releases the flock
-            self._fd = None
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # it exists (another user's)
-        return True
-    return True
 
 
 @dataclass(frozen=True)
@@ -415,8 +248,8 @@ def run_plan(
         Seed of the questions' arrival order (:func:`work_items`).
     speed : SpeedSettings, optional
         After the quality run, measure every config's speed-up over the baseline in
-        interleaved rounds (:func:`measure_speed`); the manifest's ``speed`` entry holds it
-        and the report uses it.
+        interleaved rounds (:func:`qualgate.speed.measure_speed`); the manifest's ``speed``
+        entry holds it and the report uses it.
     keep_errors : bool
         With ``resume``: keep ``error`` records as they are instead of retrying them.
 
@@ -547,6 +380,8 @@ def _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory,
     else:
         report, summary = _run_sequential(plan, out, work, runner, sequential, order_seed, max_errors, log)
     if speed is not None:
+        from .speed import measure_speed
+
         manifest["speed"] = measure_speed(plan, work, speed, backend_factory=backend_factory, log=log)
         write_json_atomic(manifest_path, manifest)
     gate_path = out / "gate.json"
@@ -687,244 +522,6 @@ class _ConfigRunner:
         write_json_atomic(self.out / "manifest.json", self.manifest)
 
 
-@dataclass(frozen=True)
-class SequentialSettings:
-    """How ``qualgate run --sequential`` schedules and stops (see :func:`run_plan`).
-
-    ``batch_questions`` questions (with all their seeds and samples) are run per round, the
-    baseline first; after each round every candidate still running is tested with
-    :func:`qualgate.sequential.sequential_gate` and stops at PASS, FAIL, futility or
-    ``max_questions``.
-    """
-
-    batch_questions: int = 100
-    max_questions: int | None = None
-    power: float = 0.8
-    #: ``bonferroni``: every candidate runs in the same rounds, each tested at alpha / m;
-    #: ``fixed-sequence``: the candidates run one after another in the plan's order, each
-    #: tested at alpha, and the run stops at the first that does not PASS (``qualgate sweep``)
-    multiplicity: str = "bonferroni"
-
-    def __post_init__(self):
-        for name in ("batch_questions", "max_questions"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if not 0 < self.power < 1:
-            raise ValueError(f"power must be in (0, 1), got {self.power!r}")
-        if self.multiplicity not in ("bonferroni", "fixed-sequence"):
-            raise ValueError(f"multiplicity must be 'bonferroni' or 'fixed-sequence', got {self.multiplicity!r}")
-
-
-def _sequential_report(plan, out, settings, order_seed, max_errors, candidates=None):
-    from .pairing import load_side, pair_records
-    from .sequential import sequential_gate
-
-    records = Path(out) / "records"
-    base = load_side(records / f"{plan.baseline}.jsonl")
-    candidates = list(plan.candidates if candidates is None else candidates)
-    pairings = [
-        pair_records(base, load_side(records / f"{c}.jsonl"), on_missing="drop", max_errors=max_errors)
-        for c in candidates
-    ]
-    report = sequential_gate(
-        pairings, names=candidates, margin=plan.margin, alpha=plan.alpha,
-        power=settings.power, order="seeded", seed=order_seed,
-        max_questions=settings.max_questions, inconclusive=plan.inconclusive,
-        multiplicity=settings.multiplicity,
-    )  # fmt: skip
-    reading = {"on_missing": "drop", "max_errors": max_errors, "drop_truncated": False, "allow_unknown": False}
-    return dataclasses.replace(report, reading=reading, **_provenance(plan, out))
-
-
-def _provenance(plan, out) -> dict[str, Any]:
-    """What a run's gate report says about the baseline config and the plan (for ``check``)."""
-    from .config import IDENTITY_OPTIONS
-    from .evidence import describe_config
-    from .pairing import sha256_file
-
-    base = plan.configs[plan.baseline]
-    numerics = {k: base.engine_options.get(k) for k in IDENTITY_OPTIONS}
-    try:
-        manifest = read_manifest(out)
-    except DataError:  # records gated outside a run directory
-        manifest = {}
-    fingerprint = json.dumps(manifest.get("fingerprint"), sort_keys=True, separators=(",", ":"))
-    return {
-        "baseline_config": describe_config(base.model, base.speculative, numerics),
-        "plan": {
-            "name": plan.name,
-            "path": plan.path,
-            "sha256": sha256_file(plan.path) if plan.path and Path(plan.path).is_file() else None,
-            "run_id": manifest.get("run_id"),
-            "fingerprint_sha256": hashlib.sha256(fingerprint.encode()).hexdigest(),
-        },
-    }
-
-
-def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, log):
-    """Rounds of ``settings.batch_questions`` questions until every candidate has stopped.
-
-    With ``settings.multiplicity == 'fixed-sequence'`` the candidates run one after another
-    in the plan's order (each with the baseline, whose records are reused) and the run stops
-    at the first candidate that does not PASS: the rest are never run.
-    """
-    if plan.policy != "noninferiority":
-        raise DataError("a sequential run decides non-inferiority; the plan's gate policy is "
-                        f"{plan.policy!r}", file=plan.path, field="gate.policy", value=plan.policy)
-    if not plan.candidates:
-        raise DataError("a sequential run needs at least one candidate", file=plan.path,
-                        field="candidates")
-    per_question = len(plan.seeds) * plan.samples
-    questions = len(work) // per_question
-    if settings.max_questions is not None:
-        questions = min(questions, settings.max_questions)
-    fixed = settings.multiplicity == "fixed-sequence"
-    groups = [[c] for c in plan.candidates] if fixed else [list(plan.candidates)]
-    stops: dict[str, dict[str, Any]] = {}
-    tested: list[str] = []
-    report = None
-    try:
-        for group in groups:
-            tested += group
-            report = _sequential_rounds(plan, out, work[: questions * per_question], runner, settings,
-                                        order_seed, max_errors, log, group, per_question, stops, tested)  # fmt: skip
-            if isinstance(report, dict):  # the records cannot be paired: the gate refuses them
-                return None, report
-            if any(stops[c]["verdict"] != "PASS" for c in group):
-                break
-    finally:
-        runner.close_all()
-    runner.manifest["sequential"] = {
-        "batch_questions": settings.batch_questions,
-        "max_questions": settings.max_questions,
-        "power": settings.power,
-        "order_seed": order_seed,
-        "questions_available": len(work) // per_question,
-        "multiplicity": settings.multiplicity,
-        "not_run": [c for c in plan.candidates if c not in tested],
-        "stops": stops,
-    }
-    return report, {
-        "status": "ok",
-        "file": "gate.json",
-        "design": "sequential",
-        "verdict": report.verdict,
-        "exit_code": int(report.exit_code),
-        "verdicts": {c.name: c.verdict for c in report.comparisons},
-    }
-
-
-def _sequential_rounds(plan, out, work, runner, settings, order_seed, max_errors, log, active, per_question,
-                       stops, tested):  # fmt: skip
-    """Rounds for the baseline and the ``active`` candidates until each has stopped (entered in
-    ``stops``); returns the last report over the ``tested`` candidates, or the refusal summary
-    (a dict) when the records cannot be paired."""
-    active = list(active)
-    questions = len(work) // per_question
-    report = None
-    for first in range(0, questions, settings.batch_questions):
-        last = min(first + settings.batch_questions, questions)
-        items = work[first * per_question : last * per_question]
-        for name in [plan.baseline, *active]:
-            runner.run(name, items)
-        try:
-            report = _sequential_report(plan, out, settings, order_seed, max_errors, tested)
-        except DataError as exc:
-            return {"status": "refused", "exit_code": int(ExitCode.DATA), "message": str(exc)}
-        for c in report.comparisons:
-            if c.name in active and (c.result.reason != "exhausted" or last == questions):
-                active.remove(c.name)
-                stops[c.name] = {"after_questions": last, "verdict": c.verdict,
-                                 "stopped_by": c.result.reason, "questions_used": c.result.n_questions}  # fmt: skip
-                runner.close(c.name)
-                log(f"{c.name}: {c.verdict} ({c.result.reason}) after {c.result.n_questions} questions")
-        if not active:
-            break
-    return report
-
-
-@dataclass(frozen=True)
-class SpeedSettings:
-    """Interleaved speed rounds after the quality run (see :mod:`qualgate.speed`): ``rounds``
-    rounds of ``questions`` work items each, the first ones of the seeded order."""
-
-    rounds: int = 7
-    questions: int = 64
-    confidence_level: float = 0.95
-    max_relative_width: float = 0.2
-
-    def __post_init__(self):
-        for name in ("rounds", "questions"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"speed {name} must be a positive integer, got {v!r}")
-
-
-def batch_generator(cfg, backend) -> Callable[[Sequence[WorkItem]], list]:
-    """``generate(items)``: decode work items under ``cfg`` through ``backend``, in its batch
-    size, each with its request seed; the generations in order."""
-    size = max(1, int(backend.batch_size))
-
-    def generate(items):
-        gens = []
-        for start in range(0, len(items), size):
-            gens += backend.generate([Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
-                                      for w in items[start : start + size]])  # fmt: skip
-        return gens
-
-    return generate
-
-
-def measure_speed(plan, work: Sequence[WorkItem], settings: SpeedSettings, *, names: Sequence[str] | None = None,
-                  backend_factory: Callable = open_backend, log: Callable[[str], None] | None = None) -> dict:  # fmt: skip
-    """Interleaved speed of ``names`` (default: every config) against the plan's baseline.
-
-    Every config's backend is open at once, so that round ``r`` can send the same requests to
-    each config back to back; a backend that must hold the accelerator alone cannot take part
-    (``DataError``). Returns the manifest's ``speed`` entry: the settings and, per candidate,
-    :meth:`qualgate.speed.SpeedResult.to_dict`.
-    """
-    from .speed import interleaved_speed
-
-    log = log or (lambda msg: None)
-    names = [plan.baseline] + [n for n in (names or plan.configs) if n != plan.baseline]
-    per_round = settings.questions
-    if len(work) < settings.rounds * per_round:
-        per_round = max(1, len(work) // settings.rounds)
-    rounds = [work[r * per_round : (r + 1) * per_round] for r in range(settings.rounds)]
-    rounds = [r for r in rounds if r]
-    backends = {}
-    try:
-        for name in names:
-            backend = backend_factory(plan.configs[name])
-            backends[name] = backend
-            if getattr(backend, "exclusive", False):
-                raise DataError(f"engine {backend.engine!r} of config {name!r} holds the accelerator alone, so its "
-                                "speed cannot be measured interleaved with the others; measure it without "
-                                "--speed-rounds", field="engine", value=backend.engine)  # fmt: skip
-
-        def generate_for(name):
-            return batch_generator(plan.configs[name], backends[name])
-
-        for name in names:  # one warm-up batch each: lazy initialisation is not speed
-            generate_for(name)(rounds[0][:1])
-        results = interleaved_speed({n: generate_for(n) for n in names}, rounds, baseline=plan.baseline,
-                                    confidence_level=settings.confidence_level,
-                                    max_relative_width=settings.max_relative_width)  # fmt: skip
-    finally:
-        for backend in backends.values():
-            backend.close()
-    for r in results.values():
-        log(f"{r.config}: speed-up {r.speedup:.2f}x ({r.confidence_level:.0%} CI {r.confidence_interval[0]:.2f}"
-            f"-{r.confidence_interval[1]:.2f}) over {r.rounds} interleaved rounds")
-        if r.warning:
-            log(f"{r.config}: warning: {r.warning}")
-    return {"method": "interleaved", "rounds": len(rounds), "questions_per_round": per_round,
-            "confidence_level": settings.confidence_level, "max_relative_width": settings.max_relative_width,
-            "results": {name: r.to_dict() for name, r in results.items()}}  # fmt: skip
-
-
 def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):
     """Evaluate the plan's gate on the run's records with :func:`qualgate.gate.run_gate`.
 
@@ -960,28 +557,3 @@ def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):
         "exit_code": int(report.exit_code),
         "verdicts": {c.name: c.verdict for c in report.comparisons},
     }
-
-
-def demo_plan(*, questions: int | None = None, seeds: int | Sequence[int] | None = None):
-    """The embedded demo plan (``qualgate/demo/plan.yaml``), with the suite's question limit
-    and the seeds optionally replaced (``seeds``: a count or a list)."""
-    import dataclasses
-    from importlib import resources
-
-    from .config import load_plan
-
-    path = Path(str(resources.files("qualgate.demo") / "plan.yaml"))
-    plan = load_plan(path)
-    changes: dict[str, Any] = {}
-    if questions is not None:
-        if isinstance(questions, bool) or not isinstance(questions, int) or questions < 1:
-            raise ValueError(f"questions must be a positive integer, got {questions!r}")
-        changes["suites"] = tuple(dataclasses.replace(s, limit=questions) for s in plan.suites)
-    if seeds is not None:
-        seeds = list(range(seeds)) if isinstance(seeds, int) and not isinstance(seeds, bool) else list(seeds)
-        if not seeds or len(set(seeds)) != len(seeds) or any(
-            isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds
-        ):
-            raise ValueError(f"seeds must be a count or distinct non-negative integers, got {seeds!r}")
-        changes["seeds"] = tuple(seeds)
-    return dataclasses.replace(plan, **changes)

@@ -204,7 +204,7 @@ def _speed_points(gate: Mapping, summaries: Mapping[str, Any]) -> list[dict]:
 def run_html(out: str | Path) -> str:
     """The page of a run directory written by ``qualgate run`` (or ``qualgate demo``)."""
     from .errors import DataError
-    from .harness import read_manifest
+    from .manifest import read_manifest
     from .pairing import load_side, pair_records
     from .report import summarize
 

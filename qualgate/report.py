@@ -122,7 +122,7 @@ def _comparisons(gate: dict) -> dict[str, dict[str, Any]]:
 
 def summarize(out: str | Path) -> RunReport:
     """Read a run directory into a :class:`RunReport` (see the module docstring)."""
-    from .harness import read_manifest
+    from .manifest import read_manifest
 
     out = Path(out)
     manifest = read_manifest(out)

@@ -14,6 +14,10 @@ ed., 1999, §3.2; the same interval as R's ``DescTools::MedianCI(method = "exact
 that lasts a round slows both sides of its ratio; load that comes and goes moves a few ratios,
 which the median ignores. A warning is raised when the interval is wider than
 ``max_relative_width`` times the speed-up.
+
+:func:`measure_speed` runs those rounds for a plan (``qualgate run --speed-rounds``): every
+config's backend open at once, each round's work items decoded under each config with
+:func:`batch_generator`.
 """
 
 from __future__ import annotations
@@ -23,10 +27,25 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scipy import stats
 
-__all__ = ["SpeedResult", "interleaved_speed", "median_ci", "speed_summary"]
+from .backends import Request, open_backend
+from .errors import DataError
+
+if TYPE_CHECKING:
+    from .harness import WorkItem
+
+__all__ = [
+    "SpeedResult",
+    "SpeedSettings",
+    "batch_generator",
+    "interleaved_speed",
+    "measure_speed",
+    "median_ci",
+    "speed_summary",
+]
 
 
 @dataclass(frozen=True)
@@ -142,3 +161,82 @@ def interleaved_speed(
                             max_relative_width=max_relative_width)  # fmt: skip
         for name in names if name != baseline
     }
+
+
+@dataclass(frozen=True)
+class SpeedSettings:
+    """Interleaved speed rounds after the quality run (see :func:`measure_speed`): ``rounds``
+    rounds of ``questions`` work items each, the first ones of the seeded order."""
+
+    rounds: int = 7
+    questions: int = 64
+    confidence_level: float = 0.95
+    max_relative_width: float = 0.2
+
+    def __post_init__(self):
+        for name in ("rounds", "questions"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"speed {name} must be a positive integer, got {v!r}")
+
+
+def batch_generator(cfg, backend) -> Callable[[Sequence[WorkItem]], list]:
+    """``generate(items)``: decode work items under ``cfg`` through ``backend``, in its batch
+    size, each with its request seed; the generations in order."""
+    size = max(1, int(backend.batch_size))
+
+    def generate(items):
+        gens = []
+        for start in range(0, len(items), size):
+            gens += backend.generate([Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
+                                      for w in items[start : start + size]])  # fmt: skip
+        return gens
+
+    return generate
+
+
+def measure_speed(plan, work: Sequence[WorkItem], settings: SpeedSettings, *, names: Sequence[str] | None = None,
+                  backend_factory: Callable = open_backend, log: Callable[[str], None] | None = None) -> dict:  # fmt: skip
+    """Interleaved speed of ``names`` (default: every config) against the plan's baseline.
+
+    Every config's backend is open at once, so that round ``r`` can send the same requests to
+    each config back to back; a backend that must hold the accelerator alone cannot take part
+    (``DataError``). Returns the manifest's ``speed`` entry: the settings and, per candidate,
+    :meth:`qualgate.speed.SpeedResult.to_dict`.
+    """
+    log = log or (lambda msg: None)
+    names = [plan.baseline] + [n for n in (names or plan.configs) if n != plan.baseline]
+    per_round = settings.questions
+    if len(work) < settings.rounds * per_round:
+        per_round = max(1, len(work) // settings.rounds)
+    rounds = [work[r * per_round : (r + 1) * per_round] for r in range(settings.rounds)]
+    rounds = [r for r in rounds if r]
+    backends = {}
+    try:
+        for name in names:
+            backend = backend_factory(plan.configs[name])
+            backends[name] = backend
+            if getattr(backend, "exclusive", False):
+                raise DataError(f"engine {backend.engine!r} of config {name!r} holds the accelerator alone, so its "
+                                "speed cannot be measured interleaved with the others; measure it without "
+                                "--speed-rounds", field="engine", value=backend.engine)  # fmt: skip
+
+        def generate_for(name):
+            return batch_generator(plan.configs[name], backends[name])
+
+        for name in names:  # one warm-up batch each: lazy initialisation is not speed
+            generate_for(name)(rounds[0][:1])
+        results = interleaved_speed({n: generate_for(n) for n in names}, rounds, baseline=plan.baseline,
+                                    confidence_level=settings.confidence_level,
+                                    max_relative_width=settings.max_relative_width)  # fmt: skip
+    finally:
+        for backend in backends.values():
+            backend.close()
+    for r in results.values():
+        log(f"{r.config}: speed-up {r.speedup:.2f}x ({r.confidence_level:.0%} CI {r.confidence_interval[0]:.2f}"
+            f"-{r.confidence_interval[1]:.2f}) over {r.rounds} interleaved rounds")
+        if r.warning:
+            log(f"{r.config}: warning: {r.warning}")
+    return {"method": "interleaved", "rounds": len(rounds), "questions_per_round": per_round,
+            "confidence_level": settings.confidence_level, "max_relative_width": settings.max_relative_width,
+            "results": {name: r.to_dict() for name, r in results.items()}}  # fmt: skip

@@ -210,7 +210,9 @@ def run_sweep(plan: Plan, grid: Grid, out: str | Path, *, batch_questions: int =
     import yaml
 
     from .backends import open_backend
-    from .harness import SequentialSettings, SpeedSettings, load_suites, measure_speed, run_plan, work_items
+    from .harness import load_suites, run_plan, work_items
+    from .sequential_run import SequentialSettings
+    from .speed import SpeedSettings, measure_speed
 
     # the pilot and the speed rounds time one engine per config; the runs may spread over GPUs
     run_factory = {"backend_factory": backend_factory} if backend_factory else {}
@@ -267,7 +269,7 @@ def run_sweep(plan: Plan, grid: Grid, out: str | Path, *, batch_questions: int =
     cost = _cost(manifest, plan.baseline, rows, names, test_questions, per_question)
     sweep = SweepResult(str(out), grid, tuple(tested), pilot, tuple(rows), tuple(n for n in names if n not in tested),
                         chosen, _frontier(rows), cost, plan.margin, plan.alpha)  # fmt: skip
-    from .harness import write_json_atomic
+    from .manifest import write_json_atomic
 
     write_json_atomic(out / "manifest.json", manifest)
     write_json_atomic(out / "sweep.json", sweep.to_dict())

@@ -64,10 +64,12 @@ def demo(out, questions, seeds, threads, quiet):
     import torch
 
     from .._render import write_atomic
+    from ..demo.plan import demo_plan
     from ..gate_render import render_text
-    from ..harness import SpeedSettings, demo_plan, run_plan
+    from ..harness import run_plan
     from ..html_report import run_html
     from ..report import summarize
+    from ..speed import SpeedSettings
     from .._render import text_table
     from .run import progress_factory
 

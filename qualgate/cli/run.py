@@ -122,7 +122,9 @@ def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_que
                 or an engine that stopped the run (continue it with --resume).
     """
     from ..config import load_plan
-    from ..harness import SequentialSettings, SpeedSettings, run_plan
+    from ..harness import run_plan
+    from ..sequential_run import SequentialSettings
+    from ..speed import SpeedSettings
 
     if threads is not None:
         import torch

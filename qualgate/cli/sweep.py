@@ -45,7 +45,7 @@ def sweep(plan, grid_path, out, resume, batch_questions, max_questions, power, o
     """
     from .._render import to_json, write_atomic
     from ..config import load_plan
-    from ..harness import SpeedSettings
+    from ..speed import SpeedSettings
     from ..sweep import load_grid, render_markdown, render_text, run_sweep
     from .run import progress_factory
 

@@ -5,6 +5,8 @@
 - :mod:`qualgate.demo.tokenizer` builds the character-level chat tokenizer both models use.
 - :mod:`qualgate.demo.models` holds the Llama shapes; :mod:`qualgate.demo.train` trains them
   deterministically (``python -m qualgate.demo.train --out DIR --device cuda``).
+- :mod:`qualgate.demo.plan` loads the plan ``qualgate demo`` runs (``plan.yaml``), sized on
+  demand.
 
 The trained pair ships in ``qualgate/demo/weights/{target,drafter}`` as Hugging Face model
 folders; :func:`model_path` finds them.

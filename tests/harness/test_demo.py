@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from qualgate.cli import cli
-from qualgate.harness import demo_plan
+from qualgate.demo.plan import demo_plan
 from qualgate.records import read_records
 
 

@@ -9,7 +9,8 @@ import yaml
 from click.testing import CliRunner
 
 from qualgate.cli import cli
-from qualgate.harness import demo_plan, load_suites, work_items
+from qualgate.demo.plan import demo_plan
+from qualgate.harness import load_suites, work_items
 from qualgate.records import read_records
 
 
