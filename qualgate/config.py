@@ -117,6 +117,8 @@ ENGINE_OPTION_KEYS = (
     "batch_size",
     "coupled",
     "tokenizer",
+    "compile",
+    "cuda_graphs",
 )
 CONFIG_KEYS = ("name", "engine", "model", "speculative", "sampling", "engine_options")
 POLICIES = ("noninferiority", "mcnemar")

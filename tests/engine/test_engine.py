@@ -455,3 +455,22 @@ def test_eager_attention_with_additive_masks_gives_the_same_tokens_as_sdpa(make_
     assert tokens(eager.generate(ps, sampling=GREEDY, speculative=spec)) == tokens(
         sdpa.generate(ps, sampling=GREEDY, speculative=spec)
     )
+
+
+@pytest.mark.slow
+def test_compiled_decoding_gives_the_same_greedy_tokens_as_eager_decoding(make_pair):
+    """``compile=True`` runs the models' steps and the verification through torch.compile
+    (inductor's C++ kernels on CPU); greedy outputs must not change."""
+    from qualgate.engines.reference import ReferenceEngine
+
+    target, drafter = make_pair(32)
+    prompts = [[1, 5, 7, 9], [3, 4]]
+    sampling = {"temperature": 0.0, "max_tokens": 8, "ignore_eos": True}
+    spec = {"num_speculative_tokens": 3, "rejection_sample_method": "fly", "fly_window_size": 1,
+            "fly_entropy_threshold": 0.1}  # fmt: skip
+    eager = ReferenceEngine(target, drafter, device="cpu")
+    compiled = ReferenceEngine(target, drafter, device="cpu", compile=True)
+    want = eager.generate(prompts, sampling=sampling, speculative=spec)
+    got = compiled.generate(prompts, sampling=sampling, speculative=spec)
+    assert [o.token_ids for o in got] == [o.token_ids for o in want]
+    assert [o.metrics.num_deferred_tokens for o in got] == [o.metrics.num_deferred_tokens for o in want]
