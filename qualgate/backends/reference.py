@@ -63,6 +63,7 @@ class ReferenceBackend(Backend):
     """:class:`qualgate.engines.reference.ReferenceEngine` for one decoding config."""
 
     engine = "reference"
+    overlap = True  # the decoding waits on the GPU with the GIL released
 
     def __init__(self, config):
         super().__init__(config)
