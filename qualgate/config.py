@@ -126,6 +126,8 @@ ENGINE_OPTION_KEYS = (
     "batch_size",
     "coupled",
     "tokenizer",
+    "compile",
+    "cuda_graphs",
 )
 CONFIG_KEYS = ("name", "engine", "model", "speculative", "sampling", "engine_options")
 PLAN_KEYS = ("name", "suites", "seeds", "samples", "configs", "baseline", "candidates", "gate")

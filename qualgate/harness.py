@@ -31,6 +31,7 @@ appended, the throughput being counted), which a further split would pass betwee
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import secrets
@@ -150,6 +151,47 @@ class _NoProgress:
 
     def update(self, n: int) -> None:
         pass
+
+
+class _Generations:
+    """The backend's results for ``batches``, in order: ``(generations, engine seconds)``.
+
+    With ``backend.overlap`` the next batch decodes in a helper thread while the caller
+    grades and stores the previous one (one ``generate`` call at a time, in order, so the
+    records are those of a serial run); otherwise each batch decodes when it is asked for.
+    Leaving the ``with`` block waits for a call still running (an interrupted run), so that
+    the backend is never closed under it.
+    """
+
+    def __init__(self, backend, cfg, batches):
+        self.backend, self.cfg, self.batches = backend, cfg, batches
+        self.pool = None
+        if getattr(backend, "overlap", False) and len(batches) > 1:
+            self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qualgate-generate")
+
+    def _generate(self, batch):
+        requests = [Request(w.question.prompt, {**self.cfg.sampling, "seed": w.request_seed}) for w in batch]
+        t0 = time.perf_counter()
+        gens = self.backend.generate(requests)
+        return gens, time.perf_counter() - t0
+
+    def __iter__(self):
+        if self.pool is None:
+            yield from map(self._generate, self.batches)
+            return
+        ahead = self.pool.submit(self._generate, self.batches[0])
+        for nxt in self.batches[1:]:
+            done = ahead.result()
+            ahead = self.pool.submit(self._generate, nxt)
+            yield done
+        yield ahead.result()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass(frozen=True)
@@ -482,17 +524,11 @@ class _ConfigRunner:
         tput = entry["throughput"]
         cid = cfg.config_id
         size = max(1, int(backend.batch_size))
+        batches = [pending[start : start + size] for start in range(0, len(pending), size)]
         t_wall = t_mark = t_saved = time.perf_counter()
-        with RecordWriter(path) as writer, self.progress(name, len(pending)) as bar:
-            for start in range(0, len(pending), size):
-                batch = pending[start : start + size]
-                requests = [
-                    Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
-                    for w in batch
-                ]
-                t0 = time.perf_counter()
-                gens = backend.generate(requests)
-                engine_s = time.perf_counter() - t0
+        with RecordWriter(path) as writer, self.progress(name, len(pending)) as bar, \
+                _Generations(backend, cfg, batches) as generations:
+            for batch, (gens, engine_s) in zip(batches, generations):
                 if len(gens) != len(batch):
                     raise RuntimeError(
                         f"backend {cfg.engine!r} returned {len(gens)} results for "

@@ -114,6 +114,9 @@ class Backend(abc.ABC):
     #: whether the engine must hold the accelerator alone (then a sequential run closes it
     #: after each round instead of keeping several configs loaded)
     exclusive: bool = False
+    #: whether :meth:`generate` may run in a helper thread while the harness grades and
+    #: stores the previous batch (one call at a time, in order; the records do not change)
+    overlap: bool = False
 
     def __init__(self, config):
         self.config = config

@@ -147,6 +147,7 @@ class DeviceParallelBackend(Backend):
     """
 
     engine = "reference"
+    overlap = True  # generate() waits on the workers' pipes
 
     def __init__(self, config, devices: Sequence[str]):
         super().__init__(config)

@@ -6,7 +6,10 @@ paths, relative paths being read from the config file's folder); ``engine_option
 ``qualgate run`` opens one engine per GPU: :mod:`qualgate.backends._devices`), ``dtype`` (``float32``, ``bfloat16``,
 ``float16``), ``max_num_seqs`` (requests decoded together), ``batch_size`` (requests per
 harness batch, default ``max_num_seqs`` or 256), ``tokenizer`` (default: the target's) and
-``coupled`` (coupled sampling noise, see :mod:`qualgate.engines.reference`).
+``coupled`` (coupled sampling noise, see :mod:`qualgate.engines.reference`), ``cuda_graphs``
+(default true: decoding steps replayed as CUDA graphs) and ``compile`` (default false:
+``torch.compile`` of the models and of the verification, see docs/engine.md). The three
+switches must be YAML booleans: a string such as ``"false"`` is refused, not read as true.
 
 A batch that the engine refuses (``ValueError``: a prompt too long for the model, a token
 outside the vocabulary) is retried request by request, so that only the offending requests
@@ -25,6 +28,18 @@ from . import Backend, Generation, Request, package_versions, resolve_model_path
 __all__ = ["ReferenceBackend"]
 
 _DTYPES = ("float32", "bfloat16", "float16")
+#: engine_options that switch something on or off, with their defaults
+_SWITCHES = {"coupled": False, "cuda_graphs": True, "compile": False}
+
+
+def _switches(opts) -> dict[str, bool]:
+    out = {}
+    for key, default in _SWITCHES.items():
+        value = opts.get(key, default)
+        if not isinstance(value, bool):
+            raise ValueError(f"engine_options.{key} must be true or false, got {value!r}")
+        out[key] = value
+    return out
 
 
 @contextlib.contextmanager
@@ -48,6 +63,7 @@ class ReferenceBackend(Backend):
     """:class:`qualgate.engines.reference.ReferenceEngine` for one decoding config."""
 
     engine = "reference"
+    overlap = True  # the decoding waits on the GPU with the GIL released
 
     def __init__(self, config):
         super().__init__(config)
@@ -56,6 +72,7 @@ class ReferenceBackend(Backend):
         from ..engines.reference import ReferenceEngine
 
         opts = config.engine_options
+        switches = _switches(opts)
         dtype = opts.get("dtype")
         if dtype is not None and dtype not in _DTYPES:
             raise ValueError(f"engine_options.dtype must be one of {list(_DTYPES)}, got {dtype!r}")
@@ -65,7 +82,7 @@ class ReferenceBackend(Backend):
         if spec is not None:
             self._drafter = resolve_model_path(spec["model"], config.path)
             spec["model"] = self._drafter
-            spec["coupled"] = bool(opts.get("coupled", False))
+            spec["coupled"] = switches["coupled"]
         self._speculative = spec
         tokenizer = opts.get("tokenizer")
         if tokenizer is not None:
@@ -80,6 +97,8 @@ class ReferenceBackend(Backend):
                 device=opts.get("device"),
                 tokenizer=tokenizer,
                 dtype=getattr(torch, dtype) if dtype else None,
+                cuda_graphs=switches["cuda_graphs"],
+                compile=switches["compile"],
                 **kwargs,
             )
         if self.engine_.tokenizer is None:
@@ -146,6 +165,8 @@ class ReferenceBackend(Backend):
             "drafter": self._drafter,
             "max_num_seqs": self.engine_.max_num_seqs,
             "coupled": bool(self._speculative and self._speculative.get("coupled")),
+            "cuda_graphs": self.engine_.cuda_graphs,
+            "compile": self.engine_.compile,
             "threads": torch.get_num_threads(),
             # the engine logs this once per process, as vLLM does; every lossy config gets it here
             "warnings": [FLY_LOSSY_WARNING] if self.config.mode == "fly" else [],

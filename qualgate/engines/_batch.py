@@ -35,7 +35,7 @@ from ._sampling import (
     split_seed,
     uniform,
 )
-from ._verify import FlyRule, accept_drafts, correction_tokens
+from ._verify import FlyRule
 
 __all__ = ["Batch", "Spec"]
 
@@ -267,6 +267,7 @@ class Batch:
             coupled_sample = torch.where(self.greedy.unsqueeze(1), tl.argmax(dim=-1), sample(tp, e_all))
         elif self.any_sampled:
             uniforms = uniform(self._keys(STREAM_ACCEPT, pos.unsqueeze(1) + 1 + ar[:k], step))
+        accept_drafts, correction_tokens = self.engine.verify_fns
         acc = accept_drafts(
             draft, tl, tp, self.greedy, draft_probs=q, uniform=uniforms,
             coupled_sample=coupled_sample, fly=spec.fly,

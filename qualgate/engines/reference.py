@@ -35,7 +35,7 @@ from ._batch import Batch, Spec
 from ._models import load_model
 from ._results import Generation, GenerationOutput, RequestMetrics
 from ._sampling import resolve_sampling
-from ._verify import FlyRule
+from ._verify import FlyRule, accept_drafts, correction_tokens
 
 __all__ = ["Generation", "GenerationOutput", "ReferenceEngine", "RequestMetrics"]
 
@@ -83,8 +83,11 @@ class ReferenceEngine:
         On CUDA, capture each batch's decoding step as a CUDA graph and replay it (default);
         ``False`` runs every step eagerly. Ignored on CPU.
     compile : bool
-        Run decoding steps through ``torch.compile`` of each model (fewer, fused kernels;
-        each new batch shape compiles first, which takes seconds to minutes).
+        Run decoding steps through ``torch.compile``: each model's forward pass and the
+        speculative verification (:func:`~qualgate.engines._verify.accept_drafts`,
+        :func:`~qualgate.engines._verify.correction_tokens`). Fewer, fused kernels; the first
+        batch shapes compile first, which takes seconds to a minute per model. The captured
+        CUDA graphs then replay the compiled kernels.
 
     Examples
     --------
@@ -129,10 +132,13 @@ class ReferenceEngine:
         self._target = load_model(target, self.device, dtype, "target")
         self._drafter = None if drafter is None else load_model(drafter, self.device, dtype, "drafter")
         self.compile = bool(compile)
+        #: the verification functions a speculative step calls (compiled with ``compile``)
+        self.verify_fns = (accept_drafts, correction_tokens)
         if self.compile:
             self._target.compile()
             if self._drafter is not None:
                 self._drafter.compile()
+            self.verify_fns = tuple(torch.compile(f, dynamic=None) for f in self.verify_fns)
         if isinstance(tokenizer, (str, os.PathLike)) or (
             tokenizer is None and isinstance(target, (str, os.PathLike))
         ):

@@ -51,6 +51,13 @@ def _one_thread():
 
 
 @pytest.fixture(scope="session")
+def device() -> str:
+    """Where every engine test decodes (an engine on another device would move the cached
+    models that the session's engines share)."""
+    return DEVICE
+
+
+@pytest.fixture(scope="session")
 def make_pair():
     """``make_pair(vocab=8, seed=0) -> (target, drafter)``, cached."""
     return lambda vocab=8, seed=0: _pair(vocab, seed)

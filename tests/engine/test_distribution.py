@@ -34,17 +34,18 @@ SETTINGS = {
 def exact_distribution(model, vocab, settings):
     """{token tuple: probability} for the first N_TOKENS tokens after PROMPT."""
     seqs = [list(s) for s in itertools.product(range(vocab), repeat=N_TOKENS - 1)]
-    ids = torch.tensor([PROMPT + s for s in seqs])
+    dev = next(model.parameters()).device  # QUALGATE_TEST_DEVICE=cuda puts the models on the GPU
+    ids = torch.tensor([PROMPT + s for s in seqs], device=dev)
     with torch.no_grad():
         logits = model(input_ids=ids).logits[:, len(PROMPT) - 1 :].float()  # (S, N_TOKENS, V)
     s, t, v = logits.shape
     probs = process_logits(
         logits.reshape(s * t, v),
-        torch.full((s * t,), settings.get("temperature", 1.0)),
-        torch.full((s * t,), settings.get("top_k", 0)),
-        torch.full((s * t,), settings.get("top_p", 1.0)),
+        torch.full((s * t,), settings.get("temperature", 1.0), device=dev),
+        torch.full((s * t,), settings.get("top_k", 0), device=dev),
+        torch.full((s * t,), settings.get("top_p", 1.0), device=dev),
     ).view(s, t, v).double()
-    probs = probs.numpy()
+    probs = probs.cpu().numpy()
     rows = np.arange(s)[:, None]
     prefix = np.prod(probs[rows, np.arange(t - 1), np.array(seqs)], axis=1)  # P(first t-1 tokens)
     joint = prefix[:, None] * probs[:, t - 1]  # (S, V)

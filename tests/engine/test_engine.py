@@ -139,12 +139,12 @@ def test_greedy_rows_are_unaffected_by_sampled_rows_in_the_same_batch(engine32):
 
 
 @pytest.mark.slow
-def test_decoding_in_batches_of_max_num_seqs_gives_the_same_outputs(make_pair):
+def test_decoding_in_batches_of_max_num_seqs_gives_the_same_outputs(make_pair, device):
     ps = prompts(10)
     sampling = seeded(SAMPLED, 10)
     spec = {"num_speculative_tokens": 2}
-    one = ReferenceEngine(*make_pair(32), device="cpu").generate(ps, sampling=sampling, speculative=spec)
-    small = ReferenceEngine(*make_pair(32), device="cpu", max_num_seqs=3)
+    one = ReferenceEngine(*make_pair(32), device=device).generate(ps, sampling=sampling, speculative=spec)
+    small = ReferenceEngine(*make_pair(32), device=device, max_num_seqs=3)
     out = small.generate(ps, sampling=sampling, speculative=spec)
     assert tokens(out) == tokens(one)
     assert [o.index for o in out] == list(range(10))
@@ -336,11 +336,11 @@ def test_invalid_speculative_configs_raise_naming_the_key(engine32, speculative,
         engine32.generate(prompts(1), sampling=GREEDY, speculative=speculative)
 
 
-def test_a_speculative_model_other_than_the_engines_drafter_is_an_error(make_pair):
+def test_a_speculative_model_other_than_the_engines_drafter_is_an_error(make_pair, device):
     target, drafter = make_pair(32)
     drafter = copy.deepcopy(drafter)
     drafter.config._name_or_path = "my/drafter"
-    eng = ReferenceEngine(target, drafter, device="cpu")
+    eng = ReferenceEngine(target, drafter, device=device)
     ok = eng.generate(prompts(1), sampling=GREEDY, speculative={"num_speculative_tokens": 2, "model": "my/drafter/"})
     assert ok.speculative["model"] == "my/drafter/"
     with pytest.raises(ValueError, match="not this engine's drafter"):
@@ -356,8 +356,8 @@ def test_fly_defaults_are_resolved_as_vllm_does(engine32):
     assert s["coupled"] is False and s["draft_sample_method"] == "greedy"
 
 
-def test_speculative_decoding_without_a_drafter_is_an_error(make_pair):
-    eng = ReferenceEngine(make_pair(32)[0], device="cpu")
+def test_speculative_decoding_without_a_drafter_is_an_error(make_pair, device):
+    eng = ReferenceEngine(make_pair(32)[0], device=device)
     with pytest.raises(ValueError, match="needs a drafter"):
         eng.generate(prompts(1), sampling=GREEDY, speculative={"num_speculative_tokens": 2})
 
@@ -414,8 +414,8 @@ def char_tokenizer():
 
 
 @pytest.fixture(scope="module")
-def text_engine(make_pair, char_tokenizer):
-    return ReferenceEngine(*make_pair(32), device="cpu", tokenizer=char_tokenizer)
+def text_engine(make_pair, char_tokenizer, device):
+    return ReferenceEngine(*make_pair(32), device=device, tokenizer=char_tokenizer)
 
 
 def test_chat_prompts_are_rendered_with_the_chat_template(text_engine, char_tokenizer):
@@ -444,14 +444,33 @@ def test_a_stop_string_truncates_the_text_at_its_first_occurrence(text_engine, c
 
 
 @pytest.mark.slow
-def test_eager_attention_with_additive_masks_gives_the_same_tokens_as_sdpa(make_pair):
+def test_eager_attention_with_additive_masks_gives_the_same_tokens_as_sdpa(make_pair, device):
     target, drafter = (copy.deepcopy(m) for m in make_pair(32))
     for m in (target, drafter):
         m.config._attn_implementation = "eager"
-    eager = ReferenceEngine(target, drafter, device="cpu")
-    sdpa = ReferenceEngine(*make_pair(32), device="cpu")
+    eager = ReferenceEngine(target, drafter, device=device)
+    sdpa = ReferenceEngine(*make_pair(32), device=device)
     ps = prompts(9)  # lengths 1..9: padded batches
     spec = {"num_speculative_tokens": 3}
     assert tokens(eager.generate(ps, sampling=GREEDY, speculative=spec)) == tokens(
         sdpa.generate(ps, sampling=GREEDY, speculative=spec)
     )
+
+
+@pytest.mark.slow
+def test_compiled_decoding_gives_the_same_greedy_tokens_as_eager_decoding(make_pair, device):
+    """``compile=True`` runs the models' steps and the verification through torch.compile
+    (inductor's C++ kernels on CPU); greedy outputs must not change."""
+    from qualgate.engines.reference import ReferenceEngine
+
+    target, drafter = make_pair(32)
+    prompts = [[1, 5, 7, 9], [3, 4]]
+    sampling = {"temperature": 0.0, "max_tokens": 8, "ignore_eos": True}
+    spec = {"num_speculative_tokens": 3, "rejection_sample_method": "fly", "fly_window_size": 1,
+            "fly_entropy_threshold": 0.1}  # fmt: skip
+    eager = ReferenceEngine(target, drafter, device=device)
+    compiled = ReferenceEngine(target, drafter, device=device, compile=True)
+    want = eager.generate(prompts, sampling=sampling, speculative=spec)
+    got = compiled.generate(prompts, sampling=sampling, speculative=spec)
+    assert [o.token_ids for o in got] == [o.token_ids for o in want]
+    assert [o.metrics.num_deferred_tokens for o in got] == [o.metrics.num_deferred_tokens for o in want]

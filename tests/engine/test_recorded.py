@@ -9,6 +9,7 @@ padded batches) must give the same token ids, finish reasons and speculative cou
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -87,7 +88,9 @@ def _engine():
 
     from qualgate.engines.reference import ReferenceEngine
 
-    return ReferenceEngine(*_pair(32, 0), device="cpu", max_num_seqs=256)
+    # copies: the recording is CPU's, and moving the shared cached pair would move the models
+    # of the session's engines too (QUALGATE_TEST_DEVICE=cuda)
+    return ReferenceEngine(*(copy.deepcopy(m) for m in _pair(32, 0)), device="cpu", max_num_seqs=256)
 
 
 @pytest.mark.slow

@@ -67,3 +67,26 @@ def test_the_reference_backend_resolves_model_paths_beside_the_config(tmp_path, 
         info = b.info()
     assert info["target"] == str((tmp_path / "weights" / "t").resolve())
     assert info["device"] == "cpu" and info["versions"]["torch"]
+
+
+@pytest.mark.parametrize("key", ["coupled", "cuda_graphs", "compile"])
+@pytest.mark.parametrize("value", ["false", 0, 1, None])
+def test_reference_switches_that_are_not_booleans_are_refused_naming_the_option(tmp_path, models, key, value):
+    from qualgate.backends.reference import ReferenceBackend
+
+    cfg = parse_config(
+        {**CONFIG, "model": str(models / "target"), "engine_options": {"device": "cpu", key: value}}
+    )
+    with pytest.raises(ValueError, match=rf"engine_options\.{key} must be true or false, got {value!r}"):
+        ReferenceBackend(cfg)
+
+
+@pytest.mark.slow
+def test_the_reference_backend_passes_its_switches_to_the_engine(models):
+    cfg = parse_config({
+        **CONFIG, "model": str(models / "target"),
+        "engine_options": {"device": "cpu", "cuda_graphs": False, "compile": False},
+    })  # fmt: skip
+    with open_backend(cfg) as b:
+        info = b.info()
+    assert (info["cuda_graphs"], info["compile"], info["coupled"]) == (False, False, False)

@@ -1,0 +1,63 @@
+"""The runner decodes the next batch while it grades and stores the previous one."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from qualgate.backends import BACKENDS, Backend, Generation, register_backend
+from qualgate.backends._devices import comparable_records
+from qualgate.backends.reference import ReferenceBackend
+from qualgate.harness import run_plan
+from qualgate.config import load_plan
+
+
+class Recording(Backend):
+    """A real backend (echoes the seed) that records which thread ran each call, and when."""
+
+    engine = "reference"
+    overlap = True
+    calls: list = []
+
+    def generate(self, requests):
+        Recording.calls.append(("start", threading.current_thread().name, len(Recording.calls)))
+        running = sum(1 if c[0] == "start" else -1 for c in Recording.calls)
+        out = [Generation(text=f"The answer is {r.sampling['seed'] % 7}") for r in requests]
+        Recording.calls.append(("end", running, None))
+        return out
+
+    def info(self):
+        return {"engine": "recording"}
+
+    def close(self):
+        Recording.calls.append(("close", sum(1 if c[0] == "start" else -1 for c in Recording.calls if c[0] != "close"), None))
+
+
+@pytest.fixture
+def recording(monkeypatch):
+    monkeypatch.setitem(BACKENDS, "reference", BACKENDS["reference"])
+    register_backend("reference", Recording)
+    Recording.calls = []
+    return Recording
+
+
+def test_an_overlapping_backend_decodes_in_a_helper_thread_one_call_at_a_time(recording, plan_factory, tmp_path):
+    plan = plan_factory(configs=("target",), questions=5, seeds=(0, 1), batch_size=2)
+    run_plan(load_plan(plan), tmp_path / "out")
+    starts = [c for c in recording.calls if c[0] == "start"]
+    assert len(starts) == 5  # 10 requests in batches of 2
+    assert all(name.startswith("qualgate-generate") for _, name, _ in starts)
+    assert max(c[1] for c in recording.calls if c[0] == "end") == 1  # never two calls at once
+    assert [c[0] for c in recording.calls][-1] == "close" and recording.calls[-1][1] == 0
+
+
+@pytest.mark.slow
+def test_overlapped_and_serial_runs_write_the_same_records(plan_factory, tmp_path, monkeypatch):
+    """The reference engine on CPU, three configs, several batches each: overlap on and off."""
+    plan = plan_factory(questions=4, seeds=(0, 1, 2), batch_size=3)
+    run_plan(load_plan(plan), tmp_path / "overlapped")
+    monkeypatch.setattr(ReferenceBackend, "overlap", False)
+    run_plan(load_plan(plan), tmp_path / "serial")
+    overlapped, serial = comparable_records(tmp_path / "overlapped"), comparable_records(tmp_path / "serial")
+    assert len(serial) == 3 * 4 * 3 and overlapped == serial
