@@ -288,7 +288,7 @@ def _final_pass(d, pairs, margin, alpha):
     One pair per question: the exact unconditional test (its critical value, computed once
     for the common n); several: the robust clustered score test.
     """
-    from ._clustered import _robust_z
+    from ._cluster_variance import robust_z
 
     n, lost, gained, sum_d2, sum_nd, sum_n2, biggest = _counts(d, pairs)
     questions = d.shape[1]
@@ -296,7 +296,7 @@ def _final_pass(d, pairs, margin, alpha):
     if np.all(biggest <= 1):
         z = score_z(lost, gained, float(questions), margin)
         return z <= _exact_critical(questions, float(margin), float(alpha)) + 1e-9
-    z = _robust_z((n, lost, gained, float(questions), sum_d2, sum_nd, sum_n2, biggest), margin, crit)
+    z = robust_z((n, lost, gained, float(questions), sum_d2, sum_nd, sum_n2, biggest), margin, crit)
     return z < -crit
 
 
