@@ -184,7 +184,7 @@ def _design_step(lam, margin, x):
     return 0.5 * (up + down), 0.5 * (up * up + down * down)
 
 
-def _paths(d, margin, alpha, beta, prior, weight, max_questions, pairs=None):
+def _paths(d, *, margin, alpha, beta, prior, weight, max_questions, pairs=None):
     """Run the gate on every row of ``d`` (replicates × questions); vectorised over rows.
 
     Without ``max_questions``: the open-ended design (module doc). With it: the budgeted
@@ -447,8 +447,8 @@ def sequential_noninferiority(
         if np.any(pairs < 1) or np.any(pairs != np.rint(pairs)):
             raise ValueError("pairs must be positive integers, one per question")
     stop, reason, log_pass, log_fail = _paths(
-        d[None, :], margin, alpha, 1.0 - power, discordant, prior_weight, max_questions,
-        pairs=None if pairs is None else pairs[None, :],
+        d[None, :], margin=margin, alpha=alpha, beta=1.0 - power, prior=discordant, weight=prior_weight,
+        max_questions=max_questions, pairs=None if pairs is None else pairs[None, :],
     )
     n_used = int(stop[0])
     code = int(reason[0])
