@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import MODELS, draw, one_seed_probabilities  # noqa: E402
 
 from qualgate.stats import design_effect  # noqa: E402
-from qualgate.stats._clustered import _robust_z, _score_z  # noqa: E402  (the gate's vectorised statistics)
+from qualgate.stats._cluster_variance import deff_score_z, robust_z  # noqa: E402  (the gate's vectorised statistics)
 from qualgate.stats._noninferiority import exact_critical_value  # noqa: E402
 from qualgate.stats._score import score_z  # noqa: E402
 
@@ -68,9 +68,9 @@ def clustered_pass(lost, gained, seeds, margin, alpha):
     n = questions * seeds
     sum_d2, sum_nd, sum_n2 = (d * d).sum(axis=1), seeds * d.sum(axis=1), float(questions * seeds**2)
     crit = sps.norm.isf(alpha)
-    z = _robust_z((n, b, c, questions, sum_d2, sum_nd, sum_n2, seeds), margin, crit)
+    z = robust_z((n, b, c, questions, sum_d2, sum_nd, sum_n2, seeds), margin, crit)
     deff = design_effect(n, b, c, questions, sum_d2, sum_nd, sum_n2)
-    old = _score_z(b, c, n, margin, deff)
+    old = deff_score_z(b, c, n, margin, deff)
     return np.mean(z < -crit), np.mean(old < -crit)
 
 

@@ -56,7 +56,8 @@ def run_cell(rng, model, seeds, budget, loss, reps, margin, alpha):
     for chunk in np.array_split(np.arange(reps), max(1, reps * budget * seeds // 3_000_000)):
         lost, gained = draw(model, rng, len(chunk), budget, seeds, loss)
         d = (gained - lost).astype(float) / seeds
-        s, r, _, _ = _paths(d, margin, alpha, 0.2, PRIOR, PRIOR_WEIGHT, budget, pairs=seeds)
+        s, r, _, _ = _paths(d, margin=margin, alpha=alpha, beta=0.2, prior=PRIOR, weight=PRIOR_WEIGHT, max_questions=budget,
+                            pairs=seeds)
         stop.append(s)
         reason.append(r)
         # the fixed gate at level alpha on all questions: the same final test, full alpha

@@ -119,7 +119,8 @@ def gate_rows(rng, idx, reps, n, seeds, discordant, loss, margin, alpha, common=
         mask = crn.random((reps, n))[idx] < common[1]
         lost, gained = simulate(crn, reps, n, seeds, discordant, loss)
         d = np.where(mask, (gained[idx] - lost[idx]).astype(np.float64) / seeds, d)
-    stop, reason, _, _ = _paths(d, margin, alpha, 1 - power, PRIOR, PRIOR_WEIGHT, n, pairs=seeds)
+    stop, reason, _, _ = _paths(d, margin=margin, alpha=alpha, beta=1 - power, prior=PRIOR, weight=PRIOR_WEIGHT,
+                                max_questions=n, pairs=seeds)
     return (reason == _PASS) | (reason == _FINAL), stop, d
 
 

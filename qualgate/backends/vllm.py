@@ -66,7 +66,7 @@ vLLM 0.33.0 facts relied on (read from the ``vllm-0.33.0`` wheel)
   are children of ``vllm``; ``LLM.__init__`` re-applies vLLM's logging config
   (``configure_logging_if_needed`` -> ``dictConfig``) before the config is validated,
   which drops the handlers of ``vllm`` and of its children, so the warnings are captured
-  by a log-record factory (vLLM's ``_VllmLogRecordFactory`` wraps the existing factory).
+  by a log-record factory (:mod:`qualgate.backends._vllm_logs`) (vLLM's ``_VllmLogRecordFactory`` wraps the existing factory).
   Records below ``VLLM_LOGGING_LEVEL`` are never created and cannot be captured.
 - ``vllm/v1/engine/core_client.py``: the engine core client has ``shutdown()``;
   ``vllm/distributed/parallel_state.py``: ``cleanup_dist_env_and_memory()`` tears down
@@ -79,7 +79,6 @@ vLLM 0.33.0 facts relied on (read from the ``vllm-0.33.0`` wheel)
 from __future__ import annotations
 
 import gc
-import logging
 import os
 import re
 import sys
@@ -89,6 +88,7 @@ from typing import Any
 from ..errors import DataError
 from ..speculative import FLY_LOSSY_WARNING
 from . import Backend, Generation, Request, package_versions, resolve_model_path
+from ._vllm_logs import Capture, capturing
 
 __all__ = ["VLLMBackend", "llm_kwargs", "sampling_params", "spec_summary"]
 
@@ -155,66 +155,6 @@ def sampling_params(request: Request, cls=None):
     return cls(**sampling)
 
 
-class _Capture:
-    """The distinct messages of vLLM's warnings seen while a :class:`_capturing` block ran."""
-
-    def __init__(self):
-        self.messages: list[str] = []
-
-    def add(self, record) -> None:
-        try:
-            msg = record.getMessage()
-        except Exception:  # noqa: BLE001 - a malformed log call must not break generation
-            msg = str(record.msg)
-        if msg not in self.messages:
-            self.messages.append(msg)
-
-
-_ACTIVE: list[_Capture] = []
-
-
-def _tap(factory):
-    """A log-record factory that passes vLLM's warnings to the active captures.
-
-    ``LLM.__init__`` re-applies vLLM's logging config with ``dictConfig``, which removes
-    the handlers of the ``vllm`` logger *and of all its children*, before the config is
-    validated, so no handler attached beforehand sees the FLy or scheduler warning. The
-    record factory is not touched by ``dictConfig`` (vLLM wraps it, keeping ours inside
-    as ``_factory``).
-    """
-
-    def make(*args, **kwargs):
-        record = factory(*args, **kwargs)
-        if _ACTIVE and record.levelno >= logging.WARNING and record.name.split(".")[0] == "vllm":
-            for capture in _ACTIVE:
-                capture.add(record)
-        return record
-
-    make._qualgate_tap = True
-    make._factory = factory
-    return make
-
-
-class _capturing:
-    """Collect vLLM's warnings into a :class:`_Capture` for the duration of a block."""
-
-    def __init__(self, capture: _Capture):
-        self.capture = capture
-
-    def __enter__(self):
-        f = logging.getLogRecordFactory()
-        while f is not None and not getattr(f, "_qualgate_tap", False):
-            f = getattr(f, "_factory", None)
-        if f is None:  # installed once per process; a pass-through when nothing captures
-            logging.setLogRecordFactory(_tap(logging.getLogRecordFactory()))
-        _ACTIVE.append(self.capture)
-        return self.capture
-
-    def __exit__(self, *exc):
-        _ACTIVE.remove(self.capture)
-        return False
-
-
 def _metric_snapshot(llm) -> dict[str, Any]:
     """Speculative-decoding counters of ``LLM.get_metrics()``, summed over label sets."""
     out: dict[str, Any] = {v: 0 for v in SPEC_COUNTERS.values()}
@@ -252,7 +192,7 @@ class VLLMBackend(Backend):
         super().__init__(config)
         opts = config.engine_options
         self.llm = None
-        self._capture = _Capture()
+        self._capture = Capture()
         self._env_old = os.environ.get("VLLM_BATCH_INVARIANT")
         self._env_set = False
         notes: list[str] = []
@@ -291,7 +231,7 @@ class VLLMBackend(Backend):
         self.kwargs = llm_kwargs(config)
         self.chat_template_kwargs = opts.get("chat_template_kwargs")
         try:
-            with _capturing(self._capture):
+            with capturing(self._capture):
                 self.llm = vllm.LLM(**self.kwargs)
         except self._request_errors as exc:  # vLLM's config validation (pydantic or its own)
             self._restore_env()
@@ -338,7 +278,7 @@ class VLLMBackend(Backend):
         todo = list(params)
         if not todo:
             return out  # type: ignore[return-value]
-        with _capturing(self._capture):
+        with capturing(self._capture):
             try:
                 gens = self._chat([requests[i] for i in todo], [params[i] for i in todo])
             except self._request_errors as exc:

@@ -74,7 +74,6 @@ from typing import Any
 from ..errors import DataError
 from . import Backend, Generation, Request, package_versions
 from ._http import Client, TransportError, proxy_for
-from ._replicas import ReplicaPool, Unreachable, accumulate, add_vectors
 from ._openai import (
     BadResponse,
     WrongIdentity,
@@ -82,20 +81,17 @@ from ._openai import (
     parse_spec_metrics,
     request_body,
     retry_after,
-    same_model,
-    spec_mismatch,
-    strict_json,
 )
+from ._replicas import ReplicaPool, accumulate, add_vectors
+from ._server_identity import ServerIdentity
 from .vllm import SPEC_COUNTERS, spec_summary
 
 __all__ = ["VLLMServerBackend", "parse_spec_metrics", "request_body"]
 
-_retry_after = retry_after  # the name the tests knew
 _MAX_BACKOFF_S = 60.0
-_CHECK_TIMEOUT_S = 30.0  # GETs of /v1/models, /version, /server_info, /metrics
 
 
-class VLLMServerBackend(Backend):
+class VLLMServerBackend(ServerIdentity, Backend):
     """OpenAI-compatible ``/v1/chat/completions`` on one or several replicas."""
 
     engine = "vllm-server"
@@ -199,7 +195,7 @@ class VLLMServerBackend(Backend):
             self._update_metrics()
             self._client.close()
 
-    # -- option and identity checks ----------------------------------------------------
+    # -- option checks (the server identity: ServerIdentity) -------------------------------
 
     def _bad(self, key, value, message) -> DataError:
         return DataError(message, file=self.config.path, field=f"engine_options.{key}",
@@ -217,108 +213,10 @@ class VLLMServerBackend(Backend):
                             else f"must be a number >= {minimum}")
         return value
 
-    def _mismatch(self, url, message, field="model", value=None) -> DataError:
-        return DataError(f"the server at {url} {message}", file=self.config.path, field=field,
-                         value=value)
-
-    def _get(self, url: str, path: str) -> tuple[int, bytes]:
-        r = self._client.request("GET", url, path, None, max_bytes=self.max_bytes,
-                                 timeout=min(self.timeout_s, _CHECK_TIMEOUT_S))
-        return r.status, r.body
-
-    def _get_json(self, url: str, path: str) -> Any:
-        """The JSON of a 200 answer; ``None`` for another status or a body that is not JSON."""
-        try:
-            status, data = self._get(url, path)
-            return strict_json(data) if status == 200 else None
-        except (TransportError, ValueError):
-            return None
-
-    def _open_replicas(self) -> None:
-        reachable = self.pool.open()
-        if not reachable:
-            errors = "; ".join(r.last_error for r in self.replicas)
-            raise DataError(f"no server can be reached: {errors}", file=self.config.path,
-                            field="engine_options.base_urls", value=self.base_urls)
-        seen = {r.url: self.pool.servers[r.url]["version"] for r in reachable}
-        if len(set(seen.values()) - {None}) > 1:
-            raise DataError(f"the replicas run different versions: {seen}",
-                            file=self.config.path, field="engine_options.base_urls",
-                            value=self.base_urls)
-
-    def _check_server(self, url: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """Identity of one server (for the manifest) and its /metrics counters; DataError on
-        a mismatch, :class:`Unreachable` when it cannot be asked."""
-        cfg = self.config
-        where = {"file": cfg.path, "field": "engine_options.base_urls", "value": url}
-        try:
-            status, data = self._get(url, "/v1/models")
-        except TransportError as exc:
-            raise Unreachable(f"cannot reach {url}/v1/models ({exc.kind}: {exc})") from None
-        if status != 200:
-            if status >= 500:
-                raise Unreachable(f"{url}/v1/models answered HTTP {status}")
-            raise DataError(f"{url}/v1/models answered HTTP {status}: {data[:200]!r}", **where)
-        try:
-            cards = strict_json(data)["data"]
-            ids = [c["id"] for c in cards]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{url}/v1/models is not an OpenAI model list "
-                            f"({type(exc).__name__}: {str(exc)[:100]})", **where) from None
-        if self.served_model not in ids:
-            field = "engine_options.served_model_name" if cfg.engine_options.get(
-                "served_model_name") else "model"
-            raise self._mismatch(url, f"serves {ids[:10]}, not {self.served_model!r}", field,
-                                 self.served_model)
-        card = cards[ids.index(self.served_model)]
-        card = card if isinstance(card, dict) else {}
-        root = card.get("root")
-        server: dict[str, Any] = {"model": {"id": card.get("id"), "root": root,
-                                            "max_model_len": card.get("max_model_len")}}
-        if root is not None and not same_model(root, cfg.model):
-            raise self._mismatch(url, f"loaded {root!r} as {self.served_model!r}, but the "
-                                 f"config's model is {cfg.model!r}", "model", cfg.model)
-        version = self._get_json(url, "/version")
-        version = version.get("version") if isinstance(version, dict) else None
-        server["version"] = version if isinstance(version, str) else None
-
-        # the served speculative_config, where the server reports it (dev mode)
-        reported = self._get_json(url, "/server_info?config_format=json")
-        vc = reported.get("vllm_config") if isinstance(reported, dict) else None
-        if isinstance(vc, dict) and "speculative_config" in vc:
-            self._compare_spec(url, vc)
-            server["speculative_config"] = "matches (/server_info)"
-        else:
-            self._note(f"{url}: speculative_config not reported (/server_info needs "
-                       "VLLM_SERVER_DEV_MODE=1); checked through /metrics and responses only")
-
-        before, why = self._scrape(url)
-        if before is None:
-            self._note(f"{url}: /metrics unavailable ({why})")
-        elif before["vllm"]:
-            if cfg.speculative is None and before["present"]:
-                raise self._mismatch(url, "runs speculative decoding (its /metrics has "
-                                     "vllm:spec_decode_* counters), but the config is "
-                                     "target-only", "speculative", None)
-            k_server = len(before["num_accepted_tokens_per_pos"])
-            if cfg.speculative is not None and k_server and k_server != self._k:
-                raise self._mismatch(url, f"drafts {k_server} tokens (its /metrics), but the "
-                                     f"config's num_speculative_tokens is {self._k}",
-                                     "speculative.num_speculative_tokens", self._k)
-            if cfg.speculative is not None and not before["present"]:
-                self._note(f"{url}: /metrics shows no vllm:spec_decode_* counters; "
-                           "speculative decoding not confirmed")
-        return server, before
-
     def _note(self, message: str) -> None:
         with self._lock:
             if message not in self._info["checks"]:
                 self._info["checks"].append(message)
-
-    def _compare_spec(self, url: str, vllm_config: dict[str, Any]) -> None:
-        found = spec_mismatch(vllm_config, self.config.model, self.config.speculative)
-        if found is not None:
-            raise self._mismatch(url, *found)
 
     # -- metrics -----------------------------------------------------------------------
 

@@ -35,7 +35,6 @@ from typing import Any
 
 from .._strict import read_bytes
 from ..config import IDENTITY_OPTIONS, config_id
-from ..errors import DataError
 from ..speculative import FLY_LOSSY_WARNING, LOSSLESS_METHODS, normalise_speculative
 from ..vllm033 import rule
 

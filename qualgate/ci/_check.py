@@ -19,7 +19,7 @@ allowed only with a gate report (``qualgate gate --output REPORT.json``, read by
    recomputed from them with the report's settings equal the report's;
    (b) with a key in ``QUALGATE_EVIDENCE_KEY``: the report's HMAC matches (always checked
    when a key is set; an unsigned report is refused);
-   (c) otherwise it is refused unless ``trust_unsigned``.
+   (c) otherwise it is refused unless ``trust_unsigned`` (all three in :mod:`qualgate.ci._verify`).
 
 A record file found at its path with another digest (rewritten after the report) is refused
 whatever else holds. Every unmet condition becomes one refusal reason.
@@ -27,13 +27,10 @@ whatever else holds. Every unmet condition becomes one refusal reason.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
-import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +39,7 @@ from ..errors import DataError
 from ..evidence import KEY_ENV, LOSSLESS, Evidence, ReportError, resolved_method
 from ..speculative import SPECULATIVE_KEYS, normalise_speculative, resolve_speculative
 from ._serving import ServingConfig, read_serving_config
+from ._verify import verify
 
 __all__ = ["DEFAULT_MAX_AGE", "DEFAULT_MAX_ALPHA", "DEFAULT_MAX_MARGIN", "CheckResult", "check", "parse_age"]
 
@@ -241,7 +239,7 @@ def check(
     }  # fmt: skip
     reasons = _binding(report, cfg, cid, allow_keys, epath, info, allow_missing_dependence, suite_policy)
     reasons += _limits(report, max_margin, max_alpha)
-    verified, found_mtime, why = _verify(report, Path(evidence), records, key, trust_unsigned)
+    verified, found_mtime, why = verify(report, Path(evidence), records, key, trust_unsigned)
     info["verified"] = verified
     reasons += why
     reasons += _age(report, max_age, now, found_mtime)
@@ -323,139 +321,3 @@ def _age(report: Evidence, max_age, now, found_mtime) -> list[str]:
             reasons.append(f"its record files were last written {_fmt_age(now - found_mtime)} ago, longer than "
                            f"--max-age {_fmt_age(max_age)} (the report's created_at {report.created_at} is later)")
     return reasons
-
-
-# --------------------------------------------------------------------------- verification
-
-
-def _verify(report: Evidence, where: Path, records, key, trust_unsigned):
-    """``(how it was verified, newest record mtime, reasons)`` (see the module docstring, 5)."""
-    verified, reasons, newest = [], [], None
-    located, why = _locate(report, where, records)
-    reasons += why
-    if located is not None:
-        mismatch = _recompute(report, located)
-        if mismatch:
-            reasons.append("the verdicts recomputed from the record files differ from the report: " + mismatch)
-        else:
-            verified.append("records")
-        newest = max(_dt.datetime.fromtimestamp(Path(p).stat().st_mtime, _dt.timezone.utc)
-                     for p in located.values())
-    if key:
-        problem = report.signature_problem(key)
-        if problem:
-            reasons.append(f"{problem} ({KEY_ENV} is set, so the report must carry its HMAC)")
-        else:
-            verified.append("signature")
-    if not verified and not reasons:
-        if trust_unsigned:
-            verified.append("trusted-unsigned")
-        else:
-            reasons.append(
-                "the report cannot be verified: its record files are not available (pass --records DIR) "
-                f"and {KEY_ENV} is not set to check its signature; pass --trust-unsigned to accept it as it is")
-    return verified, newest, reasons
-
-
-def _locate(report: Evidence, where: Path, records):
-    """``({report path: local path} or None, reasons)``: every record file, by its SHA-256."""
-    from ..pairing import sha256_file
-    from ..records import RECORD_SUFFIXES
-
-    wanted = report.record_files()
-    if records is not None:
-        root = Path(records)
-        if not root.is_dir():
-            raise DataError("--records must be a directory of record files", file=str(root))
-        by_digest: dict[str, str] = {}
-        for f in sorted(root.rglob("*")):
-            if f.suffix in RECORD_SUFFIXES and f.is_file():
-                by_digest.setdefault(sha256_file(f), str(f))
-        missing = [p for _, p, h in wanted if h not in by_digest]
-        if missing:
-            return None, [f"--records {root} holds no file with the SHA-256 the report gives for "
-                          f"{', '.join(missing[:3])}" + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-                          + " (changed or missing)"]
-        return {p: by_digest[h] for _, p, h in wanted}, []
-    found, changed = {}, []
-    for side, p, h in wanted:
-        for cand in (Path(p), where.parent / p):
-            if cand.is_file():
-                if sha256_file(cand) == h:
-                    found[p] = str(cand)
-                else:
-                    changed.append(f"{cand} ({side})")
-                break
-    if changed:
-        return None, [f"record files were changed after the report (their SHA-256 differs): {', '.join(changed[:3])}"]
-    return (found if len(found) == len(wanted) else None), []
-
-
-def _recompute(report: Evidence, located: dict[str, str]) -> str:
-    """Empty when the records give the report's verdicts and statistics, else the first differences."""
-    from ..gate import gate
-    from ..pairing import load_side, pair_records
-    from ..policy import policy_from_dict
-    from ..sequential import sequential_gate
-
-    s = report.settings
-    reading = {k: s[k] for k in ("on_missing", "max_errors", "drop_truncated", "allow_unknown")}
-    opts = {"drop_truncated": s["drop_truncated"], "allow_unknown": s["allow_unknown"]}
-    with tempfile.TemporaryDirectory(prefix="qualgate-check-") as tmp:
-
-        def side(i, files):
-            d = Path(tmp) / str(i)
-            d.mkdir()
-            for f in files:
-                (d / Path(f["path"]).name).symlink_to(Path(located[f["path"]]).resolve())
-            return load_side(d, **opts)
-
-        try:
-            base = side("b", report.baseline["files"])
-            pairings = [pair_records(base, side(i, c["side"]["files"]), on_missing=s["on_missing"],
-                                     max_errors=s["max_errors"]) for i, c in enumerate(report.candidates)]
-        except DataError as exc:
-            return f"the records cannot be gated with the report's settings: {exc}"
-        names = [c["name"] for c in report.candidates]
-        if report.design == "fixed":
-            rules = policy_from_dict(s["suite_policy"]) if s["suite_policy"] else None
-            again = gate(pairings, names=names, policy=s["policy"], margin=None if rules else s["margin"],
-                         alpha=s["alpha"], weighting=s["weighting"], inconclusive=s["inconclusive"],
-                         missing=s["missing"], suite_policy=rules)
-        else:
-            again = sequential_gate(pairings, names=names, margin=s["margin"], alpha=s["alpha"], power=s["power"],
-                                    order=s["order"], seed=s["order_seed"] or 0, max_questions=s["max_questions"],
-                                    inconclusive=s["inconclusive"], missing=s["missing"],
-                                    multiplicity=s["multiplicity"])
-        again = dataclasses.replace(again, reading=reading, baseline_config=report.baseline.get("config"),
-                                    plan=report.plan)
-        diffs = _diff(again.to_dict(), report.to_dict(), "")
-    return "; ".join(diffs[:3]) + (f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else "")
-
-
-#: not part of the decision: the flips (outputs of the verified record files, for people to read)
-_NOT_RECOMPUTED = {"created_at", "signature", "qualgate_version", "path", "notes", "dropped_truncated", "flips"}
-
-
-def _diff(a, b, where) -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for k in sorted(set(a) | set(b)):
-            if k in _NOT_RECOMPUTED:
-                continue
-            if k not in a or k not in b:
-                out.append(f"{where}{k} only in {'the report' if k in b else 'the recomputation'}")
-            else:
-                out += _diff(a[k], b[k], f"{where}{k}.")
-        return out
-    if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return [f"{where.rstrip('.')} has {len(b)} entries, recomputed {len(a)}"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _diff(x, y, f"{where.rstrip('.')}[{i}].")]
-    if (isinstance(a, float) or isinstance(b, float)) and not isinstance(a, bool) and not isinstance(b, bool) \
-            and isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
-            return []
-    elif a == b and type(a) is type(b):
-        return []
-    return [f"{where.rstrip('.')} is {json.dumps(b)} in the report, {json.dumps(a)} recomputed"]

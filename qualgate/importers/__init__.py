@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DataError
-from ..records import Record, RecordSet, read_records
+from ..records import Record, RecordSet
 
 __all__ = [
     "FORMATS",

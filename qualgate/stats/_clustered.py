@@ -1,8 +1,5 @@
 """Question-level (clustered) paired tests: several seeds or samples per question.
 
-(Over 450 lines: the table, the two non-inferiority statistics, the interval and the two loss
-tests share the table's sufficient statistics and are one family.)
-
 With several seeds per question, the (question, seed) pairs of one question are not
 independent: a question the candidate gets wrong under one seed it tends to get wrong under
 the others. Treating the pairs as independent understates the variance and makes a gate pass
@@ -10,16 +7,8 @@ the others. Treating the pairs as independent understates the variance and makes
 
 Notation: question k has ``n_k`` pairs, ``b_k`` lost and ``c_k`` gained, ``d_k = b_k − c_k``;
 ``N = Σ n_k`` pairs, ``B = Σ b_k``, ``C = Σ c_k`` and the estimated loss ``δ̂ = (B − C)/N``
-(see :mod:`qualgate` for the conventions).
-
-Design effect
-    The ratio of the cluster-robust variance of δ̂ to its variance for N independent pairs,
-    ``deff = K/(K−1)·Σ_k (d_k − n_k·δ̂)² / Σ_i (d_i − δ̂)²`` (the numerator is the usual
-    sandwich / ratio-estimator variance of Obuchowski 1998; the denominator equals
-    ``B + C − N·δ̂²``). It is floored at 1, so a clustered design is never credited with less
-    variance than independent pairs, and set to the mean cluster size ``Σ n_k²/N`` (questions
-    counted once each) when nothing is discordant, where the within-question correlation
-    cannot be estimated.
+(see :mod:`qualgate` for the conventions). The design effect, the robust variance and the
+bound search are in :mod:`qualgate.stats._cluster_variance`.
 
 Non-inferiority (:func:`clustered_noninferiority`)
     H0: loss ≥ margin against H1: loss < margin. Default (``'score-clustered-robust'``): the
@@ -91,11 +80,18 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize, signal, stats
+from scipy import signal, stats
 
 from . import _checks
+from ._cluster_variance import (
+    deff_score_z,
+    design_effect,
+    monotone_bound,
+    robust_variance,
+    robust_z,
+    scanned_bound,
+)
 from ._paired_ci import ConfidenceInterval
-from ._score import restricted_p21, score_z
 
 __all__ = [
     "ClusteredTable",
@@ -178,146 +174,13 @@ class ClusteredTable:
 
     @property
     def design_effect(self) -> float:
-        """Variance inflation of the loss estimate due to clustering (>= 1); see the module doc."""
+        """Variance inflation of the loss estimate due to clustering (>= 1); see :func:`design_effect`."""
         return float(
             design_effect(self.n, self.lost, self.gained, self.clusters, self.sum_d2, self.sum_nd, self.sum_n2)
         )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self) | {"abs_d": list(self.abs_d), "design_effect": self.design_effect}
-
-
-def design_effect(n, lost, gained, clusters, sum_d2, sum_nd, sum_n2):
-    """Design effect of the loss estimate, vectorised over every argument (see module doc).
-
-    Examples
-    --------
-    Three seeds per question, each discordant question losing or gaining on all three:
-
-    >>> round(float(design_effect(300, 9, 3, 100, 4 * 9, 3 * 6, 100 * 9)), 3)
-    3.03
-    """
-    n, lost, gained, clusters, sum_d2, sum_nd, sum_n2 = (
-        np.asarray(x, dtype=float) for x in (n, lost, gained, clusters, sum_d2, sum_nd, sum_n2)
-    )
-    loss = (lost - gained) / n
-    naive = lost + gained - n * loss**2
-    robust = clusters / np.maximum(clusters - 1, 1) * (sum_d2 - 2 * loss * sum_nd + loss**2 * sum_n2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(naive > 0, robust / naive, sum_n2 / n)
-    # one question only: no between-question variation to estimate from; count it once
-    ratio = np.where(clusters < 2, sum_n2 / n, ratio)
-    return np.maximum(ratio, 1.0)
-
-
-def _score_z(lost, gained, n, delta, deff, weights=None):
-    """Design-effect-adjusted restricted score statistic for H0: loss = delta (vectorised).
-
-    Without ``weights``: :func:`~qualgate.stats._score.score_z` divided by ``sqrt(deff)``,
-    every argument broadcasting. With ``weights``: the last axis of ``lost``, ``gained``,
-    ``n`` and ``deff`` indexes strata, combined with those weights.
-    """
-    if weights is None:
-        return score_z(lost, gained, n, delta) / np.sqrt(deff)
-    lost, gained, n, deff = (np.asarray(x, dtype=float) for x in (lost, gained, n, deff))
-    d0 = np.asarray(delta, dtype=float)[..., None]
-    q = restricted_p21(lost / n, gained / n, d0)
-    var = deff * (2 * q + d0 * (1 - d0)) / n
-    w = np.asarray(weights, dtype=float)
-    num = np.sum(w * ((lost - gained) / n - d0), axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(num == 0, 0.0, num / np.sqrt(np.sum(w * w * var, axis=-1)))
-    return z if z.ndim else float(z)
-
-
-def robust_variance(n, lost, gained, clusters, sum_d2, sum_nd, sum_n2, max_size, delta, crit):
-    """Variance of ``B − C`` under H0: loss = ``delta`` used by the clustered tests (vectorised).
-
-    ``max(R, T) + F`` in squared pair counts, where
-
-    - ``R = K/(K−1)·Σ_k (d_k − n_k·δ0)²`` is the cluster-robust (sandwich) variance of
-      Obuchowski (1998) centred at the null value instead of the estimate, as a score test
-      does (at δ0 = 0 its statistic ``(B − C)²/R`` is Obuchowski's clustered McNemar
-      statistic); a single question gives no between-question information and counts as
-      ``T·max_size`` (perfect correlation);
-    - ``T = N·(2q̃ + δ0(1 − δ0))`` is the restricted variance of N independent pairs (Tango
-      1998): with few discordant pairs the variance is never taken below what independent
-      pairs with loss δ0 would have, and with none it is not zero;
-    - ``F = max(crit²κ² − κ, 0)·m²·(1 + |δ0|)²`` with κ = K/(K−1) and m the largest question:
-      about one pseudo-question of worst-case spread. It is what makes the bound monotone:
-      along the sandwich branch ``∂V/∂d_k = 2κ·u_k`` (u_k = d_k − n_k δ0), so the statistic
-      ``S/√V``, ``S = B − C − N·δ0``, has ``∂(S/√V)/∂d_k ≥ 0`` wherever ``S = −crit·√V`` as
-      soon as ``V ≥ crit²κ²·u_k²``; since ``V ≥ κ·u_k² + F`` and ``|u_k| ≤ m(1 + |δ0|)``, it
-      can only cross ``−crit`` upwards when a pair of question k turns from gained or
-      concordant to lost. (The Tango branch is checked by the property tests.) F is
-      negligible against V at large n and makes small samples conservative.
-    """
-    n, lost, gained, clusters, sum_d2, sum_nd, sum_n2, max_size = (
-        np.asarray(x, dtype=float) for x in (n, lost, gained, clusters, sum_d2, sum_nd, sum_n2, max_size)
-    )
-    delta = np.asarray(delta, dtype=float)
-    q = restricted_p21(lost / n, gained / n, delta)
-    tango = n * (2 * q + delta * (1 - delta))
-    centred = np.maximum(sum_d2 - 2 * delta * sum_nd + delta**2 * sum_n2, 0.0)
-    sandwich = np.where(clusters >= 2, clusters / np.maximum(clusters - 1, 1) * centred, tango * max_size)
-    kappa = clusters / np.maximum(clusters - 1, 1)
-    floor = np.maximum(float(crit) ** 2 * kappa**2 - kappa, 0.0) * max_size**2 * (1 + np.abs(delta)) ** 2
-    return np.maximum(sandwich, tango) + floor
-
-
-def _robust_z(arrays, delta, crit, weights=None):
-    """Clustered score statistic ``S/√V`` at loss = ``delta`` (vectorised over ``delta``).
-
-    ``arrays``: (n, lost, gained, clusters, sum_d2, sum_nd, sum_n2, max_size), each with a
-    last axis over strata when ``weights`` is given: then
-    ``Z = Σ_s w_s (δ̂_s − δ0) / sqrt(Σ_s w_s² V_s(δ0)/N_s²)``.
-    """
-    n, lost, gained = arrays[:3]
-    if weights is None:
-        d0 = np.asarray(delta, dtype=float)
-        num = lost - gained - n * d0
-        var = robust_variance(*arrays, d0, crit)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(num == 0, 0.0, num / np.sqrt(var))
-        return z if z.ndim else float(z)
-    d0 = np.asarray(delta, dtype=float)[..., None]
-    var = robust_variance(*arrays, d0, crit) / n**2
-    num = np.sum(weights * ((lost - gained) / n - d0), axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(num == 0, 0.0, num / np.sqrt(np.sum(weights**2 * var, axis=-1)))
-    return z if z.ndim else float(z)
-
-
-def _last_root(f, est, crit, upper, points=512):
-    """The far end of ``{δ : f(δ) ≥ −crit}`` (upper) or ``{δ : f(δ) ≤ crit}`` (lower) from ``est``.
-
-    ``f`` need not be monotone in δ: it is scanned on a grid from ``est`` to ±1 (dense near
-    ``est``) and the last crossing is refined by bisection, so the bound is the supremum
-    (infimum) of the values not rejected up to the grid resolution.
-    """
-    edge = 1.0 - 1e-12
-    span = np.expm1(np.linspace(0.0, np.log1p(1e4), points)) / 1e4  # 0 .. 1, dense near 0
-    if upper:
-        grid = est + (edge - est) * span
-        keep = f(grid) >= -crit
-    else:
-        grid = est - (est + edge) * span
-        keep = f(grid) <= crit
-    idx = np.flatnonzero(keep)
-    if not len(idx):
-        return float(est)
-    i = idx[-1]
-    if i == len(grid) - 1:
-        return 1.0 if upper else -1.0
-    inside = (lambda x: f(x) >= -crit) if upper else (lambda x: f(x) <= crit)  # noqa: E731
-    a, b = float(grid[i]), float(grid[i + 1])
-    while abs(b - a) > 1e-12:
-        mid = 0.5 * (a + b)
-        if inside(mid):
-            a = mid
-        else:
-            b = mid
-    return a
 
 
 def _robust_fn(tables, weights, crit):
@@ -331,18 +194,7 @@ def _robust_fn(tables, weights, crit):
         est = float((arrays[1] - arrays[2]) / arrays[0])
     else:
         est = float(np.sum(weights * (arrays[1] - arrays[2]) / arrays[0]))
-    return (lambda d: _robust_z(arrays, d, crit, weights)), est
-
-
-def _bound(f, est, crit, upper):
-    """Root of ``f(δ) = ±crit`` on the far side of ``est`` (f decreasing, f(est) = 0)."""
-    if upper:
-        hi = 1.0 - 1e-12
-        g = lambda x: f(x) + crit  # noqa: E731
-        return 1.0 if g(hi) > 0 else optimize.brentq(g, est, hi, xtol=1e-12)
-    lo = -1.0 + 1e-12
-    g = lambda x: f(x) - crit  # noqa: E731
-    return -1.0 if g(lo) < 0 else optimize.brentq(g, lo, est, xtol=1e-12)
+    return (lambda d: robust_z(arrays, d, crit, weights)), est
 
 
 def _tables(table):
@@ -375,7 +227,7 @@ def _stat_fn(tables, weights, deff):
         est = (lost - gained) / n
     else:
         est = float(np.sum(weights * (lost - gained) / n))
-    return (lambda d: _score_z(lost, gained, n, d, deff, weights)), est
+    return (lambda d: deff_score_z(lost, gained, n, d, deff, weights)), est
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,11 +298,11 @@ def clustered_noninferiority(table, *, margin, alpha=0.05, weights=None, design_
     crit = stats.norm.isf(alpha)
     if design_effect is None:
         f, est = _robust_fn(tables, weights, crit)
-        upper = _last_root(f, est, crit, upper=True)
+        upper = scanned_bound(f, est, crit, upper=True)
         method = "score-clustered-robust"
     else:
         f, est = _stat_fn(tables, weights, deff)
-        upper = _bound(f, est, crit, upper=True)
+        upper = monotone_bound(f, est, crit, upper=True)
         method = "score-clustered"
     z = f(margin)
     pooled_deff = float(deff[0] if weights is None else weights @ deff)
@@ -487,10 +339,10 @@ def clustered_difference_ci(table, *, confidence_level=0.95, weights=None, desig
     crit = stats.norm.isf((1 - level) / 2)
     if design_effect is None:
         f, est = _robust_fn(tables, weights, crit)
-        bound = _last_root
+        bound = scanned_bound
     else:
         f, est = _stat_fn(tables, weights, _deffs(tables, design_effect))
-        bound = _bound
+        bound = monotone_bound
     loss_low, loss_high = bound(f, est, crit, upper=False), bound(f, est, crit, upper=True)
     return ConfidenceInterval(-loss_high, -loss_low)
 

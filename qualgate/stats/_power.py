@@ -13,6 +13,7 @@ Methods
     ``n = ceil((z_a·sqrt(ψ) + z_power·sqrt(ψ − δ²))² / δ²)`` with ``z_a = z_{1−α/2}``
     (two-sided) or ``z_{1−α}`` (one-sided), and its inverses for power and detectable loss.
 ``exact``
+    (:mod:`qualgate.stats._power_exact`, which also explains the sawtooth and ``n_stable``)
     The exact unconditional power of the exact conditional test (:func:`mcnemar` with
     ``method='exact'``): the number of discordant questions is M ~ Bin(n, ψ); given M = m the
     number gained is Bin(m, (ψ − δ)/(2ψ)) and the test rejects when its exact p-value is
@@ -20,22 +21,6 @@ Methods
 
 Power is the probability that the test rejects *with the candidate worse* (the rejections of
 a two-sided test in the other direction are not counted; the normal formula ignores them too).
-
-The sawtooth
-------------
-Because the test is discrete, exact power is not monotone in n: adding a question can lower
-it. Given m discordant questions the conditional power jumps by a few points from one m to the
-next; the unconditional power mixes over M ~ Bin(n, ψ), which smooths the jumps unless M is
-nearly fixed. In practice the dips cross a target only when almost every question is
-discordant (ψ ≳ 0.95: for δ = 0.4, ψ = 1, power first reaches 0.8 at n = 49 but dips below it
-until n = 54); for evaluation-sized designs (ψ of a few percent) ``n_stable == n``.
-:func:`mcnemar_sample_size` with ``method='exact'`` therefore reports ``n``, the smallest n
-whose power reaches the target, and ``n_stable``, the smallest n from which power stays at or
-above the target for *every* n up to ``n_checked`` = 4·(normal-approximation n) + 200. Both are found without evaluating every n:
-the running maximum (from the left) and minimum (from the right) of the conditional power
-g(m) are non-decreasing in m, so the powers they give are non-decreasing in n and bracket the
-exact power; bisection on them bounds the region where the target is crossed, and only that
-region is evaluated n by n (vectorised).
 
 References
 ----------
@@ -56,6 +41,7 @@ import numpy as np
 from scipy import special
 
 from . import _checks
+from ._power_exact import ExactDesign, binom_cdf, exact_sample_size, m_window
 from ._score import restricted_p21
 
 __all__ = [
@@ -172,133 +158,6 @@ def _smallest_n(approx, power_of, target):
     return n
 
 
-# ----------------------------------------------------------------------------- exact method
-
-
-def _critical_gained(m, tail):
-    """Largest g with P(Bin(m, 1/2) <= g) <= tail (-1 if none), as :func:`mcnemar` decides.
-
-    Starts from the normal quantile with continuity correction and steps each m until
-    ``special.bdtr`` (the binomial cdf that :func:`mcnemar` uses, so that the decisions agree
-    exactly) is <= tail at g and > tail at g + 1; a step or two at most.
-    """
-    m = np.asarray(m, dtype=np.int64)
-    g = np.floor(m / 2 + special.ndtri(tail) * np.sqrt(m) / 2 - 0.5).clip(-1, m)
-
-    def cdf(k, rows):
-        return np.where(k >= 0, special.bdtr(np.maximum(k, 0), m[rows], 0.5), 0.0)
-
-    rows = np.flatnonzero(cdf(g, slice(None)) > tail)
-    while rows.size:  # too high: step down
-        g[rows] -= 1
-        rows = rows[cdf(g[rows], rows) > tail]
-    rows = np.flatnonzero((g < m) & (cdf(g + 1, slice(None)) <= tail))
-    while rows.size:  # too low: step up
-        g[rows] += 1
-        rows = rows[(g[rows] < m[rows]) & (cdf(g[rows] + 1, rows) <= tail)]
-    return g
-
-
-def _binom_cdf(k, m, p):
-    """P(Bin(m, p) <= k), 0 for k < 0 (vectorised)."""
-    return np.where(k >= 0, special.bdtr(np.maximum(k, 0), m, p), 0.0)
-
-
-def _m_window(n_lo, n_hi, discordant):
-    """Discordant counts holding all but ~1e-18 of Bin(n, ψ) for every n in [n_lo, n_hi]."""
-    sd = math.sqrt(n_hi * discordant * (1 - discordant))
-    lo = max(0, math.floor(n_lo * discordant - 9 * sd - 10))
-    hi = min(n_hi, math.ceil(n_hi * discordant + 9 * sd + 10))
-    return lo, hi
-
-
-class _ExactDesign:
-    """Exact power of the conditional test for many n at once.
-
-    ``g[m]`` is the conditional power given m discordant questions (the probability that the
-    exact test rejects with the candidate worse); power(n) = Σ_m P(Bin(n, ψ) = m)·g[m],
-    computed as a matrix product over a block of n and the window of m that carries the mass.
-    """
-
-    def __init__(self, loss, discordant, tail, n_max):
-        """Prepare for every n <= ``n_max``."""
-        self.loss, self.discordant, self.tail = loss, discordant, tail
-        ms = np.arange(_m_window(n_max, n_max, discordant)[1] + 1)
-        self.p_gain = (discordant - loss) / (2 * discordant)
-        self.critical = _critical_gained(ms, tail)
-        self.g = _binom_cdf(self.critical, ms, self.p_gain)
-        self._log_factorial = special.gammaln(np.arange(n_max + 1) + 1.0)  # log k!, k <= n_max
-
-    def weights(self, ns, ms):
-        """P(Bin(n, ψ) = m) for n in ``ns`` (rows) and m in ``ms`` (columns)."""
-        psi = self.discordant
-        ns, ms = ns[:, None], ms[None, :]
-        nm = np.maximum(ns - ms, 0)
-        log_pmf = (
-            self._log_factorial[ns] - self._log_factorial[ms] - self._log_factorial[nm]
-            + ms * math.log(psi) + special.xlog1py(nm, -psi)
-        )  # fmt: skip
-        return np.where(ms <= ns, np.exp(log_pmf), 0.0)
-
-    def power(self, ns, g=None):
-        """Σ_m P(Bin(n, ψ) = m)·g[m] for each n in ``ns`` (default g: the exact test's)."""
-        g = self.g if g is None else g
-        ns = np.atleast_1d(np.asarray(ns, dtype=np.int64))
-        if self.discordant == 1.0:  # every question is discordant: M = n
-            return g[ns]
-        out = np.empty(ns.size)
-        # blocks of n small enough that the (n, m) weight matrix stays a few MB
-        step = max(16, int(min(2e6 / (20 * math.sqrt(ns.max() * self.discordant) + 20),
-                               math.sqrt(2e6 / self.discordant))))  # fmt: skip
-        for i in range(0, ns.size, step):
-            block = ns[i : i + step]
-            lo, hi = _m_window(int(block.min()), int(block.max()), self.discordant)
-            ms = np.arange(lo, hi + 1)
-            out[i : i + step] = self.weights(block, ms) @ g[lo : hi + 1]
-        return out
-
-
-def _first_reaching(power_of, target, lo, hi):
-    """Smallest n in [lo, hi] with power_of(n) >= target (None if none); power_of non-decreasing."""
-    if power_of(hi) < target:
-        return None
-    while lo < hi:  # bisection: O(log n) evaluations, each vectorised over m
-        mid = (lo + hi) // 2
-        if power_of(mid) >= target:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _exact_sample_size(loss, discordant, tail, target):
-    approx = _normal_n_real(loss, discordant, tail, target)
-    n_checked = 4 * math.ceil(approx) + 200
-    if n_checked > _EXACT_MAX_N:
-        raise ValueError(
-            f"method='exact' would search up to {n_checked} questions for loss={loss!r}, "
-            f"discordant={discordant!r}; the limit is {_EXACT_MAX_N}: use method='normal'"
-        )
-    design = _ExactDesign(loss, discordant, tail, n_checked)
-    # Envelopes of the conditional power g(m): the running maximum from the left and minimum
-    # from the right are non-decreasing in m, so their powers are non-decreasing in n and
-    # bracket the exact power: upper(n) >= power(n) >= lower(n).
-    upper = np.maximum.accumulate(design.g)
-    lower = np.minimum.accumulate(design.g[::-1])[::-1]
-    n_up = _first_reaching(lambda k: design.power([k], upper)[0], target, 1, n_checked)
-    n_low = _first_reaching(lambda k: design.power([k], lower)[0], target, n_up or 1, n_checked)
-    if n_up is None or n_low is None:  # pragma: no cover - 4x the normal n always suffices
-        raise RuntimeError("exact power did not reach the target within the search range")
-    # Below n_up power < target; from n_low on power >= target: scan only [n_up, n_low].
-    ns = np.arange(n_up, n_low + 1)
-    powers = design.power(ns)
-    reached = np.flatnonzero(powers >= target)
-    n_first = int(ns[reached[0]])
-    below = np.flatnonzero((powers < target) & (ns > n_first))
-    n_stable = int(ns[below[-1]]) + 1 if below.size else n_first
-    return n_first, float(powers[reached[0]]), n_stable, n_checked
-
-
 def _normal_n_real(loss, discordant, tail, target):
     z_a, z_p = -special.ndtri(tail), special.ndtri(target)
     return (z_a * math.sqrt(discordant) + z_p * math.sqrt(discordant - loss**2)) ** 2 / loss**2
@@ -358,7 +217,13 @@ def mcnemar_sample_size(
         )
         achieved, n_stable, n_checked = float(_normal_power(n, loss, discordant, tail)), n, None
     else:
-        n, achieved, n_stable, n_checked = _exact_sample_size(loss, discordant, tail, target)
+        n_checked = 4 * math.ceil(_normal_n_real(loss, discordant, tail, target)) + 200
+        if n_checked > _EXACT_MAX_N:
+            raise ValueError(
+                f"method='exact' would search up to {n_checked} questions for loss={loss!r}, "
+                f"discordant={discordant!r}; the limit is {_EXACT_MAX_N}: use method='normal'"
+            )
+        n, achieved, n_stable = exact_sample_size(loss, discordant, tail, target, n_checked)
     return PowerResult(
         "n", n, achieved, loss, discordant, alpha, alternative, method,
         target_power=target, n_stable=n_stable, n_checked=n_checked,
@@ -390,7 +255,7 @@ def mcnemar_power(n, loss, discordant, *, alpha=0.05, alternative="two-sided", m
     if method == "normal":
         achieved = float(_normal_power(n, loss, discordant, tail))
     else:
-        design = _ExactDesign(loss, discordant, tail, n)
+        design = ExactDesign(loss, discordant, tail, n)
         achieved = float(design.power([n])[0])
     return PowerResult("power", n, achieved, loss, discordant, alpha, alternative, method)
 
@@ -431,14 +296,14 @@ def mcnemar_detectable_loss(
         at = discordant if math.isnan(loss) else loss
         achieved = float(_normal_power(n, at, discordant, tail))
     else:
-        lo, hi = _m_window(n, n, discordant)
+        lo, hi = m_window(n, n, discordant)
         ms = np.arange(lo, hi + 1)
-        design = _ExactDesign(discordant / 2, discordant, tail, n)  # for its critical values
+        design = ExactDesign(discordant / 2, discordant, tail, n)  # for its critical values
         weights = design.weights(np.array([n]), ms)[0]
         critical = design.critical[lo:]
 
         def exact_power(d):
-            return float(weights @ _binom_cdf(critical, ms, (discordant - d) / (2 * discordant)))
+            return float(weights @ binom_cdf(critical, ms, (discordant - d) / (2 * discordant)))
 
         if exact_power(discordant) < target:
             loss, achieved = math.nan, exact_power(discordant)

@@ -184,7 +184,7 @@ def _design_step(lam, margin, x):
     return 0.5 * (up + down), 0.5 * (up * up + down * down)
 
 
-def _paths(d, margin, alpha, beta, prior, weight, max_questions, pairs=None):
+def _paths(d, *, margin, alpha, beta, prior, weight, max_questions, pairs=None):
     """Run the gate on every row of ``d`` (replicates × questions); vectorised over rows.
 
     Without ``max_questions``: the open-ended design (module doc). With it: the budgeted
@@ -288,7 +288,7 @@ def _final_pass(d, pairs, margin, alpha):
     One pair per question: the exact unconditional test (its critical value, computed once
     for the common n); several: the robust clustered score test.
     """
-    from ._clustered import _robust_z
+    from ._cluster_variance import robust_z
 
     n, lost, gained, sum_d2, sum_nd, sum_n2, biggest = _counts(d, pairs)
     questions = d.shape[1]
@@ -296,7 +296,7 @@ def _final_pass(d, pairs, margin, alpha):
     if np.all(biggest <= 1):
         z = score_z(lost, gained, float(questions), margin)
         return z <= _exact_critical(questions, float(margin), float(alpha)) + 1e-9
-    z = _robust_z((n, lost, gained, float(questions), sum_d2, sum_nd, sum_n2, biggest), margin, crit)
+    z = robust_z((n, lost, gained, float(questions), sum_d2, sum_nd, sum_n2, biggest), margin, crit)
     return z < -crit
 
 
@@ -447,8 +447,8 @@ def sequential_noninferiority(
         if np.any(pairs < 1) or np.any(pairs != np.rint(pairs)):
             raise ValueError("pairs must be positive integers, one per question")
     stop, reason, log_pass, log_fail = _paths(
-        d[None, :], margin, alpha, 1.0 - power, discordant, prior_weight, max_questions,
-        pairs=None if pairs is None else pairs[None, :],
+        d[None, :], margin=margin, alpha=alpha, beta=1.0 - power, prior=discordant, weight=prior_weight,
+        max_questions=max_questions, pairs=None if pairs is None else pairs[None, :],
     )
     n_used = int(stop[0])
     code = int(reason[0])

@@ -94,6 +94,7 @@ offline machines. Missing columns, empty data, malformed gold answers and duplic
 :class:`~qualgate.errors.DataError`.
 """
 
-from ._load import GENERATORS, Question, Suite, list_suites, load_suite, suite_path
+from ._load import Question, Suite, list_suites, load_suite, suite_path
+from ._spec import GENERATORS
 
 __all__ = ["GENERATORS", "Question", "Suite", "list_suites", "load_suite", "suite_path"]

@@ -10,18 +10,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .. import graders
-from ..prompts import prompt_hash
 from ..errors import DataError
-from ._spec import LETTERS, SuiteSpec, read_spec, render
-
-#: Row generators for synthetic suites: name -> "module:function". The function takes the
-#: suite file's ``source.params`` as keyword arguments and returns a list of row dicts.
-GENERATORS: dict[str, str] = {
-    "demo_arithmetic": "qualgate.demo.task:generate",
-}
+from ..prompts import prompt_hash
+from ._spec import GENERATORS, LETTERS, SuiteSpec, read_spec, render
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 

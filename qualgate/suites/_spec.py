@@ -5,13 +5,20 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .. import graders
 from .._strict import load_yaml
 from ..errors import DataError
+
+#: Row generators for synthetic suites: name -> "module:function". The function takes the
+#: suite file's ``source.params`` as keyword arguments and returns a list of row dicts.
+GENERATORS: dict[str, str] = {
+    "demo_arithmetic": "qualgate.demo.task:generate",
+}
 
 _TOP = {
     "name", "version", "description", "source", "id", "fields", "gold", "choices", "meta",
@@ -158,8 +165,6 @@ def read_spec(path: str | Path) -> SuiteSpec:
         for k in ("dataset", "config", "split", "revision"):
             if k in source:
                 r.fail("only with 'dataset'", f"source.{k}", source[k])
-        from ._load import GENERATORS
-
         if source["generator"] not in GENERATORS:
             r.fail(f"unknown generator; valid names: {sorted(GENERATORS)}", "source.generator",
                    source["generator"])

@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from qualgate.backends import Request, open_backend
+from qualgate.backends._openai import retry_after
 from qualgate.backends.vllm_server import (
     VLLMServerBackend,
-    _retry_after,
     parse_spec_metrics,
     request_body,
 )
@@ -356,7 +356,7 @@ def test_parse_spec_metrics_sums_the_served_model_and_reads_positions():
 
 
 def test_retry_after_reads_seconds_and_http_dates():
-    assert _retry_after("2.5") == 2.5
+    assert retry_after("2.5") == 2.5
     later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
-    assert 25 < _retry_after(later) <= 30
-    assert _retry_after(None) is None and _retry_after("soon") is None
+    assert 25 < retry_after(later) <= 30
+    assert retry_after(None) is None and retry_after("soon") is None

@@ -19,7 +19,7 @@ from qualgate.stats import (
     paired_difference_ci,
     stratified_score_test,
 )
-from qualgate.stats._clustered import _robust_z, _score_z, robust_variance
+from qualgate.stats._cluster_variance import robust_z
 
 cells = st.tuples(*[st.integers(0, 60)] * 4).filter(lambda c: sum(c) > 0)
 
@@ -137,10 +137,12 @@ def test_design_effect_is_vectorised():
     assert out.tolist() == pytest.approx([36 / 11.88, 3.0])
 
 
-def test_vectorised_statistic_is_what_the_test_reports():
+def test_design_effect_form_divides_the_score_statistic_by_its_square_root():
     t = unclustered(500, 14, 6, 80)
     r = clustered_noninferiority(t, margin=0.02, design_effect=1.7)
-    assert stats.norm.cdf(_score_z(t.lost, t.gained, t.n, 0.02, 1.7)) == pytest.approx(r.pvalue)
+    plain = noninferiority(500, 14, 6, 80, margin=0.02)
+    assert r.statistic == pytest.approx(plain.statistic / np.sqrt(1.7))
+    assert r.pvalue == pytest.approx(stats.norm.cdf(plain.statistic / np.sqrt(1.7)))
 
 
 def test_stratified_test_with_one_stratum_is_the_score_test_at_zero():
@@ -181,7 +183,7 @@ _THYROIDS = (
 )
 
 
-def test_robust_variance_at_zero_reproduces_obuchowskis_worked_example():
+def test_score_test_at_zero_reproduces_obuchowskis_worked_example():
     # the clustered tests' variance at loss 0 is Obuchowski's K/(K-1)·Σ d_k², so
     # (B - C)² / V(0) is her statistic: (20/21)·36/12 = 2.857 (tolerance 1e-4, the print's digits)
     cluster, base, cand = [], [], []
@@ -192,12 +194,9 @@ def test_robust_variance_at_zero_reproduces_obuchowskis_worked_example():
             cand += [bool(c)] * count
     t = ClusteredTable.from_outcomes(np.array(cluster), np.array(base), np.array(cand))
     assert (t.clusters, t.n, t.lost, t.gained) == (21, 51, 1, 7)
-    v0 = robust_variance(t.n, t.lost, t.gained, t.clusters, t.sum_d2, t.sum_nd, t.sum_n2, t.max_cluster_size, 0.0, 0.0)
-    chi2 = (t.lost - t.gained) ** 2 / v0
-    assert chi2 == pytest.approx(2.8571, abs=1e-4)
-    assert stats.chi2.sf(chi2, 1) == pytest.approx(0.09097, abs=1e-5)
-    # the two-sided score test at loss 0 is the same test
-    assert stratified_score_test([t], weights=[1.0]).pvalue == pytest.approx(0.09097, abs=1e-5)
+    r = stratified_score_test([t], weights=[1.0])  # the two-sided score test at loss 0
+    assert r.statistic**2 == pytest.approx(2.8571, abs=1e-4)
+    assert r.pvalue == pytest.approx(0.09097, abs=1e-5)
 
 
 def test_clustered_size_at_small_n_stays_below_alpha_where_the_design_effect_test_did_not():
@@ -214,5 +213,5 @@ def test_clustered_size_at_small_n_stays_below_alpha_where_the_design_effect_tes
     d = lost.astype(float)
     arrays = (questions * seeds, lost.sum(1), 0.0, questions, (d * d).sum(1), seeds * d.sum(1), questions * seeds**2, seeds)
     crit = stats.norm.isf(0.05)
-    passed = _robust_z(arrays, margin, crit) < -crit
+    passed = robust_z(arrays, delta=margin, crit=crit) < -crit  # the gate's statistic, vectorised over the gates
     assert passed.mean() <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)

@@ -3,7 +3,10 @@
 import numpy as np
 import pytest
 
-from qualgate.stats._sequential import _paths, sequential_noninferiority
+from qualgate.stats._sequential import _FAIL, _FINAL, _PASS, _final_pass, _paths, sequential_noninferiority
+
+# the simulated gate (vectorised over replicates) with the public defaults: power 0.8, discordant 0.1, prior_weight 20
+SIM = {"beta": 0.2, "prior": 0.1, "weight": 20.0}
 
 
 def draws(rng, reps, n, discordant, loss):
@@ -20,16 +23,16 @@ def test_pass_rate_at_the_margin_is_at_most_alpha_under_continuous_monitoring(di
     # inequality, so the rate must not exceed alpha + 3 MC standard errors (0.05 + 0.0146).
     rng = np.random.default_rng(11)
     d = draws(rng, 2000, 2500, discordant, loss=0.02)
-    _, reason, _, _ = _paths(d, 0.02, 0.05, 0.2, 0.1, 20.0, None)
-    assert np.mean(reason == 1) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
+    _, reason, _, _ = _paths(d, margin=0.02, alpha=0.05, max_questions=None, **SIM)
+    assert np.mean(reason == _PASS) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
 
 
 @pytest.mark.slow
 def test_fail_rate_without_loss_is_at_most_alpha():
     rng = np.random.default_rng(12)
     d = draws(rng, 2000, 2500, 0.06, loss=0.0)
-    _, reason, _, _ = _paths(d, 0.02, 0.05, 0.2, 0.1, 20.0, None)
-    assert np.mean(reason == 2) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
+    _, reason, _, _ = _paths(d, margin=0.02, alpha=0.05, max_questions=None, **SIM)
+    assert np.mean(reason == _FAIL) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
 
 
 def test_a_good_candidate_passes_before_the_data_run_out():
@@ -98,24 +101,20 @@ def test_with_a_budget_power_stays_within_3_points_of_the_fixed_gate_on_that_bud
     # issue 14: the futility rule sized for 80 % power gave up power whatever the budget. Same
     # simulated data for both gates (one seed, 6 % discordance, no loss, budget 800 questions);
     # the fixed gate is the exact test on all 800 at full alpha.
-    from qualgate.stats._sequential import _FINAL, _PASS, _final_pass
-
     rng = np.random.default_rng(21)
     d = draws(rng, 1500, 800, 0.06, loss=0.0)
-    _, reason, _, _ = _paths(d, 0.02, 0.05, 0.2, 0.1, 20.0, 800)
+    _, reason, _, _ = _paths(d, margin=0.02, alpha=0.05, max_questions=800, **SIM)
     sequential = np.mean((reason == _PASS) | (reason == _FINAL))
-    fixed = np.mean(_final_pass(d, None, 0.02, 0.05))
+    fixed = np.mean(_final_pass(d, pairs=None, margin=0.02, alpha=0.05))
     assert fixed > 0.6
     assert sequential >= fixed - 0.03
 
 
 @pytest.mark.slow
 def test_with_a_budget_the_pass_rate_at_the_margin_is_at_most_alpha():
-    from qualgate.stats._sequential import _FINAL, _PASS
-
     rng = np.random.default_rng(22)
     d = draws(rng, 2000, 600, 0.06, loss=0.02)
-    _, reason, _, _ = _paths(d, 0.02, 0.05, 0.2, 0.1, 20.0, 600)
+    _, reason, _, _ = _paths(d, margin=0.02, alpha=0.05, max_questions=600, **SIM)
     assert np.mean((reason == _PASS) | (reason == _FINAL)) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
 
 
