@@ -40,7 +40,7 @@ Policies
 Several seeds (or samples) per question: when any question has more than one pair, the
 question is the unit: the loss test becomes the exact sign-flip test on per-question
 differences and the bound and interval use the null-centred cluster-robust variance
-(:mod:`qualgate.stats._clustered`). Several suites: each suite is reported, and the decision
+(:mod:`qualgate.stats._cluster_variance`). Several suites: each suite is reported, and the decision
 is taken on all suites pooled (counts summed; ``weighting='equal'`` weights suites equally with
 a stratified score test). Several candidates: Holm's step-down adjustment across candidates of
 the decisive p-values (non-inferiority p-values for ``noninferiority``, the loss test's for

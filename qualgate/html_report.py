@@ -150,7 +150,7 @@ def _calibrations(pairings: Mapping[str, Any], lossless: Sequence[str]) -> list[
     return out
 
 
-def _flip_counts(flips: Sequence[Flip]) -> dict[str, dict[str, int]]:
+def _flip_counts(flips: Sequence[PageFlip]) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
     for f in flips:
         c = counts.setdefault(f.candidate, {"lost": 0, "gained": 0})
@@ -158,7 +158,7 @@ def _flip_counts(flips: Sequence[Flip]) -> dict[str, dict[str, int]]:
     return counts
 
 
-def _capped(flips: list[Flip]) -> list[Flip]:
+def _capped(flips: list[PageFlip]) -> list[PageFlip]:
     seen: dict[str, int] = {}
     out = []
     for f in flips:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import DataError, ExitCode
 from .manifest import _provenance
+from .options import MULTIPLICITIES
 
 __all__ = ["SequentialSettings"]
 
@@ -44,8 +45,8 @@ class SequentialSettings:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         if not 0 < self.power < 1:
             raise ValueError(f"power must be in (0, 1), got {self.power!r}")
-        if self.multiplicity not in ("bonferroni", "fixed-sequence"):
-            raise ValueError(f"multiplicity must be 'bonferroni' or 'fixed-sequence', got {self.multiplicity!r}")
+        if self.multiplicity not in MULTIPLICITIES:
+            raise ValueError(f"multiplicity must be one of {list(MULTIPLICITIES)}, got {self.multiplicity!r}")
 
 
 def _sequential_report(plan, out, settings, order_seed, max_errors, candidates=None):

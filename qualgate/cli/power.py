@@ -106,10 +106,9 @@ def power(design, margin, ni_margin, loss, discordant, n, method, alpha, target,
     divide by the seeds and multiply by the design effect (`qualgate calibrate` prints both).
     """
     from .. import stats
-    from ..stats._power import _EXACT_MAX_N
 
-    if method == "exact" and n and max(n) > _EXACT_MAX_N:
-        raise click.BadParameter(f"{max(n)}: the exact method computes up to {_EXACT_MAX_N} questions; "
+    if method == "exact" and n and max(n) > stats.EXACT_MAX_N:
+        raise click.BadParameter(f"{max(n)}: the exact method computes up to {stats.EXACT_MAX_N} questions; "
                                  "use --method normal", param_hint="'--n'")
     if ni_margin is not None:
         if margin is not None and margin != ni_margin:

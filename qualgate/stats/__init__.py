@@ -30,6 +30,7 @@ from ._multiplicity import holm
 from ._noninferiority import NoninferiorityResult, noninferiority
 from ._paired_ci import ConfidenceInterval, paired_difference_ci
 from ._power import (
+    EXACT_MAX_N,
     PowerResult,
     mcnemar_detectable_loss,
     mcnemar_power,
@@ -73,6 +74,7 @@ def __dir__():
 
 
 __all__ = [
+    "EXACT_MAX_N",
     "ClusteredMcNemarResult",
     "ClusteredNoninferiorityResult",
     "ClusteredTable",

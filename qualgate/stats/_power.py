@@ -56,7 +56,7 @@ __all__ = [
 _METHODS = ("normal", "exact")
 _POWER_ALTERNATIVES = ("two-sided", "less")
 #: the exact search refuses designs needing more questions than this (use method='normal')
-_EXACT_MAX_N = 2_000_000
+EXACT_MAX_N = 2_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,10 +218,10 @@ def mcnemar_sample_size(
         achieved, n_stable, n_checked = float(_normal_power(n, loss, discordant, tail)), n, None
     else:
         n_checked = 4 * math.ceil(_normal_n_real(loss, discordant, tail, target)) + 200
-        if n_checked > _EXACT_MAX_N:
+        if n_checked > EXACT_MAX_N:
             raise ValueError(
                 f"method='exact' would search up to {n_checked} questions for loss={loss!r}, "
-                f"discordant={discordant!r}; the limit is {_EXACT_MAX_N}: use method='normal'"
+                f"discordant={discordant!r}; the limit is {EXACT_MAX_N}: use method='normal'"
             )
         n, achieved, n_stable = exact_sample_size(loss, discordant, tail, target, n_checked)
     return PowerResult(
