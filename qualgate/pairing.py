@@ -44,9 +44,10 @@ from dataclasses import dataclass
 import numpy as np
 from pathlib import Path
 
+from ._record_files import _gc_paused
 from .errors import DataError
 from .options import ON_MISSING, ON_PROMPT_MISMATCH
-from .records import Record, RecordSet, _gc_paused, read_records, record_files
+from .records import Record, RecordSet, read_records, record_files
 
 __all__ = ["IMPUTED_ERROR", "IMPUTED_MISSING", "Pairing", "Side", "load_side",
            "pair_records"]

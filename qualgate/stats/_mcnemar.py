@@ -14,6 +14,9 @@ __all__ = ["McNemarResult", "mcnemar"]
 _METHODS = ("exact", "midp", "asymptotic", "asymptotic-cc")
 
 
+_CI_METHODS = ("exact", "wilson", "wilsoncc")
+
+
 @dataclasses.dataclass(frozen=True)
 class McNemarResult:
     """Result of :func:`mcnemar`.
@@ -23,13 +26,18 @@ class McNemarResult:
     lost, gained : int
         The discordant counts tested.
     statistic : float
-        ``exact`` and ``midp``: the number ``gained``, which is Bin(lost + gained, 1/2) under
-        H0 (small values point to a worse candidate). ``asymptotic`` and ``asymptotic-cc``:
-        the signed z = (gained − lost)/sqrt(lost + gained); z² is McNemar's chi-square. For
-        ``-cc`` the difference is moved 1 toward H0 (two-sided: ``|gained − lost| − 1``, not
-        below 0; 'less': ``gained − lost + 1``; 'greater': ``gained − lost − 1``). 0 when there
-        is no discordant pair.
+        The estimate of π = P(gained | discordant), gained/(lost + gained), whatever the
+        method (as ``scipy.stats.binomtest``'s statistic is k/n: the exact test *is* a
+        binomial test of π = 1/2); below 1/2 points to a worse candidate. nan when there is
+        no discordant pair.
     pvalue : float
+    zstatistic : float or None
+        ``asymptotic`` and ``asymptotic-cc``: the signed normal deviate the p-value comes
+        from, z = (gained − lost)/sqrt(lost + gained); z² is McNemar's chi-square. For
+        ``-cc`` the difference is moved 1 toward H0 (two-sided: ``|gained − lost| − 1``, not
+        below 0; 'less': ``gained − lost + 1``; 'greater': ``gained − lost − 1``). 0 when
+        there is no discordant pair. None for ``exact`` and ``midp``, whose p-values come
+        from the count ``gained`` itself (Bin(lost + gained, 1/2) under H0).
     method : {'exact', 'midp', 'asymptotic', 'asymptotic-cc'}
     alternative : {'two-sided', 'greater', 'less'}
     """
@@ -38,12 +46,57 @@ class McNemarResult:
     gained: int
     statistic: float
     pvalue: float
+    zstatistic: float | None
     method: str
     alternative: str
 
+    def confidence_interval(self, confidence_level=0.95, method="exact"):
+        """Confidence interval for π = P(gained | discordant), the quantity :attr:`statistic` estimates.
+
+        π = 1/2 is no difference in accuracy; π < 1/2 a worse candidate. As
+        ``scipy.stats.binomtest(gained, lost + gained, alternative=...).proportion_ci``: the
+        interval is one-sided for a one-sided ``alternative`` ('less': ``(0, high)``,
+        'greater': ``(low, 1)``). With no discordant pair the data say nothing about π, and
+        the interval is ``(0, 1)``.
+
+        Parameters
+        ----------
+        confidence_level : float, optional
+            In (0, 1).
+        method : {'exact', 'wilson', 'wilsoncc'}, optional
+            ``exact``: Clopper–Pearson (never below the nominal coverage); ``wilson``: the
+            Wilson score interval; ``wilsoncc``: Wilson's with a continuity correction.
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)``.
+
+        Examples
+        --------
+        >>> ci = mcnemar(13, 7).confidence_interval()  # R: binom.test(7, 20)$conf.int
+        >>> print(f"{ci.low:.7f} {ci.high:.7f}")
+        0.1539092 0.5921885
+        """
+        from scipy.stats import binomtest
+
+        from ._paired_ci import ConfidenceInterval
+
+        confidence_level = _checks.fraction("confidence_level", confidence_level)
+        _checks.choice("method", method, _CI_METHODS)
+        m = self.lost + self.gained
+        if m == 0:
+            return ConfidenceInterval(0.0, 1.0)
+        ci = binomtest(self.gained, m, alternative=self.alternative).proportion_ci(confidence_level, method)
+        return ConfidenceInterval(float(ci.low), float(ci.high))
+
     def to_dict(self) -> dict:
-        """JSON-ready dict of the fields."""
-        return dataclasses.asdict(self)
+        """JSON-ready dict of the fields; ``statistic`` is None (JSON has no nan) when there is
+        no discordant pair."""
+        out = dataclasses.asdict(self)
+        if self.lost + self.gained == 0:
+            out["statistic"] = None
+        return out
 
 
 def _binom_half_pmf(k, m):
@@ -85,7 +138,8 @@ def mcnemar(lost, gained, *, alternative="two-sided", method="exact"):
     Returns
     -------
     McNemarResult
-        No discordant pair gives statistic 0 and p-value 1 for every method.
+        ``statistic`` estimates π (gained/(lost + gained)), whatever the method. No
+        discordant pair gives statistic nan and p-value 1 for every method.
 
     References
     ----------
@@ -102,6 +156,10 @@ def mcnemar(lost, gained, *, alternative="two-sided", method="exact"):
     0.052479
     >>> round(mcnemar(16, 6, method="midp").pvalue, 6)
     0.03469
+    >>> round(r.statistic, 4)  # π estimated: 6 of the 22 discordant questions were gained
+    0.2727
+    >>> round(mcnemar(16, 6, method="asymptotic").zstatistic, 3)
+    -2.132
     """
     lost = _checks.count("lost", lost)
     gained = _checks.count("gained", gained)
@@ -109,8 +167,9 @@ def mcnemar(lost, gained, *, alternative="two-sided", method="exact"):
     _checks.choice("method", method, _METHODS)
     m = lost + gained
     if m == 0:
-        stat = 0 if method in ("exact", "midp") else 0.0
-        return McNemarResult(lost, gained, stat, 1.0, method, alternative)
+        z = None if method in ("exact", "midp") else 0.0
+        return McNemarResult(lost, gained, math.nan, 1.0, z, method, alternative)
+    pi = gained / m
 
     if method in ("exact", "midp"):
         half = 0.5 if method == "midp" else 0.0
@@ -128,7 +187,7 @@ def mcnemar(lost, gained, *, alternative="two-sided", method="exact"):
                 p = 1 - 0.5 * _binom_half_pmf(k, m)
             else:
                 p = 2 * (special.bdtr(k, m, 0.5) - half * _binom_half_pmf(k, m))
-        return McNemarResult(lost, gained, gained, float(min(1.0, p)), method, alternative)
+        return McNemarResult(lost, gained, pi, float(min(1.0, p)), None, method, alternative)
 
     diff = gained - lost
     if method == "asymptotic-cc":  # move the difference 1 toward H0 (half a count per cell)
@@ -145,4 +204,4 @@ def mcnemar(lost, gained, *, alternative="two-sided", method="exact"):
         p = special.ndtr(-z)
     else:
         p = 2 * special.ndtr(-abs(z))
-    return McNemarResult(lost, gained, float(z), float(min(1.0, p)), method, alternative)
+    return McNemarResult(lost, gained, pi, float(min(1.0, p)), float(z), method, alternative)

@@ -1,16 +1,22 @@
 """The record schema and its JSON Lines / Parquet / CSV storage."""
 
+import dataclasses
 import json
+import re
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from strategies import near_valid_record_rows
+from support import REPO
 
+from qualgate._record_schema import _rows_valid
 from qualgate.errors import DataError
 from qualgate.records import (
     FIELDS,
     REQUIRED,
+    SCHEMA,
     Record,
     RecordWriter,
     existing_keys,
@@ -47,6 +53,47 @@ def test_schema_lists_the_required_fields_of_issue_3_first():
         "mode", "answer_strict", "answer_lenient", "decided_by", "gold", "output", "output_tokens", "spec_steps",
         "draft_tokens", "accepted_tokens", "deferred_tokens", "latency_s", "error",
     }  # fmt: skip
+
+
+def test_record_class_declares_the_schema_fields_in_order():
+    declared = [(f.name, f.kind.parse.__name__ + ("" if f.required else " | None"),
+                 dataclasses.MISSING if f.required else None) for f in SCHEMA]  # fmt: skip
+    assert [(f.name, f.type, f.default) for f in dataclasses.fields(Record)] == declared
+
+
+def test_readme_record_table_gives_each_declared_field_its_required_flag_and_type():
+    section = (REPO / "README.md").read_text().split("## Records")[1].split("\n## ")[0]
+    readme = {}
+    for names, required, kind in re.findall(r"^\| (`.+?`) \| :?(yes|no):? \| (.+?) \|", section, re.MULTILINE):
+        for name in re.findall(r"`(\w+)`", names):
+            readme[name] = (required == "yes", kind)
+    assert readme == {f.name: (f.required, f.kind.label) for f in SCHEMA}
+
+
+def accepted_one_by_one(row):
+    try:
+        Record.from_dict(row)
+    except DataError:
+        return False
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(near_valid_record_rows(), min_size=1, max_size=4))
+@example([VALID | {"seed": True}])
+@example([VALID | {"schema_version": True}])
+@example([VALID | {"sample_index": 2**63}])
+@example([VALID | {"latency_s": float("nan")}])
+@example([VALID | {"latency_s": 2**63}])
+@example([VALID | {"output_tokens": 1.0}])
+@example([VALID | {"run_id": ""}])
+@example([VALID | {"mode": ""}, VALID | {"seed": 1, "mode": None}])
+@example([VALID | {"outcome": "Correct"}])
+@example([VALID, {k: v for k, v in VALID.items() if k != "seed"}])
+@example([VALID | {"temperature": 0.6}])
+@example([VALID, [VALID]])
+def test_row_and_column_validators_accept_exactly_the_same_rows(rows):
+    assert _rows_valid(rows) == all(map(accepted_one_by_one, rows))
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,11 +1,14 @@
 """McNemar's test against R, statsmodels and published values, and its properties."""
 
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import beta, binomtest
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+from statsmodels.stats.proportion import proportion_confint
 from strategies import alternatives, counts, mcnemar_methods
 
 from qualgate.stats import mcnemar
@@ -64,9 +67,9 @@ def test_asymptotic_pvalues_and_chi_square_match_r_mcnemar_test(row):
     plain = mcnemar(lost, gained, method="asymptotic")
     corrected = mcnemar(lost, gained, method="asymptotic-cc")
     assert plain.pvalue == pytest.approx(asym_p, rel=REL)
-    assert plain.statistic**2 == pytest.approx(chi2, rel=REL)
+    assert plain.zstatistic**2 == pytest.approx(chi2, rel=REL)
     assert corrected.pvalue == pytest.approx(cc_p, rel=REL)
-    assert corrected.statistic**2 == pytest.approx(cc_chi2, rel=1e-6)  # R printed 6 digits
+    assert corrected.zstatistic**2 == pytest.approx(cc_chi2, rel=1e-6)  # R printed 6 digits
 
 
 def test_cavo_example_matches_published_values():
@@ -80,23 +83,23 @@ def test_cavo_example_matches_published_values():
     lost, gained = 16, 6
     asym = mcnemar(lost, gained, method="asymptotic")
     cc = mcnemar(lost, gained, method="asymptotic-cc")
-    assert asym.statistic**2 == pytest.approx(4.55, abs=0.005)
+    assert asym.zstatistic**2 == pytest.approx(4.55, abs=0.005)
     assert asym.pvalue == pytest.approx(0.033, abs=0.0005)
-    assert cc.statistic**2 == pytest.approx(3.68, abs=0.005)
+    assert cc.zstatistic**2 == pytest.approx(3.68, abs=0.005)
     assert cc.pvalue == pytest.approx(0.055, abs=0.0005)
     assert mcnemar(lost, gained, method="midp").pvalue == pytest.approx(0.035, abs=0.0005)
     assert mcnemar(lost, gained).pvalue == pytest.approx(0.052479, abs=5e-7)
     assert mcnemar(lost, gained, method="midp").pvalue == pytest.approx(0.034690, abs=5e-7)
     assert asym.pvalue == pytest.approx(0.033006, abs=5e-7)
-    assert asym.statistic == pytest.approx(-2.132, abs=5e-4)  # their Z is (n12 - n21)/sqrt(m)
+    assert asym.zstatistic == pytest.approx(-2.132, abs=5e-4)  # their Z is (n12 - n21)/sqrt(m)
     assert cc.pvalue == pytest.approx(0.055009, abs=5e-7)
-    assert abs(cc.statistic) == pytest.approx(1.919, abs=5e-4)
+    assert abs(cc.zstatistic) == pytest.approx(1.919, abs=5e-4)
 
 
 def test_first_wikipedia_example_chi_square():
     # Wikipedia "McNemar's test", first example: b = 121, c = 59 gives chi2 = 21.35 (printed
     # truncated; 62**2/180 = 21.3556, so tolerance 0.01).
-    assert mcnemar(121, 59, method="asymptotic").statistic ** 2 == pytest.approx(21.35, abs=0.01)
+    assert mcnemar(121, 59, method="asymptotic").zstatistic ** 2 == pytest.approx(21.35, abs=0.01)
 
 
 def test_matches_statsmodels_on_every_small_table():
@@ -113,7 +116,7 @@ def test_matches_statsmodels_on_every_small_table():
             assert mcnemar(lost, gained).pvalue == pytest.approx(ref_exact, rel=1e-9)
             got = mcnemar(lost, gained, method="asymptotic")
             assert got.pvalue == pytest.approx(ref_plain.pvalue, rel=1e-9)
-            assert got.statistic**2 == pytest.approx(ref_plain.statistic, rel=1e-9)
+            assert got.zstatistic**2 == pytest.approx(ref_plain.statistic, rel=1e-9)
             if lost != gained:
                 ref_cc = sm_mcnemar(table, exact=False, correction=True)
                 assert mcnemar(lost, gained, method="asymptotic-cc").pvalue == pytest.approx(
@@ -123,9 +126,10 @@ def test_matches_statsmodels_on_every_small_table():
 
 @pytest.mark.parametrize("method", ["exact", "midp", "asymptotic", "asymptotic-cc"])
 @pytest.mark.parametrize("alternative", ["two-sided", "less", "greater"])
-def test_no_discordant_pairs_gives_pvalue_one(method, alternative):
+def test_no_discordant_pairs_gives_pvalue_one_and_no_estimate(method, alternative):
     result = mcnemar(0, 0, method=method, alternative=alternative)
-    assert (result.pvalue, result.statistic) == (1.0, 0)
+    assert result.pvalue == 1.0 and math.isnan(result.statistic)
+    assert result.zstatistic == (None if method in ("exact", "midp") else 0.0)
 
 
 def test_less_means_candidate_worse():
@@ -167,11 +171,15 @@ def test_midp_is_never_above_exact(lost, gained, alternative):
 def test_result_is_frozen_and_serialisable():
     result = mcnemar(16, 6, alternative="less", method="midp")
     assert json.loads(json.dumps(result.to_dict())) == {
-        "lost": 16, "gained": 6, "statistic": 6, "pvalue": result.pvalue,
+        "lost": 16, "gained": 6, "statistic": 6 / 22, "pvalue": result.pvalue, "zstatistic": None,
         "method": "midp", "alternative": "less",
     }  # fmt: skip
     with pytest.raises(AttributeError):
         result.pvalue = 0.5
+
+
+def test_dict_of_a_result_without_discordant_pairs_has_no_nan():
+    assert mcnemar(0, 0).to_dict()["statistic"] is None
 
 
 @pytest.mark.parametrize(
@@ -194,3 +202,54 @@ def test_invalid_arguments_raise_value_error_naming_them(kwargs, named):
 def test_large_counts_stay_finite(lost, gained):
     for method in ("exact", "midp", "asymptotic"):
         assert 0.0 <= mcnemar(lost, gained, method=method).pvalue <= 1.0
+
+
+@settings(deadline=None)  # timing varies on shared CI cores
+@given(counts, counts.filter(bool), mcnemar_methods, alternatives)
+def test_statistic_is_the_share_of_discordant_questions_gained_whatever_the_method(lost, gained, method, alternative):
+    result = mcnemar(lost, gained, method=method, alternative=alternative)
+    assert result.statistic == binomtest(gained, lost + gained).statistic == gained / (lost + gained)
+
+
+def test_exact_interval_matches_r_binom_test():
+    # R: binom.test(7, 20)$conf.int -> 0.1539092 0.5921885 (7 digits printed: abs 5e-8)
+    assert mcnemar(13, 7).confidence_interval() == pytest.approx((0.1539092, 0.5921885), abs=5e-8)
+
+
+@settings(deadline=None)  # timing varies on shared CI cores
+@given(counts, counts, alternatives, st.sampled_from([0.8, 0.9, 0.95, 0.99]))
+def test_exact_interval_is_clopper_pearson_from_beta_quantiles(lost, gained, alternative, level):
+    m = lost + gained
+    if m == 0:
+        return
+    # Clopper & Pearson (1934) through beta quantiles, one-sided for a one-sided alternative;
+    # scipy's proportion_ci solves binomial tails instead (agreement to rel 1e-7)
+    tail = 1 - level if alternative != "two-sided" else (1 - level) / 2
+    low = beta.ppf(tail, gained, m - gained + 1) if gained > 0 and alternative != "less" else 0.0
+    high = beta.ppf(1 - tail, gained + 1, m - gained) if gained < m and alternative != "greater" else 1.0
+    got = mcnemar(lost, gained, alternative=alternative).confidence_interval(level)
+    assert got == pytest.approx((low, high), rel=1e-7, abs=1e-12)
+
+
+@settings(deadline=None)  # timing varies on shared CI cores
+@given(counts, counts.filter(bool), st.sampled_from([("exact", "beta"), ("wilson", "wilson")]))
+def test_two_sided_interval_matches_statsmodels_proportion_confint(lost, gained, methods):
+    ours, theirs = methods
+    # statsmodels.stats.proportion.proportion_confint(gained, m, alpha=0.05, method=...)
+    expected = proportion_confint(gained, lost + gained, alpha=0.05, method=theirs)
+    got = mcnemar(lost, gained, method="midp").confidence_interval(0.95, method=ours)
+    assert got == pytest.approx(expected, rel=1e-7, abs=1e-12)
+
+
+def test_interval_with_no_discordant_pair_is_everything():
+    assert mcnemar(0, 0).confidence_interval() == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [(dict(confidence_level=95), "confidence_level"), (dict(confidence_level=1.0), "confidence_level"),
+     (dict(method="clopper-pearson"), "method")],
+)  # fmt: skip
+def test_invalid_interval_arguments_raise_value_error_naming_them(kwargs, named):
+    with pytest.raises(ValueError, match=rf"^{named} "):
+        mcnemar(3, 4).confidence_interval(**kwargs)
