@@ -1,7 +1,7 @@
 """Holm's step-down adjustment against a worked example and statsmodels."""
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from statsmodels.stats.multitest import multipletests
 
@@ -32,6 +32,7 @@ def test_holm_of_no_p_values_is_empty():
     assert holm([]) == []
 
 
+@settings(max_examples=25, deadline=None)  # multipletests takes ~60 ms a call
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=20))
 def test_holm_matches_statsmodels_multipletests(p):
     # statsmodels.stats.multitest.multipletests(p, method="holm")[1]; absolute 1e-12
