@@ -390,7 +390,7 @@ class _Check:
 
     def fixed_verdict(self, c, field, s):
         """A fixed-design verdict must follow from its own pooled p-values (Holm-adjusted)."""
-        from .gate import decide
+        from .analysis import decide
 
         pooled = c.get("pooled")
         p_holm = c.get("pvalue_holm")

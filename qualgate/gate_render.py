@@ -9,7 +9,8 @@ from ._render import fmt_p, fmt_pct, fmt_points, markdown_section, text_table
 from .flips import render_markdown as render_flips_markdown
 
 if TYPE_CHECKING:
-    from .gate import Analysis, GateReport
+    from .analysis import Analysis
+    from .gate import GateReport
 
 __all__ = ["render_markdown", "render_text"]
 

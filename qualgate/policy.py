@@ -92,7 +92,7 @@ class Policy:
         return [f"policy suite {s} ({self.suites[s].tier}) has no records" for s in missing]
 
     def decide(self, suites, adjusted: Mapping[int, float], verdict_at, n_decisions: int):
-        """One candidate's verdict from its per-suite analyses (:class:`qualgate.gate.Analysis`).
+        """One candidate's verdict from its per-suite analyses (:class:`qualgate.analysis.Analysis`).
 
         ``adjusted`` maps the index of each blocking suite to its Holm-adjusted decisive
         p-value (over ``n_decisions`` blocking decisions); ``verdict_at(analysis, p)`` is the
