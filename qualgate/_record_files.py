@@ -1,4 +1,9 @@
-"""Reading and writing record files (JSON Lines, Parquet, CSV); public through :mod:`qualgate.records`."""
+"""Reading and writing record files (JSON Lines, Parquet, CSV); public through :mod:`qualgate.records`.
+
+(About 470 lines, a little over the usual 450: it is all file input and output, and the three
+formats share the one error path that names file, line, field and value, and the append-only,
+crash-safe writer.)
+"""
 
 from __future__ import annotations
 
