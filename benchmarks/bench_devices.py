@@ -51,6 +51,8 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--devices", default=None, help="comma-separated devices (default: every CUDA device)")
     ap.add_argument("--out", default=None, help="folder for the two runs (default: a temporary one)")
+    ap.add_argument("--serial", action="store_true",
+                    help="also time one GPU with the runner's overlap off (decode, then grade and store)")
     args = ap.parse_args(argv)
     devices = args.devices.split(",") if args.devices else visible_cuda_devices()
     if len(devices) < 2:
@@ -70,12 +72,21 @@ def main(argv=None):
     def pinned(config):  # one GPU: the first device, in this process
         return open_backend(dataclasses.replace(config, engine_options={**config.engine_options, "device": devices[0]}))
 
+    def pinned_serial(config):
+        backend = pinned(config)
+        backend.overlap = False
+        return backend
+
     def spread(config):
         return DeviceParallelBackend(config, devices)
 
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_devices-"))
+    rows = []
+    if args.serial:
+        rows.append((f"{devices[0]} (no overlap)", timed_run(plan, root / "serial", pinned_serial)))
     one = timed_run(plan, root / "one", pinned)
     many = timed_run(plan, root / "many", spread)
+    rows += [(devices[0], one), (",".join(devices), many)]
     a, b = records(root / "one"), records(root / "many")
     differ = sum(a[k] != b.get(k) for k in a) + len(set(b) - set(a))
 
@@ -88,7 +99,7 @@ def main(argv=None):
     print(f"| {'devices':<24} | {'load s':>7} | {'loop s':>7} | {'total s':>8} | {'load share':>10} "
           f"| {'tokens/s (total)':>16} | {'speed-up loop':>13} | {'speed-up total':>14} |")
     print(f"|{'-' * 26}|{'-' * 9}|{'-' * 9}|{'-' * 10}|{'-' * 12}|{'-' * 18}|{'-' * 15}|{'-' * 16}|")
-    for label, r in ((devices[0], one), (",".join(devices), many)):
+    for label, r in rows:
         print(f"| {label:<24} | {r['load_s']:>7.1f} | {r['loop_s']:>7.1f} | {r['total_s']:>8.1f} "
               f"| {r['load_s'] / r['total_s']:>10.1%} | {r['tokens'] / r['total_s']:>16,.0f} "
               f"| {one['loop_s'] / r['loop_s']:>12.2f}x | {one['total_s'] / r['total_s']:>13.2f}x |")
