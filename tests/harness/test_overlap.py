@@ -54,10 +54,11 @@ def test_an_overlapping_backend_decodes_in_a_helper_thread_one_call_at_a_time(re
 
 @pytest.mark.slow
 def test_overlapped_and_serial_runs_write_the_same_records(plan_factory, tmp_path, monkeypatch):
-    """The reference engine on CPU, three configs, several batches each: overlap on and off."""
+    """The reference engine on CPU, three configs, several batches each: overlap on and off
+    (the engine-per-GPU backend overlaps; the in-process one does not by default)."""
     plan = plan_factory(questions=4, seeds=(0, 1, 2), batch_size=3)
-    run_plan(load_plan(plan), tmp_path / "overlapped")
-    monkeypatch.setattr(ReferenceBackend, "overlap", False)
     run_plan(load_plan(plan), tmp_path / "serial")
+    monkeypatch.setattr(ReferenceBackend, "overlap", True)
+    run_plan(load_plan(plan), tmp_path / "overlapped")
     overlapped, serial = comparable_records(tmp_path / "overlapped"), comparable_records(tmp_path / "serial")
     assert len(serial) == 3 * 4 * 3 and overlapped == serial
