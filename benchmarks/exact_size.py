@@ -14,6 +14,13 @@ probability of the outcomes (lost, gained) that the test rejects:
 The binomial terms come from ``scipy.stats.binom`` (not the library's own sum), and b*(s) from
 the library's vectorised search, which ``tests/stats/test_exact.py`` checks against brute force.
 
+The critical value is the largest attainable Z whose p-value (the supremum over ψ, computed
+on a grid and refined) is below alpha. A grid can only under-estimate a supremum, so a
+critical value found with a coarser grid is at least the one of the exact supremum, and the
+sizes it gives are upper bounds for the exact test's: the runs in
+``benchmarks/results/exact_size.txt`` made before the grid was refined (issue 14's last
+check) bound the size of the test as it is now.
+
 Run: ``python benchmarks/exact_size.py [--n-max 2000] [--margin 0.02] [--step 1]``
 (every n up to ``--dense``, then every ``--step``-th).
 """

@@ -207,20 +207,41 @@ def _tail(n, delta, b_star, psi):
     return np.clip(np.sum(weight * inside, axis=1), 0.0, 1.0)
 
 
+def _psi_grid(n, low):
+    """Discordances at which :func:`_sup_tail` evaluates the tail before refining.
+
+    P_ψ(Z <= z) varies in ψ on the scale of the discordance estimate's standard deviation
+    sqrt(ψ(1 − ψ)/n), which is constant, 1/(2 sqrt(n)), in θ = arcsin(sqrt(ψ)): the grid steps
+    θ by an eighth of that, so that no local maximum is narrower than a few grid steps (a
+    coarser grid found the wrong one at n = 1,018, margin 1 point: p 0.049988 where the
+    supremum is 0.050178). A log- and a linear-spaced grid are added for small n.
+    """
+    t0 = math.asin(math.sqrt(low))
+    count = int(math.ceil((math.pi / 2 - t0) * 16 * math.sqrt(n))) + 2
+    fine = np.sin(np.linspace(t0, math.pi / 2, count)) ** 2
+    return np.unique(np.concatenate([np.geomspace(low, 1.0, 64), np.linspace(low, 1.0, 33), fine]))
+
+
 def _sup_tail(n, delta, b_star, known_at=None):
     """sup_ψ P_ψ(Z <= z). With ``known_at``, stop as soon as the grid reaches that value
-    (only the comparison with it is then needed)."""
+    (only the comparison with it is then needed).
+
+    The tail is evaluated on :func:`_psi_grid` and each of the three highest local maxima
+    is refined by a bounded search between its grid neighbours.
+    """
     from scipy import optimize
 
     if np.all(b_star < 0):
         return 0.0
     low = max(delta, 1e-9)
-    grid = np.unique(np.concatenate([np.geomspace(low, 1.0, 64), np.linspace(low, 1.0, 33)]))
+    grid = _psi_grid(n, low)
     values = _tail(n, delta, b_star, grid)
     best = float(values.max())
     if known_at is not None and best >= known_at:
         return best
-    for i in np.argsort(values)[-2:]:
+    padded = np.concatenate([[-np.inf], values, [-np.inf]])
+    peaks = np.flatnonzero((padded[1:-1] >= padded[:-2]) & (padded[1:-1] >= padded[2:]))
+    for i in peaks[np.argsort(values[peaks])[-3:]]:
         a, b = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
         if b <= a:
             continue

@@ -81,3 +81,41 @@ def test_verdict_and_bound_agree_on_both_sides_of_the_margin():
     assert passing.noninferior and passing.upper_bound < 0.02
     assert not failing.noninferior and failing.upper_bound >= 0.02
     assert np.isfinite(failing.pvalue) and failing.pvalue >= 0.05
+
+
+def test_the_p_value_is_the_supremum_where_a_coarse_grid_missed_its_peak():
+    # n = 1,018, margin 1 point, 39 lost and 44 gained: P_ψ(Z <= z_obs) peaks at ψ ≈ 0.974 in
+    # a bump about 0.005 wide. The former 97-point grid found another local maximum and
+    # returned p = 0.0499883 (< alpha: a PASS the test's level does not allow). Reference:
+    # the maximum of the same tail over 80,000 discordances spaced evenly in ψ and in
+    # arcsin(sqrt(ψ)) (this file's fine_supremum), 0.05017794137; tolerance 1e-9 absolute.
+    assert exact_pvalue(39, 44, 1018, 0.01) == pytest.approx(0.05017794137, abs=1e-9)
+    assert not noninferiority(900, 39, 44, 1018 - 983, margin=0.01, method="exact").noninferior
+
+
+def fine_supremum(n, delta, z):
+    """max over 20,000 discordances (evenly in ψ and in arcsin sqrt ψ) of P_ψ(Z <= z)."""
+    from qualgate.stats._noninferiority import _tail
+
+    b_star = _thresholds(n, delta, z)
+    low = max(delta, 1e-9)
+    grid = np.unique(np.concatenate([
+        np.linspace(low, 1, 10_001), np.sin(np.linspace(np.arcsin(np.sqrt(low)), np.pi / 2, 10_001)) ** 2,
+    ]))  # fmt: skip
+    return float(max(_tail(n, delta, b_star, grid[i : i + 2000]).max() for i in range(0, len(grid), 2000)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n, delta", [(40, 0.05), (133, 0.02), (300, 0.01)])
+def test_the_p_value_is_never_below_the_supremum_on_a_fine_grid(n, delta):
+    # every attainable outcome within 0.2 of the critical value: the library's supremum is at
+    # least the fine grid's (it refines between grid points, so it may be above it)
+    z_crit = exact_critical_value(n, delta, 0.05)
+    seen = set()
+    for b, c in itertools.product(range(n + 1), repeat=2):
+        if b + c > n:
+            continue
+        z = float(score_z(float(b), float(c), float(n), delta))
+        if abs(z - z_crit) < 0.2 and round(z, 9) not in seen and len(seen) < 12:
+            seen.add(round(z, 9))
+            assert exact_pvalue(b, c, n, delta) >= fine_supremum(n, delta, z) - 1e-9
