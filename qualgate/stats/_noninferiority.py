@@ -86,7 +86,8 @@ def noninferiority(both_correct, lost, gained, both_wrong, *, margin, alpha=0.05
     the supremum over every discordance ψ = P(lost) + P(gained) compatible with loss δ0 (see
     :func:`exact_pvalue`). Its size is at most ``alpha`` at every n and every discordance
     (``benchmarks/exact_size.py`` enumerates it for n up to 2,000 on a discordance grid of
-    2–20 % at a 2-point margin, every n: at most 0.04998); the asymptotic score test's size reaches
+    2–20 % at a 2-point margin, every n: at most 0.04998; 1–20 % at a 1-point margin: at most
+    0.04999); the asymptotic score test's size reaches
     0.068 at n = 133 and 2 % discordance. The upper bound is the largest δ0 the exact test
     does not reject (a bracketing root search to 1e-7, bracketed by the margin so that
     ``noninferior`` ⟺ ``upper_bound < margin``).
