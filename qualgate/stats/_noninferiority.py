@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import math
 
@@ -268,12 +269,18 @@ def exact_pvalue(lost, gained, n, delta):
     >>> round(exact_pvalue(0, 0, 300, 0.01), 4)
     0.049
     """
+    return _exact_pvalue(float(lost), float(gained), int(n), float(delta))
+
+
+@functools.lru_cache(maxsize=4096)
+def _exact_pvalue(lost, gained, n, delta):
+    """:func:`exact_pvalue` (cached: a gate report and its bound ask for the same values)."""
     if n == 0 or delta >= 1:
         return 1.0
-    z = score_z(float(lost), float(gained), float(n), float(delta))
+    z = score_z(lost, gained, float(n), delta)
     if z >= 0:
         return 1.0
-    return _sup_tail(n, float(delta), _thresholds(n, float(delta), z))
+    return _sup_tail(n, delta, _thresholds(n, delta, z))
 
 
 def _attainable(n, delta, low=-math.inf, high=0.0):

@@ -121,6 +121,7 @@ def test_the_same_deployment_in_any_format_is_allowed(evidence, name):
     assert run(DATA / name, "--evidence", evidence["report"]).exit_code == 0
 
 
+@pytest.mark.slow
 def test_the_gate_json_of_a_harness_run_is_evidence(evidence):
     assert run(DATA / "fly-w2.yaml", "--evidence", evidence["run"]).exit_code == 0
 

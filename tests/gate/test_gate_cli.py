@@ -61,6 +61,7 @@ def test_25_lost_2_gained_of_428_fails(fly_lossy):
     assert "verdict: FAIL (exit 1)" in r.output
 
 
+@pytest.mark.slow
 def test_mcnemar_policy_fails_the_lossy_candidate(fly_lossy):
     r = run("gate", *fly_lossy, "--margin", 0.02, "--policy", "mcnemar")
     assert r.exit_code == 1
@@ -357,5 +358,6 @@ def test_the_share_decided_by_each_extractor_is_printed_beside_the_no_answer_rat
     assert report["baseline"]["decided_by"] == {"strict:after_marker": 180, "lenient:last_number": 10}
 
 
+@pytest.mark.slow
 def test_records_without_decided_by_print_no_such_line(fly_lossy):
     assert "decided by" not in run("gate", *fly_lossy, "--margin", 0.02).output

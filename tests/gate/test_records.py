@@ -78,6 +78,7 @@ def accepted_one_by_one(row):
     return True
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(near_valid_record_rows(), min_size=1, max_size=4))
 @example([VALID | {"seed": True}])

@@ -302,6 +302,7 @@ def test_the_readme_command_gates_two_lm_eval_runs():
     assert "baseline: " in r.output and "2 lost, 0 gained" in r.output
 
 
+@pytest.mark.slow
 def test_the_gate_html_page_lists_the_flips_of_lm_eval_runs(tmp_path):
     pytest.importorskip("matplotlib")
     page = tmp_path / "gate.html"

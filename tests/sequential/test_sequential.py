@@ -118,6 +118,7 @@ def test_with_a_budget_the_pass_rate_at_the_margin_is_at_most_alpha():
     assert np.mean((reason == _PASS) | (reason == _FINAL)) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
 
 
+@pytest.mark.slow
 def test_a_budgeted_gate_can_pass_at_the_budget_with_the_fixed_test_and_its_bound():
     # 800 questions, 24 lost and 24 gained spread evenly: the always-valid boundary at alpha/50
     # is out of reach (about margin²/(2·6 %) = 0.003 of log-capital a question), but the exact

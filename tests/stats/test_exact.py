@@ -75,6 +75,7 @@ def test_exact_p_value_is_at_least_the_score_p_value_at_its_worst_discordance():
         assert exact.method == "exact"
 
 
+@pytest.mark.slow
 def test_verdict_and_bound_agree_on_both_sides_of_the_margin():
     passing = noninferiority(900, 12, 10, 78, margin=0.02, method="exact")
     failing = noninferiority(900, 30, 10, 60, margin=0.02, method="exact")
@@ -83,6 +84,7 @@ def test_verdict_and_bound_agree_on_both_sides_of_the_margin():
     assert np.isfinite(failing.pvalue) and failing.pvalue >= 0.05
 
 
+@pytest.mark.slow
 def test_the_p_value_is_the_supremum_where_a_coarse_grid_missed_its_peak():
     # n = 1,018, margin 1 point, 39 lost and 44 gained: P_ψ(Z <= z_obs) peaks at ψ ≈ 0.974 in
     # a bump about 0.005 wide. The former 97-point grid found another local maximum and

@@ -32,6 +32,7 @@ def test_holm_of_no_p_values_is_empty():
     assert holm([]) == []
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)  # multipletests takes ~60 ms a call
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=20))
 def test_holm_matches_statsmodels_multipletests(p):
