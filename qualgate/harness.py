@@ -112,6 +112,10 @@ class WorkItem:
     def request_seed(self) -> int:
         return request_seed(*self.key)
 
+    def request(self, sampling: dict) -> Request:
+        """This item's request under a config's ``sampling``, seeded by its key."""
+        return Request(self.question.prompt, {**sampling, "seed": self.request_seed})
+
 
 def work_items(suites: Sequence, seeds: Sequence[int], samples: int, *, order_seed: int = 0) -> list[WorkItem]:
     """The plan's requests in run order: questions in their seeded arrival order
@@ -170,7 +174,7 @@ class _Generations:
             self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qualgate-generate")
 
     def _generate(self, batch):
-        requests = [Request(w.question.prompt, {**self.cfg.sampling, "seed": w.request_seed}) for w in batch]
+        requests = [w.request(self.cfg.sampling) for w in batch]
         t0 = time.perf_counter()
         gens = self.backend.generate(requests)
         return gens, time.perf_counter() - t0

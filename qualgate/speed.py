@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from scipy import stats
 
-from .backends import Request, open_backend
+from .backends import open_backend
 from .errors import DataError
 
 if TYPE_CHECKING:
@@ -188,8 +188,7 @@ def batch_generator(cfg, backend) -> Callable[[Sequence[WorkItem]], list]:
     def generate(items):
         gens = []
         for start in range(0, len(items), size):
-            gens += backend.generate([Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
-                                      for w in items[start : start + size]])  # fmt: skip
+            gens += backend.generate([w.request(cfg.sampling) for w in items[start : start + size]])
         return gens
 
     return generate

@@ -167,20 +167,16 @@ class SweepResult:
 
 def _pilot_order(plan: Plan, names, work, pilot_questions, per_question, backend_factory, log):
     """Mean acceptance length of each candidate on the pilot questions (then discarded)."""
-    from .backends import Request
+    from .speed import batch_generator
 
     items = work[-pilot_questions * per_question :]
     acceptance = {}
     for name in names:
         cfg = plan.configs[name]
         with backend_factory(cfg) as backend:
-            size = max(1, int(backend.batch_size))
-            steps = accepted = 0
-            for start in range(0, len(items), size):
-                gens = backend.generate([Request(w.question.prompt, {**cfg.sampling, "seed": w.request_seed})
-                                         for w in items[start : start + size]])  # fmt: skip
-                steps += sum(g.spec_steps or 0 for g in gens)
-                accepted += sum(g.accepted_tokens or 0 for g in gens)
+            gens = batch_generator(cfg, backend)(items)
+        steps = sum(g.spec_steps or 0 for g in gens)
+        accepted = sum(g.accepted_tokens or 0 for g in gens)
         acceptance[name] = 1 + accepted / steps if steps else 1.0
         log(f"pilot {name}: mean acceptance length {acceptance[name]:.3f}")
     return acceptance
