@@ -31,8 +31,10 @@ appended, the throughput being counted), which a further split would pass betwee
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import hashlib
+import itertools
 import json
 import secrets
 import time
@@ -160,42 +162,64 @@ class _NoProgress:
 class _Generations:
     """The backend's results for ``batches``, in order: ``(generations, engine seconds)``.
 
-    With ``backend.overlap`` the next batch decodes in a helper thread while the caller
-    grades and stores the previous one (one ``generate`` call at a time, in order, so the
-    records are those of a serial run); otherwise each batch decodes when it is asked for.
-    Leaving the ``with`` block waits for a call still running (an interrupted run), so that
-    the backend is never closed under it.
+    A backend with ``in_flight`` > 1 queues work itself: that many batches are kept submitted
+    (``backend.submit``). With ``backend.overlap`` the next batch decodes in a helper thread
+    while the caller grades and stores the previous one. Otherwise each batch decodes when
+    it is asked for. Results are taken in order, so the records are those of a serial run.
+    A batch's engine seconds run from when it was submitted, or when the batch before it
+    completed if later, to when it completed, so they add up to the time the engine worked.
+    Leaving the ``with`` block waits for the calls still running (an interrupted run), so
+    that the backend is never closed under them.
     """
 
     def __init__(self, backend, cfg, batches):
         self.backend, self.cfg, self.batches = backend, cfg, batches
+        self.window = max(1, int(getattr(backend, "in_flight", 1)))
         self.pool = None
-        if getattr(backend, "overlap", False) and len(batches) > 1:
+        if self.window == 1 and getattr(backend, "overlap", False) and len(batches) > 1:
             self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qualgate-generate")
+            self.window = 2
+        self.pending: collections.deque = collections.deque()
 
-    def _generate(self, batch):
+    def _submit(self, batch) -> None:
         requests = [w.request(self.cfg.sampling) for w in batch]
-        t0 = time.perf_counter()
-        gens = self.backend.generate(requests)
-        return gens, time.perf_counter() - t0
+        times = [time.perf_counter()]
+        if self.pool is not None:
+            fut = self.pool.submit(self.backend.generate, requests)
+        else:
+            fut = self.backend.submit(requests)
+        fut.add_done_callback(lambda _: times.append(time.perf_counter()))
+        self.pending.append((fut, times))
 
     def __iter__(self):
-        if self.pool is None:
-            yield from map(self._generate, self.batches)
+        if self.window == 1:
+            for batch in self.batches:
+                t0 = time.perf_counter()
+                gens = self.backend.generate([w.request(self.cfg.sampling) for w in batch])
+                yield gens, time.perf_counter() - t0
             return
-        ahead = self.pool.submit(self._generate, self.batches[0])
-        for nxt in self.batches[1:]:
-            done = ahead.result()
-            ahead = self.pool.submit(self._generate, nxt)
-            yield done
-        yield ahead.result()
+        todo = iter(self.batches)
+        for batch in itertools.islice(todo, self.window):
+            self._submit(batch)
+        last_done = 0.0
+        while self.pending:
+            fut, times = self.pending[0]
+            gens = fut.result()
+            self.pending.popleft()
+            for batch in itertools.islice(todo, 1):
+                self._submit(batch)
+            # (the callback may run just after result() returns)
+            submitted, done = times[0], times[1] if len(times) > 1 else time.perf_counter()
+            yield gens, done - max(submitted, last_done)
+            last_done = done
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        concurrent.futures.wait([fut for fut, _ in self.pending])
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool.shutdown(wait=True)
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,10 @@ class Backend(abc.ABC):
     #: whether :meth:`generate` may run in a helper thread while the harness grades and
     #: stores the previous batch (one call at a time, in order; the records do not change)
     overlap: bool = False
+    #: how many calls the harness keeps outstanding; a backend that queues work itself sets
+    #: more than 1 and defines ``submit(requests)``, :meth:`generate` returning a
+    #: ``concurrent.futures.Future`` (the harness takes the results in order)
+    in_flight: int = 1
 
     def __init__(self, config):
         self.config = config

@@ -4,23 +4,29 @@
 ``engine_options.device`` unset or ``cuda`` (no index) on a machine that shows two or more
 CUDA devices, it opens a
 :class:`DeviceParallelBackend`: one worker process per visible GPU, each holding its own
-engine (models loaded in parallel). Every :meth:`~DeviceParallelBackend.generate` call
-splits its requests by ``seed % devices`` (the harness sets each request's seed to
-:func:`qualgate.harness.request_seed` of its record key, so a request's device is a
-function of its key), runs the parts at once and returns the results in request order.
-A request's tokens do not depend on the other requests in its batch (docs/engine.md), so the
-records equal those of a one-GPU run apart from the timing fields. The worker processes are
-started once and serve every config of the run. Anything else is opened by
+engine (models loaded in parallel). Each call's requests are split by ``seed % devices``
+(the harness sets each request's seed to :func:`qualgate.harness.request_seed` of its record
+key, so a request's device is a function of its key) and queued on the devices' workers;
+the harness keeps :attr:`DeviceParallelBackend.in_flight` calls submitted, so a device that
+finishes its part early starts on its part of the next call instead of waiting for the
+others, and takes the results of each call in order. A request's tokens do not depend on
+the other requests in its batch (docs/engine.md), so the records equal those of a one-GPU
+run apart from the timing fields. The worker processes are started once and serve every
+config of the run. Anything else is opened by
 :func:`qualgate.backends.open_backend` as before.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
 import dataclasses
 import json
 import multiprocessing
+import queue
+import threading
 import traceback
+from concurrent.futures import Future
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,8 +75,9 @@ def open_on_devices(config) -> Backend:
 def _worker(conn) -> None:  # pragma: no cover - runs in a child process
     """Serve ``("open", config)``, ``("generate", requests)`` and ``("close",)`` until None.
 
-    The process outlives one config, so that a plan's configs do not each pay for starting
-    a process and importing torch.
+    Messages are served one at a time, in the order they arrive, with one reply each. The
+    process outlives one config, so that a plan's configs do not each pay for starting a
+    process and importing torch.
     """
     backend = None
     while True:
@@ -93,20 +100,85 @@ def _worker(conn) -> None:  # pragma: no cover - runs in a child process
             conn.send(("error", type(exc).__name__, f"{exc}\n{traceback.format_exc()}"))
 
 
-_POOLS: dict[tuple[str, ...], list] = {}
+class _Worker:
+    """One worker process and its queue: :meth:`call` sends a message and returns a future.
+
+    Messages queue in the pipe, so the worker starts the next one as soon as it has replied
+    to the last: each GPU is kept busy without waiting for the others. A sending and a
+    receiving thread move the messages; the replies come back in the order the messages
+    were sent, and each resolves its message's future (with the raw reply; :func:`_unwrap`
+    reads it). If the process dies, every future still waiting fails.
+    """
+
+    def __init__(self, ctx):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._waiting: collections.deque[Future] = collections.deque()
+        self._lock = threading.Lock()
+        self._broken: BaseException | None = None
+        for loop in (self._send_loop, self._receive_loop):
+            threading.Thread(target=loop, name=f"qualgate-worker-{self.proc.pid}", daemon=True).start()
+
+    def is_alive(self) -> bool:
+        return self.proc.is_alive() and self._broken is None
+
+    def call(self, msg) -> Future:
+        fut: Future = Future()
+        with self._lock:  # the waiting order is the sending order
+            if self._broken is not None:
+                fut.set_exception(self._broken)
+                return fut
+            self._waiting.append(fut)
+            self._outbox.put(msg)
+        return fut
+
+    def stop(self) -> None:
+        self._outbox.put(None)
+
+    def _send_loop(self) -> None:
+        while (msg := self._outbox.get()) is not None:
+            try:
+                self.conn.send(msg)
+            except (OSError, ValueError) as exc:
+                self._fail(RuntimeError(f"engine worker {self.proc.pid} cannot be reached: {exc}"))
+                return
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+
+    def _receive_loop(self) -> None:
+        while True:
+            try:
+                reply = self.conn.recv()
+            except (EOFError, OSError) as exc:
+                self._fail(RuntimeError(f"engine worker {self.proc.pid} exited "
+                                        f"(exit code {self.proc.exitcode}): {exc!r}"))
+                return
+            with self._lock:
+                fut = self._waiting.popleft()
+            fut.set_result(reply)
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            self._broken = exc
+            waiting, self._waiting = list(self._waiting), collections.deque()
+        for fut in waiting:
+            fut.set_exception(exc)
 
 
-def _pool(devices: tuple[str, ...]) -> list:
-    """One live worker (connection, process) per device, started once per process."""
+_POOLS: dict[tuple[str, ...], list[_Worker]] = {}
+
+
+def _pool(devices: tuple[str, ...]) -> list[_Worker]:
+    """One live worker per device, started once per process."""
     workers = _POOLS.get(devices)
-    if workers is None or not all(p.is_alive() for _, p in workers):
+    if workers is None or not all(w.is_alive() for w in workers):
         ctx = multiprocessing.get_context("spawn")  # CUDA cannot be forked
-        workers = []
-        for _ in devices:
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child,), daemon=True)
-            proc.start()
-            workers.append((parent, proc))
+        workers = [_Worker(ctx) for _ in devices]
         if not _POOLS:
             atexit.register(_stop_pools)
         _POOLS[devices] = workers
@@ -115,25 +187,61 @@ def _pool(devices: tuple[str, ...]) -> list:
 
 def _stop_pools() -> None:
     for workers in _POOLS.values():
-        for conn, proc in workers:
-            try:
-                conn.send(None)
-            except (OSError, ValueError):
-                pass
-            proc.join(timeout=30)
-            if proc.is_alive():
-                proc.kill()
+        for w in workers:
+            w.stop()
+        for w in workers:
+            w.proc.join(timeout=30)
+            if w.proc.is_alive():
+                w.proc.kill()
     _POOLS.clear()
 
 
-def _reply(conn, device):
-    status, *rest = conn.recv()
+def _unwrap(reply, device):
+    """A worker's reply: the value, or the worker's exception raised here."""
+    status, *rest = reply
     if status == "ok":
         return rest[0]
     kind, message = rest
     if kind in ("ValueError", "DataError"):  # the engine refused the config (exit code 3)
         raise ValueError(f"{device}: {message.splitlines()[0]}")
     raise RuntimeError(f"engine on {device} failed: {kind}: {message}")
+
+
+def _gather(n: int, parts: list[tuple[str, list[int], Future]]) -> Future:
+    """One future for ``n`` results from per-device parts ``(device, indices, future)``.
+
+    It resolves when every part has replied; the first error (after all replies) is raised.
+    """
+    out: Future = Future()
+    left = [len(parts)]
+    lock = threading.Lock()
+
+    def finish(_=None):
+        with lock:
+            left[0] -= 1
+            if left[0] > 0:
+                return
+        results: list[Generation | None] = [None] * n
+        errors = []
+        for device, idx, fut in parts:
+            try:
+                gens = _unwrap(fut.result(), device)
+            except (RuntimeError, ValueError) as exc:
+                errors.append(exc)
+                continue
+            for i, g in zip(idx, gens):
+                results[i] = g
+        if errors:
+            out.set_exception(errors[0])
+        else:
+            out.set_result(results)
+
+    if not parts:
+        left[0] = 1
+        finish()
+    for _, _, fut in parts:
+        fut.add_done_callback(finish)
+    return out
 
 
 class DeviceParallelBackend(Backend):
@@ -147,20 +255,22 @@ class DeviceParallelBackend(Backend):
     """
 
     engine = "reference"
-    overlap = True  # generate() waits on the workers' pipes
+    #: calls the harness keeps submitted: each device has its share of the next calls queued
+    #: and starts on them when it is done, whether or not the other devices are
+    in_flight = 4
 
     def __init__(self, config, devices: Sequence[str]):
         super().__init__(config)
         if not devices:
             raise ValueError("DeviceParallelBackend needs at least one device")
         self.devices = list(devices)
-        self._conns = [conn for conn, _ in _pool(tuple(self.devices))]
-        for conn, dev in zip(self._conns, self.devices):
-            conn.send(("open", dataclasses.replace(config, engine_options={**config.engine_options, "device": dev})))
+        self._workers = _pool(tuple(self.devices))
+        opened = [w.call(("open", dataclasses.replace(config, engine_options={**config.engine_options, "device": dev})))
+                  for w, dev in zip(self._workers, self.devices)]
         replies, errors = [], []
-        for conn, dev in zip(self._conns, self.devices):
+        for fut, dev in zip(opened, self.devices):
             try:
-                replies.append(_reply(conn, dev))
+                replies.append(_unwrap(fut.result(), dev))
             except (RuntimeError, ValueError) as exc:
                 errors.append(exc)
         if errors:
@@ -182,26 +292,14 @@ class DeviceParallelBackend(Backend):
             parts[(i if seed is None else int(seed)) % len(self.devices)].append(i)
         return parts
 
+    def submit(self, requests: Sequence[Request]) -> Future:
+        """Queue each device's part of ``requests``; the future gives all results, in order."""
+        parts = [(dev, idx, w.call(("generate", [requests[i] for i in idx])))
+                 for w, dev, idx in zip(self._workers, self.devices, self.partition(requests)) if idx]
+        return _gather(len(requests), parts)
+
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
-        parts = self.partition(requests)
-        busy = []
-        for conn, idx in zip(self._conns, parts):
-            if idx:
-                conn.send(("generate", [requests[i] for i in idx]))
-                busy.append((conn, idx))
-        out: list[Generation | None] = [None] * len(requests)
-        errors = []
-        for (conn, idx), dev in zip(busy, [d for d, p in zip(self.devices, parts) if p]):
-            try:
-                gens = _reply(conn, dev)
-            except (RuntimeError, ValueError) as exc:  # collect every reply before raising
-                errors.append(exc)
-                continue
-            for i, g in zip(idx, gens):
-                out[i] = g
-        if errors:
-            raise errors[0]
-        return out
+        return self.submit(requests).result()
 
     def info(self) -> dict[str, Any]:
         info = dict(self._infos[0])
@@ -210,11 +308,14 @@ class DeviceParallelBackend(Backend):
         return info
 
     def close(self) -> None:
-        """Close each device's engine (the worker processes stay for the next config)."""
-        for conn, dev in zip(self._conns, self.devices):
+        """Close each device's engine (the worker processes stay for the next config).
+
+        A close queues behind the calls already submitted, so it is answered after them.
+        """
+        closing = [(w.call(("close",)), dev) for w, dev in zip(self._workers, self.devices)]
+        for fut, dev in closing:
             try:
-                conn.send(("close",))
-                _reply(conn, dev)
-            except (EOFError, OSError, RuntimeError, ValueError):
+                _unwrap(fut.result(), dev)
+            except (RuntimeError, ValueError):
                 pass
-        self._conns = []
+        self._workers = []

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from qualgate.backends import Request, open_backend  # noqa: E402
+from qualgate.config import load_config  # noqa: E402
 from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records  # noqa: E402
 from qualgate.config import load_plan  # noqa: E402
 from qualgate.harness import run_plan  # noqa: E402
@@ -57,3 +61,42 @@ def test_a_run_on_every_gpu_writes_the_records_of_a_one_gpu_run(plan_writer, mod
     assert records(tmp_path / "all") == records(tmp_path / "one")
     manifest = json.loads((tmp_path / "all" / "manifest.json").read_text())
     assert manifest["configs"]["target"]["info"]["devices"] == [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+
+
+def _requests(n, offset=0):
+    return [Request([{"role": "user", "content": f"{i} + {i} = ?"}], {"seed": offset + i, "temperature": 1.0, "max_tokens": 8})
+            for i in range(n)]
+
+
+@pytest.mark.slow
+def test_queued_calls_on_two_workers_return_what_one_engine_returns_in_submission_order(plan_writer, models, tmp_path):
+    plan = plan_writer(tmp_path / "plan", models, configs=("target", "standard"))
+    config = load_config(plan.parent / "standard.yaml")
+    calls = [_requests(5, 100 * c) for c in range(4)]  # 4 calls queued at once, parts of 2-3
+    backend = DeviceParallelBackend(config, ["cpu", "cpu"])
+    try:
+        futures = [backend.submit(reqs) for reqs in calls]
+        spread = [[g.text for g in f.result(timeout=120)] for f in futures]
+    finally:
+        backend.close()
+    with open_backend(config) as one:
+        assert spread == [[g.text for g in one.generate(reqs)] for reqs in calls]
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_fails_its_waiting_calls_instead_of_hanging(plan_writer, models, tmp_path):
+    plan = plan_writer(tmp_path / "plan", models, configs=("target",))
+    config = load_config(plan.parent / "target.yaml")
+    backend = DeviceParallelBackend(config, ["cpu", "cpu"])
+    victim = backend._workers[1].proc
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(timeout=30)
+    future = backend.submit(_requests(4))
+    with pytest.raises(RuntimeError, match="exited"):
+        future.result(timeout=60)
+    backend.close()  # the live worker's close is answered; the dead one's is refused
+    again = DeviceParallelBackend(config, ["cpu", "cpu"])  # a new pool replaces the dead worker
+    try:
+        assert all(g.text is not None for g in again.generate(_requests(4)))
+    finally:
+        again.close()
