@@ -77,8 +77,11 @@ def main(argv=None):
         backend.overlap = False
         return backend
 
+    opened = []
+
     def spread(config):
-        return DeviceParallelBackend(config, devices)
+        opened.append(DeviceParallelBackend(config, devices))
+        return opened[-1]
 
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_devices-"))
     rows = []
@@ -103,6 +106,9 @@ def main(argv=None):
         print(f"| {label:<24} | {r['load_s']:>7.1f} | {r['loop_s']:>7.1f} | {r['total_s']:>8.1f} "
               f"| {r['load_s'] / r['total_s']:>10.1%} | {r['tokens'] / r['total_s']:>16,.0f} "
               f"| {one['loop_s'] / r['loop_s']:>12.2f}x | {one['total_s'] / r['total_s']:>13.2f}x |")
+    busy = [sum(b.busy_s[i] for b in opened) for i in range(len(devices))]
+    print(f"# {','.join(devices)}: seconds each device spent decoding (in its worker), and their share "
+          f"of the loop: " + ", ".join(f"{d} {s:.1f} s ({s / many['loop_s']:.0%})" for d, s in zip(devices, busy)))
     print()
     print(f"# records differing between the two runs (timing fields aside): {differ} of {len(a)}")
 

@@ -25,6 +25,7 @@ import json
 import multiprocessing
 import queue
 import threading
+import time
 import traceback
 from concurrent.futures import Future
 from collections.abc import Sequence
@@ -79,23 +80,25 @@ def _worker(conn) -> None:  # pragma: no cover - runs in a child process
     process outlives one config, so that a plan's configs do not each pay for starting a
     process and importing torch.
     """
-    backend = None
+    backend, busy = None, 0.0
     while True:
         msg = conn.recv()
         if msg is None:
             break
         try:
             if msg[0] == "open":
-                backend = open_backend(msg[1])
+                backend, busy = open_backend(msg[1]), 0.0
                 conn.send(("ok", (backend.batch_size, backend.info())))
             elif msg[0] == "generate":
-                conn.send(("ok", backend.generate(msg[1])))
-            else:  # close
-                info = backend.info() if backend is not None else {}
+                t0 = time.perf_counter()
+                gens = backend.generate(msg[1])
+                busy += time.perf_counter() - t0
+                conn.send(("ok", gens))
+            else:  # close: the seconds spent decoding since the open
                 if backend is not None:
                     backend.close()
                 backend = None
-                conn.send(("ok", info))
+                conn.send(("ok", busy))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
             conn.send(("error", type(exc).__name__, f"{exc}\n{traceback.format_exc()}"))
 
@@ -264,6 +267,7 @@ class DeviceParallelBackend(Backend):
         if not devices:
             raise ValueError("DeviceParallelBackend needs at least one device")
         self.devices = list(devices)
+        self.busy_s = [0.0] * len(self.devices)
         self._workers = _pool(tuple(self.devices))
         opened = [w.call(("open", dataclasses.replace(config, engine_options={**config.engine_options, "device": dev})))
                   for w, dev in zip(self._workers, self.devices)]
@@ -313,9 +317,9 @@ class DeviceParallelBackend(Backend):
         A close queues behind the calls already submitted, so it is answered after them.
         """
         closing = [(w.call(("close",)), dev) for w, dev in zip(self._workers, self.devices)]
-        for fut, dev in closing:
+        for i, (fut, dev) in enumerate(closing):
             try:
-                _unwrap(fut.result(), dev)
+                self.busy_s[i] = _unwrap(fut.result(), dev)
             except (RuntimeError, ValueError):
                 pass
         self._workers = []
