@@ -35,7 +35,7 @@ from ._sampling import (
     split_seed,
     uniform,
 )
-from ._verify import FlyRule
+from ._verify import FlyRule, accept_drafts, correction_tokens
 
 __all__ = ["Batch", "Spec"]
 
@@ -155,7 +155,7 @@ class Batch:
         length = self.capacity if self.static else self._top + reach + 1
         cache.write, cache.length = slots, length
         mask = model.slot_mask(slots, self.off, length, qvalid)
-        return model(ids, positions, mask, cache, last_only=last_only, step=True)
+        return model(ids, positions, mask, cache, last_only=last_only)
 
     # ------------------------------------------------------------------ prefill
 
@@ -201,7 +201,18 @@ class Batch:
     # ------------------------------------------------------------------ one step
 
     def step(self) -> None:
-        """One decoding step for every row, in place (capturable: no host reads)."""
+        """One decoding step for every row, in place (capturable: no host reads).
+
+        With the engine's ``compile``, the whole step (both models, the verification, the
+        emission) runs as one ``torch.compile``\ d function, so that its many small operations
+        fuse into few kernels.
+        """
+        if self.engine.compiled_step is not None:
+            self.engine.compiled_step(self)
+        else:
+            self._step()
+
+    def _step(self) -> None:
         self.stepno.add_(1)
         if not self.static:
             self._top = int((self.pos + self.off).max())
@@ -267,7 +278,6 @@ class Batch:
             coupled_sample = torch.where(self.greedy.unsqueeze(1), tl.argmax(dim=-1), sample(tp, e_all))
         elif self.any_sampled:
             uniforms = uniform(self._keys(STREAM_ACCEPT, pos.unsqueeze(1) + 1 + ar[:k], step))
-        accept_drafts, correction_tokens = self.engine.verify_fns
         acc = accept_drafts(
             draft, tl, tp, self.greedy, draft_probs=q, uniform=uniforms,
             coupled_sample=coupled_sample, fly=spec.fly,

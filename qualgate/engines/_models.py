@@ -37,12 +37,6 @@ class Model:
                 "model with attn_implementation='sdpa' or 'eager' (the engine passes 4-D masks)"
             )
         self.bool_mask = impl == "sdpa"
-        self.compiled = None  # torch.compile of the model, for decoding steps (compile())
-
-    def compile(self) -> None:
-        """Decode through ``torch.compile(model)`` (fused kernels; compiles per new shape)."""
-        if self.compiled is None:
-            self.compiled = torch.compile(self.model, dynamic=None)
 
     def _as_mask(self, allowed: torch.Tensor) -> torch.Tensor:
         """(B, q, L) booleans -> the (B, 1, q, L) mask this attention implementation takes."""
@@ -77,16 +71,12 @@ class Model:
             seen = seen & qvalid.unsqueeze(-1)
         return self._as_mask(seen | (kv == q))
 
-    def __call__(self, ids, positions, mask, cache, *, last_only=False, step=False):
-        """Logits (float32) of ``ids`` at ``positions`` (B, T); ``mask`` 4-D or None.
-
-        ``step``: a decoding step, run through the compiled model if there is one.
-        """
+    def __call__(self, ids, positions, mask, cache, *, last_only=False):
+        """Logits (float32) of ``ids`` at ``positions`` (B, T); ``mask`` 4-D or None."""
         kwargs = {self.cache_kw: cache}
         if last_only and self.keep_kw:
             kwargs["logits_to_keep"] = 1
-        fn = self.compiled if step and self.compiled is not None else self.model
-        out = fn(
+        out = self.model(
             input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True, **kwargs
         )
         logits = out.logits[:, -1:] if last_only else out.logits

@@ -35,7 +35,7 @@ from ._batch import Batch, Spec
 from ._models import load_model
 from ._results import Generation, GenerationOutput, RequestMetrics
 from ._sampling import resolve_sampling
-from ._verify import FlyRule, accept_drafts, correction_tokens
+from ._verify import FlyRule
 
 __all__ = ["Generation", "GenerationOutput", "ReferenceEngine", "RequestMetrics"]
 
@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 _fly_warned = False
 #: Methods of ``rejection_sample_method`` the reference engine implements.
 SUPPORTED_REJECTION_METHODS = ("standard", "fly")
+#: with ``compile``: compilations of the decoding step kept before dynamo gives up on new kinds
+RECOMPILE_LIMIT = 64
 
 
 def _warn_fly_once() -> None:
@@ -83,11 +85,11 @@ class ReferenceEngine:
         On CUDA, capture each batch's decoding step as a CUDA graph and replay it (default);
         ``False`` runs every step eagerly. Ignored on CPU.
     compile : bool
-        Run decoding steps through ``torch.compile``: each model's forward pass and the
-        speculative verification (:func:`~qualgate.engines._verify.accept_drafts`,
-        :func:`~qualgate.engines._verify.correction_tokens`). Fewer, fused kernels; the first
-        batch shapes compile first, which takes seconds to a minute per model. The captured
-        CUDA graphs then replay the compiled kernels.
+        Run each decoding step through ``torch.compile``: both models' forward passes, the
+        speculative verification and the emission as one function, fused into few kernels
+        (attention reads every cache slot, as with CUDA graphs). Each kind of step (target-only,
+        or speculative at a K) compiles on first use, which takes seconds to minutes; the
+        captured CUDA graphs then replay the compiled kernels. Prefill is not compiled.
 
     Examples
     --------
@@ -132,13 +134,15 @@ class ReferenceEngine:
         self._target = load_model(target, self.device, dtype, "target")
         self._drafter = None if drafter is None else load_model(drafter, self.device, dtype, "drafter")
         self.compile = bool(compile)
-        #: the verification functions a speculative step calls (compiled with ``compile``)
-        self.verify_fns = (accept_drafts, correction_tokens)
+        #: ``Batch._step`` through ``torch.compile`` (with ``compile``; one compiled function
+        #: per engine, recompiled per step kind and, once, for a new batch size)
+        self.compiled_step = None
         if self.compile:
-            self._target.compile()
-            if self._drafter is not None:
-                self._drafter.compile()
-            self.verify_fns = tuple(torch.compile(f, dynamic=None) for f in self.verify_fns)
+            self.compiled_step = torch.compile(Batch._step, dynamic=None)
+            # every kind of step a run uses is one more compilation of the same function; past
+            # the default limit (8) dynamo would quietly decode the rest eagerly
+            cfg = torch._dynamo.config
+            cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILE_LIMIT)
         if isinstance(tokenizer, (str, os.PathLike)) or (
             tokenizer is None and isinstance(target, (str, os.PathLike))
         ):
@@ -201,8 +205,6 @@ class ReferenceEngine:
             )
         if self._drafter is None:
             self._drafter = load_model(resolved["model"], self.device, self.dtype, "drafter")
-            if self.compile:
-                self._drafter.compile()
         elif self._drafter.name and os.path.normpath(resolved["model"]) not in (
             os.path.normpath(self._drafter.name),
             "drafter",
@@ -298,7 +300,7 @@ class ReferenceEngine:
             for lo in range(0, n, self.max_num_seqs):
                 hi = min(n, lo + self.max_num_seqs)
                 batch = Batch(self, list(range(lo, hi)), ids[lo:hi], params[lo:hi], seeds[lo:hi], spec, t0,
-                              graphs=self.cuda_graphs, static=self._static_shapes)
+                              graphs=self.cuda_graphs, static=self._static_shapes or self.compile)
                 outputs += batch.decode()
         wall = time.perf_counter() - t0
         return Generation(tuple(outputs), mode, resolved, wall)

@@ -459,8 +459,8 @@ def test_eager_attention_with_additive_masks_gives_the_same_tokens_as_sdpa(make_
 
 @pytest.mark.slow
 def test_compiled_decoding_gives_the_same_greedy_tokens_as_eager_decoding(make_pair, device):
-    """``compile=True`` runs the models' steps and the verification through torch.compile
-    (inductor's C++ kernels on CPU); greedy outputs must not change."""
+    """``compile=True`` runs each decoding step (both models, the verification, the emission)
+    through torch.compile (inductor's C++ kernels on CPU); greedy outputs must not change."""
     from qualgate.engines.reference import ReferenceEngine
 
     target, drafter = make_pair(32)
