@@ -51,8 +51,6 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--devices", default=None, help="comma-separated devices (default: every CUDA device)")
     ap.add_argument("--out", default=None, help="folder for the two runs (default: a temporary one)")
-    ap.add_argument("--serial", action="store_true",
-                    help="also time one GPU with the runner's overlap off (decode, then grade and store)")
     args = ap.parse_args(argv)
     devices = args.devices.split(",") if args.devices else visible_cuda_devices()
     if len(devices) < 2:
@@ -72,11 +70,6 @@ def main(argv=None):
     def pinned(config):  # one GPU: the first device, in this process
         return open_backend(dataclasses.replace(config, engine_options={**config.engine_options, "device": devices[0]}))
 
-    def pinned_serial(config):
-        backend = pinned(config)
-        backend.overlap = False
-        return backend
-
     opened = []
 
     def spread(config):
@@ -85,8 +78,6 @@ def main(argv=None):
 
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_devices-"))
     rows = []
-    if args.serial:
-        rows.append((f"{devices[0]} (no overlap)", timed_run(plan, root / "serial", pinned_serial)))
     one = timed_run(plan, root / "one", pinned)
     many = timed_run(plan, root / "many", spread)
     rows += [(devices[0], one), (",".join(devices), many)]

@@ -163,31 +163,25 @@ class _Generations:
     """The backend's results for ``batches``, in order: ``(generations, engine seconds)``.
 
     A backend with ``in_flight`` > 1 queues work itself: that many batches are kept submitted
-    (``backend.submit``). With ``backend.overlap`` the next batch decodes in a helper thread
-    while the caller grades and stores the previous one. Otherwise each batch decodes when
-    it is asked for. Results are taken in order, so the records are those of a serial run.
-    A batch's engine seconds run from when it was submitted, or when the batch before it
-    completed if later, to when it completed, so they add up to the time the engine worked.
-    Leaving the ``with`` block waits for the calls still running (an interrupted run), so
-    that the backend is never closed under them.
+    (``backend.submit``), so that it decodes the next ones while the caller grades and stores
+    the last. Otherwise each batch decodes when it is asked for. Results are taken in order,
+    so the records are those of a serial run. A batch's engine seconds run from when it was
+    submitted, or when the batch before it completed if later, to when it completed, so they
+    add up to the time the engine worked. Leaving the ``with`` block waits for the calls still
+    running (an interrupted run), so that the backend is never closed under them.
     """
 
     def __init__(self, backend, cfg, batches):
         self.backend, self.cfg, self.batches = backend, cfg, batches
         self.window = max(1, int(getattr(backend, "in_flight", 1)))
-        self.pool = None
-        if self.window == 1 and getattr(backend, "overlap", False) and len(batches) > 1:
-            self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qualgate-generate")
-            self.window = 2
         self.pending: collections.deque = collections.deque()
 
+    def _requests(self, batch):
+        return [w.request(self.cfg.sampling) for w in batch]
+
     def _submit(self, batch) -> None:
-        requests = [w.request(self.cfg.sampling) for w in batch]
         times = [time.perf_counter()]
-        if self.pool is not None:
-            fut = self.pool.submit(self.backend.generate, requests)
-        else:
-            fut = self.backend.submit(requests)
+        fut = self.backend.submit(self._requests(batch))
         fut.add_done_callback(lambda _: times.append(time.perf_counter()))
         self.pending.append((fut, times))
 
@@ -195,7 +189,7 @@ class _Generations:
         if self.window == 1:
             for batch in self.batches:
                 t0 = time.perf_counter()
-                gens = self.backend.generate([w.request(self.cfg.sampling) for w in batch])
+                gens = self.backend.generate(self._requests(batch))
                 yield gens, time.perf_counter() - t0
             return
         todo = iter(self.batches)
@@ -218,8 +212,6 @@ class _Generations:
 
     def __exit__(self, *exc):
         concurrent.futures.wait([fut for fut, _ in self.pending])
-        if self.pool is not None:
-            self.pool.shutdown(wait=True)
 
 
 @dataclass(frozen=True)

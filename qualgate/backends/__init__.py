@@ -114,9 +114,6 @@ class Backend(abc.ABC):
     #: whether the engine must hold the accelerator alone (then a sequential run closes it
     #: after each round instead of keeping several configs loaded)
     exclusive: bool = False
-    #: whether :meth:`generate` may run in a helper thread while the harness grades and
-    #: stores the previous batch (one call at a time, in order; the records do not change)
-    overlap: bool = False
     #: how many calls the harness keeps outstanding; a backend that queues work itself sets
     #: more than 1 and defines ``submit(requests)``, :meth:`generate` returning a
     #: ``concurrent.futures.Future`` (the harness takes the results in order)

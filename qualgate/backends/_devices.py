@@ -28,6 +28,7 @@ import threading
 import time
 import traceback
 from concurrent.futures import Future
+from multiprocessing.reduction import ForkingPickler
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -129,24 +130,28 @@ class _Worker:
         return self.proc.is_alive() and self._broken is None
 
     def call(self, msg) -> Future:
+        """Queue ``msg``; a message that cannot be pickled raises here, and is not sent."""
+        return self.call_pickled(ForkingPickler.dumps(msg))  # what Connection.send would send
+
+    def call_pickled(self, data) -> Future:
         fut: Future = Future()
         with self._lock:  # the waiting order is the sending order
             if self._broken is not None:
                 fut.set_exception(self._broken)
                 return fut
             self._waiting.append(fut)
-            self._outbox.put(msg)
+            self._outbox.put(data)
         return fut
 
     def stop(self) -> None:
         self._outbox.put(None)
 
     def _send_loop(self) -> None:
-        while (msg := self._outbox.get()) is not None:
+        while (data := self._outbox.get()) is not None:
             try:
-                self.conn.send(msg)
+                self.conn.send_bytes(data)
             except (OSError, ValueError) as exc:
-                self._fail(RuntimeError(f"engine worker {self.proc.pid} cannot be reached: {exc}"))
+                self._fail(self._gone(exc))
                 return
         try:
             self.conn.send(None)
@@ -158,12 +163,16 @@ class _Worker:
             try:
                 reply = self.conn.recv()
             except (EOFError, OSError) as exc:
-                self._fail(RuntimeError(f"engine worker {self.proc.pid} exited "
-                                        f"(exit code {self.proc.exitcode}): {exc!r}"))
+                self._fail(self._gone(exc))
                 return
             with self._lock:
                 fut = self._waiting.popleft()
             fut.set_result(reply)
+
+    def _gone(self, exc: BaseException) -> RuntimeError:
+        self.proc.join(timeout=5)
+        return RuntimeError(f"engine worker {self.proc.pid} exited (exit code {self.proc.exitcode}); "
+                            f"its pipe: {exc!r}")
 
     def _fail(self, exc: BaseException) -> None:
         with self._lock:
@@ -298,9 +307,10 @@ class DeviceParallelBackend(Backend):
 
     def submit(self, requests: Sequence[Request]) -> Future:
         """Queue each device's part of ``requests``; the future gives all results, in order."""
-        parts = [(dev, idx, w.call(("generate", [requests[i] for i in idx])))
+        parts = [(w, dev, idx, ForkingPickler.dumps(("generate", [requests[i] for i in idx])))
                  for w, dev, idx in zip(self._workers, self.devices, self.partition(requests)) if idx]
-        return _gather(len(requests), parts)
+        # (every part pickled before any is queued: a request that cannot be, queues nothing)
+        return _gather(len(requests), [(dev, idx, w.call_pickled(data)) for w, dev, idx, data in parts])
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         return self.submit(requests).result()

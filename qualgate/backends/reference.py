@@ -63,10 +63,10 @@ class ReferenceBackend(Backend):
     """:class:`qualgate.engines.reference.ReferenceEngine` for one decoding config."""
 
     engine = "reference"
-    # No overlap: grading in another thread slows the engine's own host loop more than it
-    # saves (one H200, 96,000 requests: loop 75.8 s overlapped, 67.1 s serial;
-    # benchmarks/results/bench_devices-h200x2.txt). One engine per GPU overlaps (_devices).
-    overlap = False
+    # One call at a time (in_flight 1): decoding in a helper thread while the harness grades
+    # slowed the engine's own host loop more than it saved (one H200, 96,000 requests: loop
+    # 75.8 s overlapped, 67.1 s serial; benchmarks/results/bench_devices-h200x2.txt). One
+    # engine per GPU, in worker processes, keeps calls in flight (_devices).
 
     def __init__(self, config):
         super().__init__(config)

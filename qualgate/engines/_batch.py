@@ -204,8 +204,8 @@ class Batch:
         """One decoding step for every row, in place (capturable: no host reads).
 
         With the engine's ``compile``, the whole step (both models, the verification, the
-        emission) runs as one ``torch.compile``\ d function, so that its many small operations
-        fuse into few kernels.
+        emission) runs as one function through ``torch.compile``, so that its many small
+        operations fuse into few kernels.
         """
         if self.engine.compiled_step is not None:
             self.engine.compiled_step(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 
 import pytest
@@ -76,6 +77,10 @@ def test_queued_calls_on_two_workers_return_what_one_engine_returns_in_submissio
     try:
         futures = [backend.submit(reqs) for reqs in calls]
         spread = [[g.text for g in f.result(timeout=120)] for f in futures]
+        unpicklable = Request([{"role": "user", "content": "1 + 1 = ?"}], {"seed": 1, "max_tokens": lambda: 8})
+        with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+            backend.submit([unpicklable, *calls[0]])  # refused before anything is queued
+        assert [g.text for g in backend.generate(calls[1])] == spread[1]  # replies still in order
     finally:
         backend.close()
     with open_backend(config) as one:
