@@ -114,9 +114,10 @@ class Backend(abc.ABC):
     #: whether the engine must hold the accelerator alone (then a sequential run closes it
     #: after each round instead of keeping several configs loaded)
     exclusive: bool = False
-    #: how many calls the harness keeps outstanding; a backend that queues work itself sets
-    #: more than 1 and defines ``submit(requests)``, :meth:`generate` returning a
-    #: ``concurrent.futures.Future`` (the harness takes the results in order)
+    #: how many calls the harness keeps outstanding. A backend that queues work itself sets
+    #: more than 1 and defines ``submit(requests)``, which returns a
+    #: ``concurrent.futures.Future`` of what :meth:`generate` would; the harness takes the
+    #: results in order
     in_flight: int = 1
 
     def __init__(self, config):

@@ -165,6 +165,11 @@ class _Worker:
             except (EOFError, OSError) as exc:
                 self._fail(self._gone(exc))
                 return
+            except Exception as exc:  # noqa: BLE001 - a reply that cannot be read: the pipe is lost
+                self.proc.kill()  # (a new pool replaces the worker)
+                self._fail(RuntimeError(f"engine worker {self.proc.pid} sent a reply that cannot be "
+                                        f"read: {exc!r}"))
+                return
             with self._lock:
                 fut = self._waiting.popleft()
             fut.set_result(reply)
