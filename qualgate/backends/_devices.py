@@ -253,9 +253,8 @@ def _gather(n: int, parts: list[tuple[str, list[int], Future]]) -> Future:
         else:
             out.set_result(results)
 
-    if not parts:
-        left[0] = 1
-        finish()
+    if not parts:  # no requests
+        out.set_result([])
     for _, _, fut in parts:
         fut.add_done_callback(finish)
     return out
