@@ -1,10 +1,20 @@
 """``qualgate run`` on one GPU and on every visible GPU: speed, loading share, same records.
 
-Runs ``configs/plans/demo-gpu.yaml`` (the demo pair; every config, or ``--configs``) twice
-through the harness: pinned to ``cuda:0``, then spread over all visible GPUs (one engine per
-GPU, :mod:`qualgate.backends._devices`). Prints per run the loading time (worker processes,
-models, first CUDA use), the decoding-loop time, the total, output tokens/s and the speed-up
-over one GPU, then how many records differ between the two runs apart from timing fields.
+Runs ``configs/plans/demo-gpu.yaml`` (the demo pair; every config, or ``--configs``) through
+the harness once per variant (``--variants``, in order; the first is the reference):
+
+- ``one``: pinned to the first device, in this process (what a one-GPU machine does);
+- ``one-worker``: the first device, in one worker process (the multi-GPU code on one GPU);
+- ``many``: every device, one worker each, as ``qualgate run`` opens them
+  (:mod:`qualgate.backends._devices`: a share of the CPU threads each, bound to the GPU's
+  NUMA node);
+- ``many-plain``: every device, one worker each, torch's default threads and no binding.
+
+Prints per run the loading time (worker processes, models, first CUDA use; the first
+config's and the others'), the decoding-loop time, the engine's own seconds (in this
+process, or the busiest worker), the rest of the run (suites, gate, report), the total,
+output tokens/s and the speed-up over the reference, then how many records differ from the
+reference's apart from timing fields.
 
     python benchmarks/bench_devices.py --seeds 6              # on a machine with 2+ GPUs
     python benchmarks/bench_devices.py --devices cpu,cpu --questions 8 --seeds 1 --configs target
@@ -28,18 +38,25 @@ from qualgate.backends._devices import DeviceParallelBackend, comparable_records
 from qualgate.config import load_plan  # noqa: E402
 from qualgate.harness import run_plan  # noqa: E402
 
-def timed_run(plan, out: Path, factory) -> dict:
+def timed_run(plan, out: Path, factory, opened) -> dict:
     t = time.perf_counter()
     run_plan(plan, out, backend_factory=factory)
     total = time.perf_counter() - t
     manifest = json.loads((out / "manifest.json").read_text())
-    configs = manifest["configs"].values()
+    configs = list(manifest["configs"].values())
+    busy = [sum(b.busy_s[i] for b in opened) for i in range(len(opened[0].devices))] if opened else []
+    load = [c.get("load_s", 0.0) for c in configs]
     return {
         "total_s": total,
-        "load_s": sum(c.get("load_s", 0.0) for c in configs),
+        "load_s": sum(load),
+        "load_first_s": load[0],
         "loop_s": sum(c["throughput"]["wall_s"] for c in configs),
+        # in this process: the engine's calls; spread: the busiest worker's seconds decoding
+        "engine_s": max(busy) if busy else sum(c["throughput"]["engine_s"] for c in configs),
+        "busy": busy,
         "tokens": sum(c["throughput"]["output_tokens"] for c in configs),
         "requests": sum(c["throughput"]["requests"] for c in configs),
+        "info": configs[0].get("info", {}),
     }
 
 
@@ -50,10 +67,15 @@ def main(argv=None):
     ap.add_argument("--questions", type=int, default=2000)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--devices", default=None, help="comma-separated devices (default: every CUDA device)")
-    ap.add_argument("--out", default=None, help="folder for the two runs (default: a temporary one)")
+    ap.add_argument("--out", default=None, help="folder for the runs (default: a temporary one)")
+    ap.add_argument("--variants", default="one,many",
+                    help="comma-separated runs among one, one-worker, many, many-plain (default: one,many)")
     args = ap.parse_args(argv)
     devices = args.devices.split(",") if args.devices else visible_cuda_devices()
-    if len(devices) < 2:
+    variants = args.variants.split(",")
+    if not set(variants) <= {"one", "one-worker", "many", "many-plain"}:
+        ap.error(f"unknown variant in {args.variants!r}")
+    if len(devices) < 2 and any(v.startswith("many") for v in variants):
         ap.error(f"needs two or more devices, found {devices}")
 
     plan = load_plan(args.plan)
@@ -67,41 +89,62 @@ def main(argv=None):
         suites=tuple(dataclasses.replace(s, limit=args.questions) for s in plan.suites),
     )
 
-    def pinned(config):  # one GPU: the first device, in this process
-        return open_backend(dataclasses.replace(config, engine_options={**config.engine_options, "device": devices[0]}))
+    def factory(variant, opened):
+        if variant == "one":  # the first device, in this process
+            return lambda config: open_backend(
+                dataclasses.replace(config, engine_options={**config.engine_options, "device": devices[0]}))
+        on = devices[:1] if variant == "one-worker" else devices
+        plain = variant == "many-plain"
 
-    opened = []
-
-    def spread(config):
-        opened.append(DeviceParallelBackend(config, devices))
-        return opened[-1]
+        def spread(config):
+            opened.append(DeviceParallelBackend(config, on, threads=_torch_default_threads() if plain else None,
+                                                pin=not plain))
+            return opened[-1]
+        return spread
 
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_devices-"))
     rows = []
-    one = timed_run(plan, root / "one", pinned)
-    many = timed_run(plan, root / "many", spread)
-    rows += [(devices[0], one), (",".join(devices), many)]
-    a, b = records(root / "one"), records(root / "many")
-    differ = sum(a[k] != b.get(k) for k in a) + len(set(b) - set(a))
+    for v in variants:
+        opened: list = []
+        rows.append((v, timed_run(plan, root / v, factory(v, opened), opened)))
+    ref_name, ref = rows[0]
+    ref_records = records(root / ref_name)
 
     print(f"# bench_devices: plan {Path(args.plan).name}, configs {', '.join(names)}; "
-          f"{args.questions} questions x {args.seeds} seeds = {one['requests']} requests, "
-          f"{one['tokens']:,} output tokens (one GPU)")
-    print("# load s: worker processes, models, first CUDA use (all configs); loop s: the harness's "
-          "decoding loops; total s: run_plan, gate included")
+          f"{args.questions} questions x {args.seeds} seeds = {ref['requests']} requests, "
+          f"{ref['tokens']:,} output tokens ({ref_name}); devices {', '.join(devices)}")
+    print("# load s: worker processes, models, first CUDA use (all configs; first: the first config's); "
+          "loop s: the harness's decoding loops; engine s: the engine's own seconds (spread: the busiest "
+          "worker's); rest s: suites, gate, report; total s: run_plan")
     print()
-    print(f"| {'devices':<24} | {'load s':>7} | {'loop s':>7} | {'total s':>8} | {'load share':>10} "
-          f"| {'tokens/s (total)':>16} | {'speed-up loop':>13} | {'speed-up total':>14} |")
-    print(f"|{'-' * 26}|{'-' * 9}|{'-' * 9}|{'-' * 10}|{'-' * 12}|{'-' * 18}|{'-' * 15}|{'-' * 16}|")
-    for label, r in rows:
-        print(f"| {label:<24} | {r['load_s']:>7.1f} | {r['loop_s']:>7.1f} | {r['total_s']:>8.1f} "
-              f"| {r['load_s'] / r['total_s']:>10.1%} | {r['tokens'] / r['total_s']:>16,.0f} "
-              f"| {one['loop_s'] / r['loop_s']:>12.2f}x | {one['total_s'] / r['total_s']:>13.2f}x |")
-    busy = [sum(b.busy_s[i] for b in opened) for i in range(len(devices))]
-    print(f"# {','.join(devices)}: seconds each device spent decoding (in its worker), and their share "
-          f"of the loop: " + ", ".join(f"{d} {s:.1f} s ({s / many['loop_s']:.0%})" for d, s in zip(devices, busy)))
+    cols = ("variant", "load s", "first", "loop s", "engine s", "rest s", "total s", "load share",
+            "tokens/s", "loop speed-up", "total speed-up", "threads", "pinned CPUs")
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "|".join("-" * (len(c) + 2) for c in cols) + "|")
+    for v, r in rows:
+        rest = r["total_s"] - r["load_s"] - r["loop_s"]
+        info = r["info"]
+        print(f"| {v} | {r['load_s']:.1f} | {r['load_first_s']:.1f} | {r['loop_s']:.1f} | {r['engine_s']:.1f} "
+              f"| {rest:.1f} | {r['total_s']:.1f} | {r['load_s'] / r['total_s']:.1%} "
+              f"| {r['tokens'] / r['total_s']:,.0f} | {ref['loop_s'] / r['loop_s']:.2f}x "
+              f"| {ref['total_s'] / r['total_s']:.2f}x | {info.get('threads')} | {info.get('pinned_cpus', '-')} |")
     print()
-    print(f"# records differing between the two runs (timing fields aside): {differ} of {len(a)}")
+    for v, r in rows:
+        if r["busy"]:
+            print(f"# {v}: seconds each device spent decoding (in its worker), and their share of the loop: "
+                  + ", ".join(f"{d} {s:.1f} s ({s / r['loop_s']:.0%})"
+                              for d, s in zip(r["info"].get("devices", devices), r["busy"])))
+    for v, _ in rows[1:]:
+        other = records(root / v)
+        differ = sum(ref_records[k] != other.get(k) for k in ref_records) + len(set(other) - set(ref_records))
+        print(f"# records of {v} differing from {ref_name}'s (timing fields aside): {differ} of {len(ref_records)}")
+
+
+def _torch_default_threads() -> int:
+    """torch's own intra-op thread count on this machine (a new process's default)."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 if __name__ == "__main__":

@@ -65,17 +65,66 @@ def visible_cuda_devices() -> list[str]:
     return [f"cuda:{i}" for i in range(n)]
 
 
-def open_on_devices(config) -> Backend:
-    """The backend for ``config``: spread over every visible GPU where that applies."""
+def open_on_devices(config, *, threads: int | None = None) -> Backend:
+    """The backend for ``config``: spread over every visible GPU where that applies.
+
+    ``threads``: torch CPU threads of each worker process (``qualgate run --threads``);
+    default: an equal share of torch's own default (see :class:`DeviceParallelBackend`).
+    """
     if config.engine == "reference" and config.engine_options.get("device") in (None, "cuda"):
         devices = visible_cuda_devices()
         if len(devices) > 1:
-            return DeviceParallelBackend(config, devices)
+            return DeviceParallelBackend(config, devices, threads=threads)
     return open_backend(config)
 
 
+def _local_cpus(device: str) -> set[int]:
+    """The CPUs on the NUMA node of CUDA ``device`` (from sysfs), or an empty set."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.device(device))
+    bus = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    try:
+        return cpu_list(Path(f"/sys/bus/pci/devices/{bus}/local_cpulist").read_text())
+    except OSError:
+        return set()
+
+
+def cpu_list(text: str) -> set[int]:
+    """The CPUs of a Linux CPU list (``"0-3,8-11,16"``, as sysfs writes it)."""
+    cpus: set[int] = set()
+    for part in filter(None, text.strip().split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+_DEFAULTS: dict = {}  # this worker's torch threads and CPUs before any change
+
+
+def _settle(device: str, threads: int | None, share: int, pin: bool) -> dict:
+    """Set this worker's torch threads (``threads``, else torch's default // ``share``) and,
+    with ``pin``, bind it to the CPUs local to its GPU where the process may run on some.
+    Returns what was set, for the backend's info."""
+    import os
+
+    import torch
+
+    affinity = hasattr(os, "sched_setaffinity")
+    if not _DEFAULTS:
+        _DEFAULTS.update(threads=torch.get_num_threads(), cpus=os.sched_getaffinity(0) if affinity else None)
+    pinned = None
+    if affinity:
+        near = _local_cpus(device) & _DEFAULTS["cpus"] if pin and device.startswith("cuda") else set()
+        os.sched_setaffinity(0, near or _DEFAULTS["cpus"])
+        pinned = len(near) if near else None
+    torch.set_num_threads(threads or max(1, _DEFAULTS["threads"] // share))
+    return {"threads": torch.get_num_threads(), "pinned_cpus": pinned}
+
+
 def _worker(conn) -> None:  # pragma: no cover - runs in a child process
-    """Serve ``("open", config)``, ``("generate", requests)`` and ``("close",)`` until None.
+    """Serve ``("open", config, settle)``, ``("generate", requests)`` and ``("close",)`` until
+    None (``settle``: the arguments of :func:`_settle` after the device).
 
     Messages are served one at a time, in the order they arrive, with one reply each. The
     process outlives one config, so that a plan's configs do not each pay for starting a
@@ -88,8 +137,9 @@ def _worker(conn) -> None:  # pragma: no cover - runs in a child process
             break
         try:
             if msg[0] == "open":
+                settled = _settle(msg[1].engine_options["device"], *msg[2])
                 backend, busy = open_backend(msg[1]), 0.0
-                conn.send(("ok", (backend.batch_size, backend.info())))
+                conn.send(("ok", (backend.batch_size, {**backend.info(), **settled})))
             elif msg[0] == "generate":
                 t0 = time.perf_counter()
                 gens = backend.generate(msg[1])
@@ -268,6 +318,12 @@ class DeviceParallelBackend(Backend):
     config : qualgate.config.DecodingConfig
     devices : sequence of str
         One worker per entry (``"cuda:0"``, ...; ``"cpu"`` entries work too, for tests).
+    threads : int, optional
+        torch CPU threads of each worker; default: torch's own default divided by the
+        number of devices, so that the workers together use the cores one process would.
+    pin : bool
+        Bind each CUDA device's worker to the CPUs of that GPU's NUMA node (when the process
+        may run on some of them).
     """
 
     engine = "reference"
@@ -275,14 +331,16 @@ class DeviceParallelBackend(Backend):
     #: and starts on them when it is done, whether or not the other devices are
     in_flight = 4
 
-    def __init__(self, config, devices: Sequence[str]):
+    def __init__(self, config, devices: Sequence[str], *, threads: int | None = None, pin: bool = True):
         super().__init__(config)
         if not devices:
             raise ValueError("DeviceParallelBackend needs at least one device")
         self.devices = list(devices)
         self.busy_s = [0.0] * len(self.devices)
         self._workers = _pool(tuple(self.devices))
-        opened = [w.call(("open", dataclasses.replace(config, engine_options={**config.engine_options, "device": dev})))
+        settle = (threads, len(self.devices), pin)
+        opened = [w.call(("open", dataclasses.replace(config, engine_options={**config.engine_options, "device": dev}),
+                          settle))
                   for w, dev in zip(self._workers, self.devices)]
         replies, errors = [], []
         for fut, dev in zip(opened, self.devices):
@@ -323,6 +381,8 @@ class DeviceParallelBackend(Backend):
         info = dict(self._infos[0])
         info["devices"] = self.devices
         info["device"] = ",".join(self.devices)
+        info["threads"] = [i["threads"] for i in self._infos]
+        info["pinned_cpus"] = [i["pinned_cpus"] for i in self._infos]
         return info
 
     def close(self) -> None:

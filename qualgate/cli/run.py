@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import traceback
@@ -96,7 +97,8 @@ _HTML = click.option("--html", type=click.Path(dir_okay=False, writable=True),
 @click.option("--speed-questions", type=click.IntRange(min=1), default=64, show_default=True,
               help="With --speed-rounds: requests per round.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="torch CPU threads of the reference engine (default: torch's own choice; tiny models run "
+              help="torch CPU threads of the reference engine, in each GPU's worker when it is spread over "
+                   "several (default: torch's own choice, shared out between the workers; tiny models run "
                    "fastest on 1, and speed tables are only comparable at a fixed count).")
 @_FORMAT
 @_MARKDOWN
@@ -126,17 +128,19 @@ def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_que
     from ..sequential_run import SequentialSettings
     from ..speed import SpeedSettings
 
+    from ..backends._devices import open_on_devices
+
     if threads is not None:
         import torch
 
-        torch.set_num_threads(threads)
+        torch.set_num_threads(threads)  # (and in each GPU's worker process, below)
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
     settings = SequentialSettings(batch_questions, max_questions, power) if sequential else None
     speed = SpeedSettings(speed_rounds, speed_questions) if speed_rounds else None
     try:
         result = run_plan(load_plan(plan), out, resume=resume, progress=progress_factory(quiet),
                           log=log, max_errors=max_errors, sequential=settings, order_seed=order_seed, speed=speed,
-                          keep_errors=keep_errors)
+                          keep_errors=keep_errors, backend_factory=functools.partial(open_on_devices, threads=threads))
     except (ValueError, click.ClickException, KeyboardInterrupt):
         raise
     except Exception as exc:  # the engine broke: not a gate FAIL (exit 1) for CI

@@ -6,6 +6,8 @@ import json
 import os
 import pickle
 import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -13,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from qualgate.backends import Request, open_backend  # noqa: E402
 from qualgate.config import load_config  # noqa: E402
-from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records  # noqa: E402
+from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records, cpu_list  # noqa: E402
 from qualgate.config import load_plan  # noqa: E402
 from qualgate.harness import run_plan  # noqa: E402
 
@@ -26,6 +28,12 @@ def test_requests_are_partitioned_by_the_seed_of_their_key():
     shuffled = [reqs[i] for i in (4, 2, 0, 3, 1)]  # a device's requests follow their seeds
     parts = backend.partition(shuffled)
     assert [sorted(shuffled[i].sampling["seed"] for i in p) for p in parts] == [[3, 6], [4, 7], [8]]
+
+
+def test_a_cpu_list_from_sysfs_names_every_cpu_of_its_ranges():
+    assert cpu_list("0-3,8-9,16\n") == {0, 1, 2, 3, 8, 9, 16}
+    assert cpu_list("5") == {5}
+    assert cpu_list("\n") == set()
 
 
 @pytest.mark.slow
@@ -60,7 +68,9 @@ def test_a_run_on_every_gpu_writes_the_records_of_a_one_gpu_run(plan_writer, mod
     run_plan(plan, tmp_path / "all")
     assert records(tmp_path / "all") == records(tmp_path / "one")
     manifest = json.loads((tmp_path / "all" / "manifest.json").read_text())
-    assert manifest["configs"]["target"]["info"]["devices"] == [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    info = manifest["configs"]["target"]["info"]
+    assert info["devices"] == [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    assert len(set(info["threads"])) == 1  # an equal share each
 
 
 def _requests(n, offset=0):
@@ -85,6 +95,21 @@ def test_queued_calls_on_two_workers_return_what_one_engine_returns_in_submissio
         backend.close()
     with open_backend(config) as one:
         assert spread == [[g.text for g in one.generate(reqs)] for reqs in calls]
+
+
+@pytest.mark.slow
+def test_workers_share_torchs_default_threads_unless_a_count_is_given(plan_writer, models, tmp_path):
+    fresh = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                               capture_output=True, text=True, check=True).stdout)  # a new process's default
+    plan = plan_writer(tmp_path / "plan", models, configs=("target",))
+    config = load_config(plan.parent / "target.yaml")
+    for threads, expected in ((None, max(1, fresh // 2)), (3, 3), (None, max(1, fresh // 2))):
+        backend = DeviceParallelBackend(config, ["cpu", "cpu"], threads=threads)  # (the same two workers)
+        try:
+            assert backend.info()["threads"] == [expected, expected]
+            assert backend.info()["pinned_cpus"] == [None, None]  # only a GPU's worker is bound
+        finally:
+            backend.close()
 
 
 @pytest.mark.slow
