@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import collections
 import dataclasses
+import itertools
 import json
 import multiprocessing
 import queue
@@ -123,32 +124,38 @@ def _settle(device: str, threads: int | None, share: int, pin: bool) -> dict:
 
 
 def _worker(conn) -> None:  # pragma: no cover - runs in a child process
-    """Serve ``("open", config, settle)``, ``("generate", requests)`` and ``("close",)`` until
-    None (``settle``: the arguments of :func:`_settle` after the device).
+    """Serve ``("open", handle, config, settle)``, ``("generate", handle, requests)`` and
+    ``("close", handle)`` until None (``settle``: the arguments of :func:`_settle` after the
+    device).
 
-    Messages are served one at a time, in the order they arrive, with one reply each. The
-    process outlives one config, so that a plan's configs do not each pay for starting a
-    process and importing torch.
+    Messages are served one at a time, in the order they arrive, with one reply each. Each
+    open engine is kept under the handle its backend chose, so that several configs can be
+    open at once (a sequential run's rounds, interleaved speed rounds) and each call reaches
+    its own config's engine. The process outlives one config, so that a plan's configs do not
+    each pay for starting a process and importing torch.
     """
-    backend, busy = None, 0.0
+    engines: dict[int, list] = {}  # handle -> [backend, seconds decoding since the open]
     while True:
         msg = conn.recv()
         if msg is None:
             break
         try:
-            if msg[0] == "open":
-                settled = _settle(msg[1].engine_options["device"], *msg[2])
-                backend, busy = open_backend(msg[1]), 0.0
+            kind, handle = msg[0], msg[1]
+            if kind == "open":
+                settled = _settle(msg[2].engine_options["device"], *msg[3])
+                backend = open_backend(msg[2])
+                engines[handle] = [backend, 0.0]
                 conn.send(("ok", (backend.batch_size, {**backend.info(), **settled})))
-            elif msg[0] == "generate":
+            elif kind == "generate":
+                entry = engines[handle]
                 t0 = time.perf_counter()
-                gens = backend.generate(msg[1])
-                busy += time.perf_counter() - t0
+                gens = entry[0].generate(msg[2])
+                entry[1] += time.perf_counter() - t0
                 conn.send(("ok", gens))
             else:  # close: the seconds spent decoding since the open
+                backend, busy = engines.pop(handle, (None, 0.0))
                 if backend is not None:
                     backend.close()
-                backend = None
                 conn.send(("ok", busy))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
             conn.send(("error", type(exc).__name__, f"{exc}\n{traceback.format_exc()}"))
@@ -238,6 +245,7 @@ class _Worker:
 
 
 _POOLS: dict[tuple[str, ...], list[_Worker]] = {}
+_HANDLES = itertools.count()
 
 
 def _pool(devices: tuple[str, ...]) -> list[_Worker]:
@@ -338,9 +346,10 @@ class DeviceParallelBackend(Backend):
         self.devices = list(devices)
         self.busy_s = [0.0] * len(self.devices)
         self._workers = _pool(tuple(self.devices))
+        self._handle = next(_HANDLES)  # this backend's engine in each worker
         settle = (threads, len(self.devices), pin)
-        opened = [w.call(("open", dataclasses.replace(config, engine_options={**config.engine_options, "device": dev}),
-                          settle))
+        opened = [w.call(("open", self._handle,
+                          dataclasses.replace(config, engine_options={**config.engine_options, "device": dev}), settle))
                   for w, dev in zip(self._workers, self.devices)]
         replies, errors = [], []
         for fut, dev in zip(opened, self.devices):
@@ -369,7 +378,7 @@ class DeviceParallelBackend(Backend):
 
     def submit(self, requests: Sequence[Request]) -> Future:
         """Queue each device's part of ``requests``; the future gives all results, in order."""
-        parts = [(w, dev, idx, ForkingPickler.dumps(("generate", [requests[i] for i in idx])))
+        parts = [(w, dev, idx, ForkingPickler.dumps(("generate", self._handle, [requests[i] for i in idx])))
                  for w, dev, idx in zip(self._workers, self.devices, self.partition(requests)) if idx]
         # (every part pickled before any is queued: a request that cannot be, queues nothing)
         return _gather(len(requests), [(dev, idx, w.call_pickled(data)) for w, dev, idx, data in parts])
@@ -390,7 +399,7 @@ class DeviceParallelBackend(Backend):
 
         A close queues behind the calls already submitted, so it is answered after them.
         """
-        closing = [(w.call(("close",)), dev) for w, dev in zip(self._workers, self.devices)]
+        closing = [(w.call(("close", self._handle)), dev) for w, dev in zip(self._workers, self.devices)]
         for i, (fut, dev) in enumerate(closing):
             try:
                 self.busy_s[i] = _unwrap(fut.result(), dev)

@@ -18,6 +18,7 @@ from qualgate.config import load_config  # noqa: E402
 from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records, cpu_list  # noqa: E402
 from qualgate.config import load_plan  # noqa: E402
 from qualgate.harness import run_plan  # noqa: E402
+from qualgate.sequential_run import SequentialSettings  # noqa: E402
 
 
 def test_requests_are_partitioned_by_the_seed_of_their_key():
@@ -52,6 +53,22 @@ def test_two_worker_engines_write_the_records_of_one_engine(plan_writer, models,
     assert one.exit_code == two.exit_code
     manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
     assert manifest["configs"]["standard"]["info"]["devices"] == ["cpu", "cpu"]
+
+
+@pytest.mark.slow
+def test_configs_open_at_once_on_the_same_workers_each_decode_with_their_own_engine(plan_writer, models, tmp_path):
+    # A sequential run keeps the baseline and the candidates open between rounds. When the
+    # workers held one engine each, the baseline's later rounds were decoded by the lossy
+    # candidate's engine: the gate compared FLy with itself.
+    plan = load_plan(plan_writer(tmp_path / "plan", models, questions=6, seeds=(0,), configs=("target", "fly")))
+    rounds = SequentialSettings(batch_questions=3, max_questions=6)
+    run_plan(plan, tmp_path / "one", sequential=rounds, backend_factory=open_backend)
+    run_plan(plan, tmp_path / "two", sequential=rounds,
+             backend_factory=lambda config: DeviceParallelBackend(config, ["cpu", "cpu"]))
+    one = records(tmp_path / "one")
+    assert len(one) == 2 * 6
+    assert records(tmp_path / "two") == one
+    assert any(one[k]["output"] != one[("fly", *k[1:])]["output"] for k in one if k[0] == "target")  # (they differ)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
