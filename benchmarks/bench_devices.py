@@ -3,12 +3,12 @@
 Runs ``configs/plans/demo-gpu.yaml`` (the demo pair; every config, or ``--configs``) through
 the harness once per variant (``--variants``, in order; the first is the reference):
 
-- ``one``: pinned to the first device, in this process (what a one-GPU machine does);
-- ``one-worker``: the first device, in one worker process (the multi-GPU code on one GPU);
+- ``one``: the first device, in one worker process (``qualgate run`` on one GPU);
 - ``many``: every device, one worker each, as ``qualgate run`` opens them
   (:mod:`qualgate.backends._devices`: a share of the CPU threads each, bound to the GPU's
   NUMA node);
-- ``many-plain``: every device, one worker each, torch's default threads and no binding.
+- ``many-plain``: every device, one worker each, torch's default threads and no binding;
+- ``in-process``: the first device, the engine in this process (as before the workers).
 
 Prints per run the loading time (worker processes, models, first CUDA use; the first
 config's and the others'), the decoding-loop time, the engine's own seconds (in this
@@ -69,11 +69,11 @@ def main(argv=None):
     ap.add_argument("--devices", default=None, help="comma-separated devices (default: every CUDA device)")
     ap.add_argument("--out", default=None, help="folder for the runs (default: a temporary one)")
     ap.add_argument("--variants", default="one,many",
-                    help="comma-separated runs among one, one-worker, many, many-plain (default: one,many)")
+                    help="comma-separated runs among one, many, many-plain, in-process (default: one,many)")
     args = ap.parse_args(argv)
     devices = args.devices.split(",") if args.devices else visible_cuda_devices()
     variants = args.variants.split(",")
-    if not set(variants) <= {"one", "one-worker", "many", "many-plain"}:
+    if not set(variants) <= {"one", "many", "many-plain", "in-process"}:
         ap.error(f"unknown variant in {args.variants!r}")
     if len(devices) < 2 and any(v.startswith("many") for v in variants):
         ap.error(f"needs two or more devices, found {devices}")
@@ -90,10 +90,10 @@ def main(argv=None):
     )
 
     def factory(variant, opened):
-        if variant == "one":  # the first device, in this process
+        if variant == "in-process":  # the first device, in this process
             return lambda config: open_backend(
                 dataclasses.replace(config, engine_options={**config.engine_options, "device": devices[0]}))
-        on = devices[:1] if variant == "one-worker" else devices
+        on = devices[:1] if variant == "one" else devices
         plain = variant == "many-plain"
 
         def spread(config):

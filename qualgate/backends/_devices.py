@@ -1,19 +1,21 @@
-"""One config over several GPUs: one engine per device, each in its own process.
+"""A config's engines on GPUs: one engine per device, each in its own worker process.
 
-:func:`open_on_devices` is the harness's backend factory. For ``engine: reference`` with
-``engine_options.device`` unset or ``cuda`` (no index) on a machine that shows two or more
-CUDA devices, it opens a
-:class:`DeviceParallelBackend`: one worker process per visible GPU, each holding its own
-engine (models loaded in parallel). Each call's requests are split by ``seed % devices``
-(the harness sets each request's seed to :func:`qualgate.harness.request_seed` of its record
-key, so a request's device is a function of its key) and queued on the devices' workers;
-the harness keeps :attr:`DeviceParallelBackend.in_flight` calls submitted, so a device that
-finishes its part early starts on its part of the next call instead of waiting for the
-others, and takes the results of each call in order. A request's tokens do not depend on
-the other requests in its batch (docs/engine.md), so the records equal those of a one-GPU
-run apart from the timing fields. The worker processes are started once and serve every
-config of the run. Anything else is opened by
-:func:`qualgate.backends.open_backend` as before.
+:func:`open_on_devices` is the harness's backend factory. For ``engine: reference`` on CUDA
+it opens a :class:`DeviceParallelBackend`: ``engine_options.device`` unset or ``cuda`` (no
+index) gives one worker process per visible GPU, ``cuda:N`` one worker on that GPU; each
+worker holds its own engine (models loaded in parallel). Each call's requests are split by
+``seed % devices`` (the harness sets each request's seed to
+:func:`qualgate.harness.request_seed` of its record key, so a request's device is a function
+of its key) and queued on the devices' workers; the harness keeps
+:attr:`DeviceParallelBackend.in_flight` calls submitted, so a device that finishes its part
+early starts on its part of the next call instead of waiting for the others, and the
+harness grades and stores each call's results, in order, while the devices decode. A
+request's tokens do not depend on the other requests in its batch (docs/engine.md), so the
+records equal those of an in-process engine apart from the timing fields. On one GPU the
+worker is what makes decoding overlap the harness's own work (an in-process engine would
+share the GIL with it). The worker processes are started once and serve every config of the
+run, several at once when the run keeps several open. Anything else (CPU, other engines) is
+opened in this process by :func:`qualgate.backends.open_backend`.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from typing import Any
 
 from . import Backend, Generation, Request, open_backend
 
-__all__ = ["TIMING_FIELDS", "DeviceParallelBackend", "comparable_records", "open_on_devices", "visible_cuda_devices"]
+__all__ = ["TIMING_FIELDS", "DeviceParallelBackend", "comparable_records", "open_on_devices", "visible_cuda_devices",
+           "worker_devices"]
 
 #: record fields that measure time rather than what was decoded
 TIMING_FIELDS = ("run_id", "latency_s")
@@ -67,16 +70,27 @@ def visible_cuda_devices() -> list[str]:
 
 
 def open_on_devices(config, *, threads: int | None = None) -> Backend:
-    """The backend for ``config``: spread over every visible GPU where that applies.
+    """The backend for ``config``: a reference engine on CUDA in worker processes (one per GPU).
 
     ``threads``: torch CPU threads of each worker process (``qualgate run --threads``);
     default: an equal share of torch's own default (see :class:`DeviceParallelBackend`).
     """
-    if config.engine == "reference" and config.engine_options.get("device") in (None, "cuda"):
-        devices = visible_cuda_devices()
-        if len(devices) > 1:
-            return DeviceParallelBackend(config, devices, threads=threads)
+    devices = worker_devices(config)
+    if devices:
+        return DeviceParallelBackend(config, devices, threads=threads)
     return open_backend(config)
+
+
+def worker_devices(config) -> list[str]:
+    """The CUDA devices whose workers :func:`open_on_devices` opens ``config`` on (one worker
+    each): every visible GPU for a reference engine whose ``device`` is unset or ``cuda``,
+    the one named by ``cuda:N``; none (open it in this process) otherwise, or when no CUDA
+    device is visible (the engine then names what is missing)."""
+    device = config.engine_options.get("device")
+    if config.engine != "reference" or not (device is None or isinstance(device, str) and device.startswith("cuda")):
+        return []
+    visible = visible_cuda_devices()
+    return visible if device in (None, "cuda") else [device] if visible else []
 
 
 def _local_cpus(device: str) -> set[int]:

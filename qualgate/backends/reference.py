@@ -2,13 +2,14 @@
 
 Config mapping: ``model`` is the target and ``speculative.model`` the drafter (hub ids, or
 paths, relative paths being read from the config file's folder); ``engine_options``:
-``device`` (default CUDA when available; unset or ``cuda`` on a machine with several GPUs,
-``qualgate run`` opens one engine per GPU: :mod:`qualgate.backends._devices`), ``dtype`` (``float32``, ``bfloat16``,
-``float16``), ``max_num_seqs`` (requests decoded together), ``batch_size`` (requests per
+``device`` (default CUDA when available; on CUDA, ``qualgate run`` opens the engine in a
+worker process, one per GPU when ``device`` is unset or ``cuda``:
+:mod:`qualgate.backends._devices`), ``dtype`` (``float32``, ``bfloat16``, ``float16``),
+``max_num_seqs`` (requests decoded together), ``batch_size`` (requests per
 harness batch, default ``max_num_seqs`` or 256), ``tokenizer`` (default: the target's) and
 ``coupled`` (coupled sampling noise, see :mod:`qualgate.engines.reference`), ``cuda_graphs``
 (default true: decoding steps replayed as CUDA graphs) and ``compile`` (default false:
-``torch.compile`` of the models and of the verification, see docs/engine.md). The three
+``torch.compile`` of the whole decoding step, see docs/engine.md). The three
 switches must be YAML booleans: a string such as ``"false"`` is refused, not read as true.
 
 A batch that the engine refuses (``ValueError``: a prompt too long for the model, a token
@@ -65,8 +66,8 @@ class ReferenceBackend(Backend):
     engine = "reference"
     # One call at a time (in_flight 1): decoding in a helper thread while the harness grades
     # slowed the engine's own host loop more than it saved (one H200, 96,000 requests: loop
-    # 75.8 s overlapped, 67.1 s serial; benchmarks/results/bench_devices-h200x2.txt). One
-    # engine per GPU, in worker processes, keeps calls in flight (_devices).
+    # 75.8 s overlapped, 67.1 s serial; benchmarks/results/bench_devices-h200x2.txt). On CUDA,
+    # qualgate run opens it in worker processes instead, which keep calls in flight (_devices).
 
     def __init__(self, config):
         super().__init__(config)

@@ -8,6 +8,7 @@ import pickle
 import signal
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,6 +16,7 @@ torch = pytest.importorskip("torch")
 
 from qualgate.backends import Request, open_backend  # noqa: E402
 from qualgate.config import load_config  # noqa: E402
+from qualgate.backends import _devices  # noqa: E402
 from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records, cpu_list  # noqa: E402
 from qualgate.config import load_plan  # noqa: E402
 from qualgate.harness import run_plan  # noqa: E402
@@ -29,6 +31,22 @@ def test_requests_are_partitioned_by_the_seed_of_their_key():
     shuffled = [reqs[i] for i in (4, 2, 0, 3, 1)]  # a device's requests follow their seeds
     parts = backend.partition(shuffled)
     assert [sorted(shuffled[i].sampling["seed"] for i in p) for p in parts] == [[3, 6], [4, 7], [8]]
+
+
+@pytest.mark.parametrize("device, visible, expected", [
+    (None, ["cuda:0", "cuda:1"], ["cuda:0", "cuda:1"]),  # unset: every visible GPU
+    ("cuda", ["cuda:0"], ["cuda:0"]),  # one GPU: one worker too
+    ("cuda:1", ["cuda:0", "cuda:1"], ["cuda:1"]),
+    ("cpu", ["cuda:0"], []),  # in this process
+    (None, [], []),
+    ("cuda:0", [], []),  # no CUDA: the engine, opened here, says so
+])
+def test_a_reference_engine_on_cuda_runs_in_one_worker_per_gpu(monkeypatch, device, visible, expected):
+    monkeypatch.setattr(_devices, "visible_cuda_devices", lambda: visible)  # (no GPU here)
+    options = {} if device is None else {"device": device}
+    config = SimpleNamespace(engine="reference", engine_options=options)
+    assert _devices.worker_devices(config) == expected
+    assert _devices.worker_devices(SimpleNamespace(engine="vllm", engine_options=options)) == []
 
 
 def test_a_cpu_list_from_sysfs_names_every_cpu_of_its_ranges():
