@@ -131,6 +131,7 @@ def _settle(device: str, threads: int | None, share: int, pin: bool) -> dict:
     pinned = None
     if affinity:
         near = _local_cpus(device) & _DEFAULTS["cpus"] if pin and device.startswith("cuda") else set()
+        near = near if near != _DEFAULTS["cpus"] else set()  # (one NUMA node: nothing to bind)
         os.sched_setaffinity(0, near or _DEFAULTS["cpus"])
         pinned = len(near) if near else None
     torch.set_num_threads(threads or max(1, _DEFAULTS["threads"] // share))

@@ -425,6 +425,25 @@ def test_chat_prompts_are_rendered_with_the_chat_template(text_engine, char_toke
     assert out.text == char_tokenizer.decode(list(out.token_ids), skip_special_tokens=True)
 
 
+def test_a_prompt_sent_again_is_rendered_once_and_gets_the_same_tokens(make_pair, char_tokenizer, device, monkeypatch):
+    rendered = []
+    render = char_tokenizer.apply_chat_template
+    monkeypatch.setattr(char_tokenizer, "apply_chat_template", lambda *a, **k: rendered.append(1) or render(*a, **k))
+    chat, other = ([{"role": "user", "content": c}] for c in ("two plus two", "two plus three"))
+    engine = ReferenceEngine(*make_pair(32), device=device, tokenizer=char_tokenizer)
+    first = engine.generate([chat, other, chat], sampling=[dict(SAMPLED, seed=s) for s in (1, 2, 3)])
+    again = engine.generate([chat], sampling=dict(SAMPLED, seed=1))
+    assert len(rendered) == 2  # each chat once, for both calls
+    assert first[0].prompt_token_ids == first[2].prompt_token_ids == again[0].prompt_token_ids
+    assert again[0].token_ids == first[0].token_ids  # (same seed)
+    monkeypatch.setattr(reference, "ENCODED_KEPT", 1)  # the oldest prompt is forgotten first
+    engine = ReferenceEngine(*make_pair(32), device=device, tokenizer=char_tokenizer)
+    rendered.clear()
+    engine.generate([chat, other, chat], sampling=GREEDY)
+    assert len(rendered) == 3
+    assert reference._prompt_key([{"role": "user", "content": ["parts"]}]) is None  # (not hashable: not kept)
+
+
 def test_the_tokenizer_eos_stops_generation(text_engine):
     assert 2 in text_engine.eos_token_ids
 
