@@ -345,8 +345,8 @@ class DeviceParallelBackend(Backend):
         torch CPU threads of each worker; default: torch's own default divided by the
         number of devices, so that the workers together use the cores one process would.
     pin : bool
-        Bind each CUDA device's worker to the CPUs of that GPU's NUMA node (when the process
-        may run on some of them).
+        Bind each CUDA device's worker to the CPUs of that GPU's NUMA node, where that
+        restricts it (a host with several nodes) and leaves it some CPUs.
     """
 
     engine = "reference"

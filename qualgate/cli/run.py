@@ -97,9 +97,9 @@ _HTML = click.option("--html", type=click.Path(dir_okay=False, writable=True),
 @click.option("--speed-questions", type=click.IntRange(min=1), default=64, show_default=True,
               help="With --speed-rounds: requests per round.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="torch CPU threads of the reference engine, in each GPU's worker when it is spread over "
-                   "several (default: torch's own choice, shared out between the workers; tiny models run "
-                   "fastest on 1, and speed tables are only comparable at a fixed count).")
+              help="torch CPU threads of the reference engine, on CUDA of each GPU's worker (default: torch's "
+                   "own choice, shared out between the workers; tiny models run fastest on 1, and speed tables are "
+                   "only comparable at a fixed count).")
 @_FORMAT
 @_MARKDOWN
 @_HTML
@@ -125,10 +125,9 @@ def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_que
     """
     from ..config import load_plan
     from ..harness import run_plan
+    from ..backends._devices import open_on_devices
     from ..sequential_run import SequentialSettings
     from ..speed import SpeedSettings
-
-    from ..backends._devices import open_on_devices
 
     if threads is not None:
         import torch

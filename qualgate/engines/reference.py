@@ -46,8 +46,9 @@ SUPPORTED_REJECTION_METHODS = ("standard", "fly")
 #: with ``compile``: compilations of the decoding step kept before dynamo gives up on new kinds
 RECOMPILE_LIMIT = 64
 #: prompts (texts, chats) whose token ids an engine keeps: a plan sends each question's prompt
-#: once per seed and sample, one after another, and rendering a chat template costs about
-#: 0.2 ms a prompt, as much as the GPU's decoding of a short answer
+#: once per seed and sample, one after another. Rendering the demo's chat template and
+#: tokenizing cost 111 us a prompt on one CPU core (17 us from here), against 500-600 us of
+#: H200 time per request of the demo plan (benchmarks/results/bench_devices-h200x2.txt)
 ENCODED_KEPT = 4096
 
 
