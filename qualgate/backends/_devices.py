@@ -118,13 +118,17 @@ _DEFAULTS: dict = {}  # this worker's torch threads and CPUs before any change
 
 
 def _settle(device: str, threads: int | None, share: int, pin: bool) -> dict:
-    """Set this worker's torch threads (``threads``, else torch's default // ``share``) and,
-    with ``pin``, bind it to the CPUs local to its GPU where the process may run on some.
-    Returns what was set, for the backend's info."""
+    """Make ``device`` this worker's current CUDA device, set its torch threads (``threads``,
+    else torch's default // ``share``) and, with ``pin``, bind it to the CPUs local to its GPU
+    where that restricts it. Returns what was set, for the backend's info."""
     import os
 
     import torch
 
+    if device.startswith("cuda"):
+        # what names no device (torch.cuda.graph's synchronize, empty_cache) then means this
+        # worker's GPU, not GPU 0, where it would open a second context beside GPU 0's worker
+        torch.cuda.set_device(torch.device(device))
     affinity = hasattr(os, "sched_setaffinity")
     if not _DEFAULTS:
         _DEFAULTS.update(threads=torch.get_num_threads(), cpus=os.sched_getaffinity(0) if affinity else None)
