@@ -13,8 +13,10 @@ the harness once per variant (``--variants``, in order; the first is the referen
 Prints per run the loading time (worker processes, models, first CUDA use; the first
 config's and the others'), the decoding-loop time, the engine's own seconds (in this
 process, or the busiest worker), the rest of the run (suites, gate, report), the total,
-output tokens/s and the speed-up over the reference, then how many records differ from the
-reference's apart from timing fields.
+output tokens/s and the speed-up over the reference; then, per run and device, where the
+engine's seconds went (:meth:`qualgate.engines.reference.ReferenceEngine.timing`: steps and
+milliseconds per step, prompt encoding, prefills, outputs); then how many records differ from
+the reference's apart from timing fields.
 
     python benchmarks/bench_devices.py --seeds 6              # on a machine with 2+ GPUs
     python benchmarks/bench_devices.py --devices cpu,cpu --questions 8 --seeds 1 --configs target
@@ -38,6 +40,9 @@ from qualgate.backends._devices import DeviceParallelBackend, comparable_records
 from qualgate.config import load_plan  # noqa: E402
 from qualgate.harness import run_plan  # noqa: E402
 
+TIMING_KEYS = ("rows", "steps", "prepare_s", "prefill_s", "steps_s", "finish_s")
+
+
 def timed_run(plan, out: Path, factory, opened) -> dict:
     t = time.perf_counter()
     run_plan(plan, out, backend_factory=factory)
@@ -46,6 +51,10 @@ def timed_run(plan, out: Path, factory, opened) -> dict:
     configs = list(manifest["configs"].values())
     busy = [sum(b.busy_s[i] for b in opened) for i in range(len(opened[0].devices))] if opened else []
     load = [c.get("load_s", 0.0) for c in configs]
+    # each device's engine timing, summed over the configs (in this process: from the manifest)
+    per_config = ([[b.timing[i] or {} for b in opened] for i in range(len(opened[0].devices))] if opened
+                  else [[c.get("info", {}).get("engine_timing") or {} for c in configs]])
+    timing = [{k: sum(t.get(k, 0) for t in ts) for k in TIMING_KEYS} for ts in per_config]
     return {
         "total_s": total,
         "load_s": sum(load),
@@ -54,6 +63,7 @@ def timed_run(plan, out: Path, factory, opened) -> dict:
         # in this process: the engine's calls; spread: the busiest worker's seconds decoding
         "engine_s": max(busy) if busy else sum(c["throughput"]["engine_s"] for c in configs),
         "busy": busy,
+        "timing": timing,
         "tokens": sum(c["throughput"]["output_tokens"] for c in configs),
         "requests": sum(c["throughput"]["requests"] for c in configs),
         "info": configs[0].get("info", {}),
@@ -134,6 +144,19 @@ def main(argv=None):
             print(f"# {v}: seconds each device spent decoding (in its worker), and their share of the loop: "
                   + ", ".join(f"{d} {s:.1f} s ({s / r['loop_s']:.0%})"
                               for d, s in zip(r["info"].get("devices", devices), r["busy"])))
+    print()
+    print("# where each engine's seconds went (ReferenceEngine.timing, all configs): prepare = arguments and "
+          "prompt encoding, prefill = batch set-up and prefill, steps = decoding steps, finish = outputs")
+    tcols = ("variant", "device", "rows", "steps", "ms per step", "prepare s", "prefill s", "steps s", "finish s")
+    print("| " + " | ".join(tcols) + " |")
+    print("|" + "|".join("-" * (len(c) + 2) for c in tcols) + "|")
+    for v, r in rows:
+        names = r["info"].get("devices") or [devices[0]]
+        for d, t in zip(names, r["timing"]):
+            ms = 1000 * t["steps_s"] / t["steps"] if t["steps"] else float("nan")
+            print(f"| {v} | {d} | {t['rows']:,} | {t['steps']:,} | {ms:.2f} | {t['prepare_s']:.1f} "
+                  f"| {t['prefill_s']:.1f} | {t['steps_s']:.1f} | {t['finish_s']:.1f} |")
+    print()
     for v, _ in rows[1:]:
         other = records(root / v)
         differ = sum(ref_records[k] != other.get(k) for k in ref_records) + len(set(other) - set(ref_records))

@@ -171,11 +171,13 @@ def _worker(conn) -> None:  # pragma: no cover - runs in a child process
                 gens = entry[0].generate(msg[2])
                 entry[1] += time.perf_counter() - t0
                 conn.send(("ok", gens))
-            else:  # close: the seconds spent decoding since the open
+            else:  # close: the seconds spent decoding since the open, and the engine's timing
                 backend, busy = engines.pop(handle, (None, 0.0))
+                timing = None
                 if backend is not None:
+                    timing = backend.info().get("engine_timing")
                     backend.close()
-                conn.send(("ok", busy))
+                conn.send(("ok", (busy, timing)))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
             conn.send(("error", type(exc).__name__, f"{exc}\n{traceback.format_exc()}"))
 
@@ -364,6 +366,9 @@ class DeviceParallelBackend(Backend):
             raise ValueError("DeviceParallelBackend needs at least one device")
         self.devices = list(devices)
         self.busy_s = [0.0] * len(self.devices)
+        #: each device's :meth:`ReferenceEngine.timing <qualgate.engines.reference.ReferenceEngine.timing>`
+        #: at the close
+        self.timing: list[dict | None] = [None] * len(self.devices)
         self._workers = _pool(tuple(self.devices))
         self._handle = next(_HANDLES)  # this backend's engine in each worker
         settle = (threads, len(self.devices), pin)
@@ -421,7 +426,7 @@ class DeviceParallelBackend(Backend):
         closing = [(w.call(("close", self._handle)), dev) for w, dev in zip(self._workers, self.devices)]
         for i, (fut, dev) in enumerate(closing):
             try:
-                self.busy_s[i] = _unwrap(fut.result(), dev)
+                self.busy_s[i], self.timing[i] = _unwrap(fut.result(), dev)
             except (RuntimeError, ValueError):
                 pass
         self._workers = []

@@ -172,6 +172,7 @@ class ReferenceBackend(Backend):
             "cuda_graphs": self.engine_.cuda_graphs,
             "compile": self.engine_.compile,
             "threads": torch.get_num_threads(),
+            "engine_timing": self.engine_.timing(),  # (so far: the manifest takes it again at the close)
             # the engine logs this once per process, as vLLM does; every lossy config gets it here
             "warnings": [FLY_LOSSY_WARNING] if self.config.mode == "fly" else [],
         }

@@ -151,6 +151,7 @@ class ReferenceEngine:
         self._pool = None
         self._graphs: collections.OrderedDict = collections.OrderedDict()  # (see _batch.Batch)
         self._encoded: collections.OrderedDict = collections.OrderedDict()  # prompt key -> token ids
+        self._timing: collections.Counter = collections.Counter()  # (see timing())
         self._target = load_model(target, self.device, dtype, "target")
         self._drafter = None if drafter is None else load_model(drafter, self.device, dtype, "drafter")
         self.compile = bool(compile)
@@ -303,6 +304,7 @@ class ReferenceEngine:
             defaults to ``draft_model`` and ``model`` to the engine's drafter. ``None``:
             target-only decoding.
         """
+        t_call = time.perf_counter()
         if isinstance(prompts, (str, Mapping)) or not isinstance(prompts, Sequence):
             raise ValueError(f"prompts must be a list of prompts, got {prompts!r}")
         n = len(prompts)
@@ -331,15 +333,38 @@ class ReferenceEngine:
         ]
         mode = "target" if spec is None else ("fly" if spec.fly else "standard")
         t0 = time.perf_counter()
+        timing = self._timing
+        timing["calls"] += 1
+        timing["prepare_s"] += t0 - t_call
         outputs: list[GenerationOutput] = []
         with torch.inference_mode():
             for lo in range(0, n, self.max_num_seqs):
                 hi = min(n, lo + self.max_num_seqs)
+                t_batch = time.perf_counter()
                 batch = Batch(self, list(range(lo, hi)), ids[lo:hi], params[lo:hi], seeds[lo:hi], spec, t0,
                               graphs=self.cuda_graphs, static=self._static_shapes or self.compile)
                 outputs += batch.decode()
+                times = batch.times  # [prefill done, step 1 done, ...]
+                timing["rows"] += hi - lo
+                timing["steps"] += len(times) - 1
+                timing["prefill_s"] += times[0] - t_batch
+                timing["steps_s"] += times[-1] - times[0]
+                timing["finish_s"] += time.perf_counter() - times[-1]
         wall = time.perf_counter() - t0
         return Generation(tuple(outputs), mode, resolved, wall)
+
+    def timing(self) -> dict[str, float]:
+        """Where this engine's :meth:`generate` calls spent their time, summed over calls.
+
+        ``calls``; ``rows`` (prompts decoded); ``steps`` (decoding steps after the prefills,
+        one per batch of up to ``max_num_seqs`` rows); seconds: ``prepare_s`` (checking the
+        arguments, encoding the prompts), ``prefill_s`` (setting up each batch and its
+        prefill), ``steps_s`` (the decoding steps) and ``finish_s`` (the outputs: token ids
+        copied back, texts decoded). Host clock: a prefill's GPU work may end inside the
+        first steps, which wait for it.
+        """
+        keys = ("calls", "rows", "steps", "prepare_s", "prefill_s", "steps_s", "finish_s")
+        return {k: self._timing[k] for k in keys}
 
     def _graph_pool(self):
         """One CUDA-graph memory pool for all of this engine's captured steps."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import time
 
 import pytest
 
@@ -442,6 +443,19 @@ def test_a_prompt_sent_again_is_rendered_once_and_gets_the_same_tokens(make_pair
     engine.generate([chat, other, chat], sampling=GREEDY)
     assert len(rendered) == 3
     assert reference._prompt_key([{"role": "user", "content": ["parts"]}]) is None  # (not hashable: not kept)
+
+
+def test_timing_counts_each_batchs_rows_and_steps_and_adds_up_to_the_calls(make_pair, device):
+    engine = ReferenceEngine(*make_pair(32), device=device, max_num_seqs=2)
+    walls = []
+    for _ in range(2):  # 3 prompts: batches of 2 and 1 rows; 8 tokens each: a prefill and 7 steps
+        t = time.perf_counter()
+        engine.generate(prompts(3), sampling=dict(GREEDY, max_tokens=8))
+        walls.append(time.perf_counter() - t)
+    timing = engine.timing()
+    assert (timing["calls"], timing["rows"], timing["steps"]) == (2, 6, 2 * 2 * 7)
+    parts = [timing[k] for k in ("prepare_s", "prefill_s", "steps_s", "finish_s")]
+    assert min(parts) >= 0 and sum(parts) <= sum(walls)
 
 
 def test_the_tokenizer_eos_stops_generation(text_engine):

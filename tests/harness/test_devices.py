@@ -128,6 +128,7 @@ def test_queued_calls_on_two_workers_return_what_one_engine_returns_in_submissio
         assert [g.text for g in backend.generate(calls[1])] == spread[1]  # replies still in order
     finally:
         backend.close()
+    assert sum(t["rows"] for t in backend.timing) == 4 * 5 + 5  # each worker's engine timing, at the close
     with open_backend(config) as one:
         assert spread == [[g.text for g in one.generate(reqs)] for reqs in calls]
 
