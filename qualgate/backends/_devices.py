@@ -175,7 +175,7 @@ def _worker(conn) -> None:  # pragma: no cover - runs in a child process
                 backend, busy = engines.pop(handle, (None, 0.0))
                 timing = None
                 if backend is not None:
-                    timing = backend.info().get("engine_timing")
+                    timing = backend.engine_.timing()  # (a ReferenceBackend: the only engine served here)
                     backend.close()
                 conn.send(("ok", (busy, timing)))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises

@@ -123,9 +123,9 @@ def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_que
                 3 invalid data or configuration, records the gate refuses,
                 or an engine that stopped the run (continue it with --resume).
     """
+    from ..backends._devices import open_on_devices
     from ..config import load_plan
     from ..harness import run_plan
-    from ..backends._devices import open_on_devices
     from ..sequential_run import SequentialSettings
     from ..speed import SpeedSettings
 
