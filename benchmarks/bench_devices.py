@@ -117,6 +117,8 @@ def main(argv=None):
     for v in variants:
         opened: list = []
         rows.append((v, timed_run(plan, root / v, factory(v, opened), opened)))
+        r = rows[-1][1]  # (as it finishes: a run cut short still tells what it measured)
+        print(f"# {v}: load {r['load_s']:.1f} s, loop {r['loop_s']:.1f} s, total {r['total_s']:.1f} s", flush=True)
     ref_name, ref = rows[0]
     ref_records = records(root / ref_name)
 

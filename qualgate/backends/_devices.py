@@ -3,10 +3,10 @@
 :func:`open_on_devices` is the harness's backend factory. For ``engine: reference`` on CUDA
 it opens a :class:`DeviceParallelBackend`: ``engine_options.device`` unset or ``cuda`` (no
 index) gives one worker process per visible GPU, ``cuda:N`` one worker on that GPU; each
-worker holds its own engine (models loaded in parallel). Each call's requests are split by
-``seed % devices`` (the harness sets each request's seed to
-:func:`qualgate.harness.request_seed` of its record key, so a request's device is a function
-of its key) and queued on the devices' workers; the harness keeps
+worker holds its own engine (models loaded in parallel). Each call's requests are ordered by
+seed (the harness sets each request's seed to :func:`qualgate.harness.request_seed` of its
+record key) and dealt to the devices in turn (:meth:`DeviceParallelBackend.partition`: equal
+parts, a function of the call's keys), then queued on the devices' workers; the harness keeps
 :attr:`DeviceParallelBackend.in_flight` calls submitted, so a device that finishes its part
 early starts on its part of the next call instead of waiting for the others, and the
 harness grades and stores each call's results, in order, while the devices decode. A
@@ -393,12 +393,21 @@ class DeviceParallelBackend(Backend):
         return self._per_device * len(self.devices)
 
     def partition(self, requests: Sequence[Request]) -> list[list[int]]:
-        """Indices of the requests each device decodes: ``seed % devices`` (index if unseeded)."""
-        parts: list[list[int]] = [[] for _ in self.devices]
-        for i, r in enumerate(requests):
-            seed = r.sampling.get("seed")
-            parts[(i if seed is None else int(seed)) % len(self.devices)].append(i)
-        return parts
+        """Indices of the requests each device decodes, in request order.
+
+        The requests, ordered by seed (a hash of the record key; the index if unseeded), are
+        dealt to the devices in turn, so the parts differ in size by at most one and none
+        exceeds a device's batch size. (Splitting by ``seed % devices`` let parts run a few
+        requests over it, and an engine decodes those few as one more batch, as many steps
+        as a full one: 11-16 % more steps per GPU, demo plan on two H200s.)
+        """
+        def key(i: int) -> tuple[int, int]:
+            seed = requests[i].sampling.get("seed")
+            return (i if seed is None else int(seed), i)
+
+        order = sorted(range(len(requests)), key=key)
+        n = len(self.devices)
+        return [sorted(order[d::n]) for d in range(n)]
 
     def submit(self, requests: Sequence[Request]) -> Future:
         """Queue each device's part of ``requests``; the future gives all results, in order."""
