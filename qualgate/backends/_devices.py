@@ -3,10 +3,10 @@
 :func:`open_on_devices` is the harness's backend factory. For ``engine: reference`` on CUDA
 it opens a :class:`DeviceParallelBackend`: ``engine_options.device`` unset or ``cuda`` (no
 index) gives one worker process per visible GPU, ``cuda:N`` one worker on that GPU; each
-worker holds its own engine (models loaded in parallel). Each call's requests are ordered by
-seed (the harness sets each request's seed to :func:`qualgate.harness.request_seed` of its
-record key) and dealt to the devices in turn (:meth:`DeviceParallelBackend.partition`: equal
-parts, a function of the call's keys), then queued on the devices' workers; the harness keeps
+worker holds its own engine (models loaded in parallel). Each call's requests are cut into
+one contiguous part per device, of equal sizes (:meth:`DeviceParallelBackend.partition`: the
+requests come in the plan's order, a function of their keys, so the split is deterministic),
+and queued on the devices' workers; the harness keeps
 :attr:`DeviceParallelBackend.in_flight` calls submitted, so a device that finishes its part
 early starts on its part of the next call instead of waiting for the others, and the
 harness grades and stores each call's results, in order, while the devices decode. A
@@ -393,21 +393,22 @@ class DeviceParallelBackend(Backend):
         return self._per_device * len(self.devices)
 
     def partition(self, requests: Sequence[Request]) -> list[list[int]]:
-        """Indices of the requests each device decodes, in request order.
+        """Indices of the requests each device decodes: the call cut, in request order, into
+        one contiguous part per device, of equal sizes (the first parts one larger where the
+        count does not divide).
 
-        The requests, ordered by seed (a hash of the record key; the index if unseeded), are
-        dealt to the devices in turn, so the parts differ in size by at most one and none
-        exceeds a device's batch size. (Splitting by ``seed % devices`` let parts run a few
-        requests over it, and an engine decodes those few as one more batch, as many steps
-        as a full one: 11-16 % more steps per GPU, demo plan on two H200s.)
+        A device's part of a call of ``devices x b`` requests is then exactly the call of
+        ``b`` requests one device would have been sent, so each engine decodes the batches
+        (and steps) of a one-device run. The plan sends each question's seeds one after
+        another, and a batch's steps are those of its longest answer, so batches mixing more
+        questions take more steps: dealing the requests out by seed cost 4 % more steps per
+        GPU on two H200s, and splitting by ``seed % devices`` 11-16 % (parts a few requests
+        over a device's batch size, decoded as one more batch).
         """
-        def key(i: int) -> tuple[int, int]:
-            seed = requests[i].sampling.get("seed")
-            return (i if seed is None else int(seed), i)
-
-        order = sorted(range(len(requests)), key=key)
-        n = len(self.devices)
-        return [sorted(order[d::n]) for d in range(n)]
+        n, size = len(self.devices), len(requests)
+        step, extra = divmod(size, n)
+        bounds = [d * step + min(d, extra) for d in range(n + 1)]
+        return [list(range(bounds[d], bounds[d + 1])) for d in range(n)]
 
     def submit(self, requests: Sequence[Request]) -> Future:
         """Queue each device's part of ``requests``; the future gives all results, in order."""
