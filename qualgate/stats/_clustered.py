@@ -80,7 +80,7 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import signal, stats
+from scipy import stats
 
 from . import _checks
 from ._cluster_variance import (
@@ -377,6 +377,8 @@ def _signflip_pmf(abs_d: Sequence[int]) -> np.ndarray:
         spread = np.zeros(j * count + 1)
         spread[::j] = stats.binom.pmf(np.arange(count + 1), count, 0.5)
         if len(pmf) * len(spread) > 4_000_000:
+            from scipy import signal  # here, not at import: scipy.signal takes ~0.8 s, every gate
+
             pmf = np.clip(signal.fftconvolve(pmf, spread), 0.0, None)
         else:
             pmf = np.convolve(pmf, spread)
