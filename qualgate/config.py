@@ -524,6 +524,15 @@ def load_plan(path: str | Path) -> Plan:
         if not isinstance(c, str) or c not in configs or c == baseline:
             raise _err(f"candidates must name configs other than the baseline {list(configs)}",
                        path=path, key="candidates", value=c)
+    gated: dict[str, str] = {}  # config id -> the first gated config serving it
+    for c in (baseline, *candidates):
+        cid = configs[c].config_id
+        if cid in gated:  # the gate report would refuse it (qualgate.evidence), after every decode
+            raise _err(f"gates {c!r} and {gated[cid]!r}, which serve one configuration ({cid}; options "
+                       "that change only the reference engine's noise, such as 'coupled', are not part of "
+                       "it): the gate's evidence names each config by what it serves, so list one of them",
+                       path=path, key="candidates", value=c)
+        gated[cid] = c
 
     gate = data.get("gate") or {}
     _check_keys(gate, GATE_KEYS, path=path, where="gate")
