@@ -199,7 +199,8 @@ def _plan(**changes) -> bytes:
 
 
 def _configs(cand: bytes | str | None = None) -> dict:
-    return {"base.yaml": CONFIG.format(name="base").encode(),
+    # (another model: a plan gating two configs that serve one configuration is refused)
+    return {"base.yaml": CONFIG.format(name="base").replace("./no-model", "./no-base-model").encode(),
             "cand.yaml": CONFIG.format(name="cand").encode() if cand is None else cand}  # fmt: skip
 
 
@@ -315,6 +316,10 @@ def plan_cases() -> list[Case]:
     out.append(Case("plan/suite file alias bomb", RUN, {
         "plan.yaml": _plan(suites="[{suite: s.yaml}]"), "s.yaml": ALIAS_BOMB.encode(), **_configs(),
     }, 3, ("s.yaml", "alias"), group="plan: file"))  # fmt: skip
+    out.append(Case("plan/candidate serving the baseline's configuration", RUN, {
+        "plan.yaml": _plan(), "base.yaml": CONFIG.format(name="base").encode(),
+        "cand.yaml": CONFIG.format(name="cand").encode(),
+    }, 3, ("plan.yaml", "candidates", "serve one configuration"), group="plan: field"))  # fmt: skip
     out.append(Case("plan/over the size limit", RUN, {"plan.yaml": _plan(), **_configs()}, 3,
                     ("plan.yaml", "limit"), {"yaml": 100}, "plan: file"))
 
