@@ -38,23 +38,27 @@ sys.path.insert(0, str(ROOT))
 from qualgate.backends import open_backend  # noqa: E402
 from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records, visible_cuda_devices  # noqa: E402
 from qualgate.config import load_plan  # noqa: E402
+from qualgate.engines.reference import TIMING_KEYS  # noqa: E402
 from qualgate.harness import run_plan  # noqa: E402
 
-TIMING_KEYS = ("rows", "steps", "prepare_s", "prefill_s", "steps_s", "finish_s")
 
-
-def timed_run(plan, out: Path, factory, opened) -> dict:
+def timed_run(plan, out: Path, factory) -> dict:
     t = time.perf_counter()
     run_plan(plan, out, backend_factory=factory)
     total = time.perf_counter() - t
     manifest = json.loads((out / "manifest.json").read_text())
     configs = list(manifest["configs"].values())
-    busy = [sum(b.busy_s[i] for b in opened) for i in range(len(opened[0].devices))] if opened else []
+    infos = [c.get("info", {}) for c in configs]
     load = [c.get("load_s", 0.0) for c in configs]
-    # each device's engine timing, summed over the configs (in this process: from the manifest)
-    per_config = ([[b.timing[i] or {} for b in opened] for i in range(len(opened[0].devices))] if opened
-                  else [[c.get("info", {}).get("engine_timing") or {} for c in configs]])
-    timing = [{k: sum(t.get(k, 0) for t in ts) for k in TIMING_KEYS} for ts in per_config]
+    # each device's seconds decoding and engine timing, summed over the configs (from each
+    # config's info at its close: per worker, or this process's engine)
+    if "devices" in infos[0]:
+        n = len(infos[0]["devices"])
+        busy = [sum(i["busy_s"][d] for i in infos) for d in range(n)]
+        per_device = [[i["engine_timing"][d] or {} for i in infos] for d in range(n)]
+    else:
+        busy, per_device = [], [[i.get("engine_timing") or {} for i in infos]]
+    timing = [{k: sum(t.get(k, 0) for t in ts) for k in TIMING_KEYS} for ts in per_device]
     return {
         "total_s": total,
         "load_s": sum(load),
@@ -66,7 +70,7 @@ def timed_run(plan, out: Path, factory, opened) -> dict:
         "timing": timing,
         "tokens": sum(c["throughput"]["output_tokens"] for c in configs),
         "requests": sum(c["throughput"]["requests"] for c in configs),
-        "info": configs[0].get("info", {}),
+        "info": infos[0],
     }
 
 
@@ -99,24 +103,19 @@ def main(argv=None):
         suites=tuple(dataclasses.replace(s, limit=args.questions) for s in plan.suites),
     )
 
-    def factory(variant, opened):
+    def factory(variant):
         if variant == "in-process":  # the first device, in this process
             return lambda config: open_backend(
                 dataclasses.replace(config, engine_options={**config.engine_options, "device": devices[0]}))
         on = devices[:1] if variant == "one" else devices
         plain = variant == "many-plain"
-
-        def spread(config):
-            opened.append(DeviceParallelBackend(config, on, threads=_torch_default_threads() if plain else None,
-                                                pin=not plain))
-            return opened[-1]
-        return spread
+        return lambda config: DeviceParallelBackend(config, on, threads=_torch_default_threads() if plain else None,
+                                                    pin=not plain)
 
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_devices-"))
     rows = []
     for v in variants:
-        opened: list = []
-        rows.append((v, timed_run(plan, root / v, factory(v, opened), opened)))
+        rows.append((v, timed_run(plan, root / v, factory(v))))
         r = rows[-1][1]  # (as it finishes: a run cut short still tells what it measured)
         print(f"# {v}: load {r['load_s']:.1f} s, loop {r['loop_s']:.1f} s, total {r['total_s']:.1f} s", flush=True)
     ref_name, ref = rows[0]

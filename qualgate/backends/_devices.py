@@ -143,9 +143,9 @@ def _settle(device: str, threads: int | None, share: int, pin: bool) -> dict:
 
 
 def _worker(conn) -> None:  # pragma: no cover - runs in a child process
-    """Serve ``("open", handle, config, settle)``, ``("generate", handle, requests)`` and
-    ``("close", handle)`` until None (``settle``: the arguments of :func:`_settle` after the
-    device).
+    """Serve ``("open", handle, config, settle)``, ``("generate", handle, requests)``,
+    ``("report", handle)`` and ``("close", handle)`` until None (``settle``: the arguments of
+    :func:`_settle` after the device).
 
     Messages are served one at a time, in the order they arrive, with one reply each. Each
     open engine is kept under the handle its backend chose, so that several configs can be
@@ -171,11 +171,11 @@ def _worker(conn) -> None:  # pragma: no cover - runs in a child process
                 gens = entry[0].generate(msg[2])
                 entry[1] += time.perf_counter() - t0
                 conn.send(("ok", gens))
-            else:  # close: the seconds spent decoding since the open, and the engine's timing
-                backend, busy = engines.pop(handle, (None, 0.0))
-                timing = None
-                if backend is not None:
-                    timing = backend.engine_.timing()  # (a ReferenceBackend: the only engine served here)
+            else:  # report, or close: the seconds spent decoding since the open, and the engine's timing
+                backend, busy = engines.pop(handle, (None, 0.0)) if kind == "close" else engines[handle]
+                # (a ReferenceBackend: the only engine served here)
+                timing = None if backend is None else backend.engine_.timing()
+                if kind == "close" and backend is not None:
                     backend.close()
                 conn.send(("ok", (busy, timing)))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
@@ -365,9 +365,9 @@ class DeviceParallelBackend(Backend):
         if not devices:
             raise ValueError("DeviceParallelBackend needs at least one device")
         self.devices = list(devices)
+        #: each device's seconds decoding and :meth:`ReferenceEngine.timing
+        #: <qualgate.engines.reference.ReferenceEngine.timing>`, as of the last :meth:`info` or the close
         self.busy_s = [0.0] * len(self.devices)
-        #: each device's :meth:`ReferenceEngine.timing <qualgate.engines.reference.ReferenceEngine.timing>`
-        #: at the close
         self.timing: list[dict | None] = [None] * len(self.devices)
         self._workers = _pool(tuple(self.devices))
         self._handle = next(_HANDLES)  # this backend's engine in each worker
@@ -421,11 +421,17 @@ class DeviceParallelBackend(Backend):
         return self.submit(requests).result()
 
     def info(self) -> dict[str, Any]:
+        """The first worker's backend info, with per-device lists: ``threads``, ``pinned_cpus``,
+        and, as of now, ``busy_s`` and ``engine_timing`` (each worker's)."""
+        if self._workers:
+            self._report("report")
         info = dict(self._infos[0])
         info["devices"] = self.devices
         info["device"] = ",".join(self.devices)
         info["threads"] = [i["threads"] for i in self._infos]
         info["pinned_cpus"] = [i["pinned_cpus"] for i in self._infos]
+        info["busy_s"] = list(self.busy_s)
+        info["engine_timing"] = list(self.timing)
         return info
 
     def close(self) -> None:
@@ -433,10 +439,15 @@ class DeviceParallelBackend(Backend):
 
         A close queues behind the calls already submitted, so it is answered after them.
         """
-        closing = [(w.call(("close", self._handle)), dev) for w, dev in zip(self._workers, self.devices)]
-        for i, (fut, dev) in enumerate(closing):
+        self._report("close")
+        self._workers = []
+
+    def _report(self, kind: str) -> None:
+        """Send ``kind`` (``report`` or ``close``) to each worker; keep its seconds decoding
+        and its engine's timing (a worker that failed keeps the last ones)."""
+        replies = [(w.call((kind, self._handle)), dev) for w, dev in zip(self._workers, self.devices)]
+        for i, (fut, dev) in enumerate(replies):
             try:
                 self.busy_s[i], self.timing[i] = _unwrap(fut.result(), dev)
             except (RuntimeError, ValueError):
                 pass
-        self._workers = []

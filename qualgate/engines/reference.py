@@ -50,6 +50,8 @@ RECOMPILE_LIMIT = 64
 #: tokenizing cost 111 us a prompt on one CPU core (17 us from here), against 500-600 us of
 #: H200 time per request of the demo plan (benchmarks/results/bench_devices-h200x2.txt)
 ENCODED_KEPT = 4096
+#: what :meth:`ReferenceEngine.timing` counts and times
+TIMING_KEYS = ("calls", "rows", "steps", "prepare_s", "prefill_s", "steps_s", "finish_s")
 
 
 def _warn_fly_once() -> None:
@@ -363,8 +365,7 @@ class ReferenceEngine:
         copied back, texts decoded). Host clock: a prefill's GPU work may end inside the
         first steps, which wait for it.
         """
-        keys = ("calls", "rows", "steps", "prepare_s", "prefill_s", "steps_s", "finish_s")
-        return {k: self._timing[k] for k in keys}
+        return {k: self._timing[k] for k in TIMING_KEYS}
 
     def _graph_pool(self):
         """One CUDA-graph memory pool for all of this engine's captured steps."""

@@ -84,7 +84,11 @@ def test_two_worker_engines_write_the_records_of_one_engine(plan_writer, models,
     assert len(records(tmp_path / "one")) == 2 * 4 * 3
     assert one.exit_code == two.exit_code
     manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
-    assert manifest["configs"]["standard"]["info"]["devices"] == ["cpu", "cpu"]
+    info = manifest["configs"]["standard"]["info"]
+    assert info["devices"] == ["cpu", "cpu"]
+    # each worker's engine timing and seconds decoding, as of the config's close
+    assert sum(t["rows"] for t in info["engine_timing"]) == 4 * 3
+    assert all(s > 0 for s in info["busy_s"])
 
 
 @pytest.mark.slow
