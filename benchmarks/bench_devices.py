@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from qualgate.backends import open_backend  # noqa: E402
 from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records, visible_cuda_devices  # noqa: E402
-from qualgate.config import load_plan  # noqa: E402
+from qualgate.config.decoding import load_plan  # noqa: E402
 from qualgate.engines.reference import TIMING_KEYS  # noqa: E402
-from qualgate.harness import run_plan  # noqa: E402
+from qualgate.run.runner import run_plan  # noqa: E402
 
 
 def timed_run(plan, out: Path, factory) -> dict:

@@ -5,8 +5,8 @@ hashes, mode, token counts, latency) in a temporary directory, then times, best 
 ``--repeat`` runs, wall clock and CPU:
 
 - reading and validating both files (:func:`qualgate.records.read_records`);
-- pairing them (:func:`qualgate.pairing.pair_records`);
-- the statistics and verdict (:func:`qualgate.gate.gate`);
+- pairing them (:func:`qualgate.verdict.pairing.pair_records`);
+- the statistics and verdict (:func:`qualgate.verdict.fixed.gate`);
 - everything, as the command runs it (``qualgate gate B C --margin 0.02 --format json``).
 
 Two layouts: 100,000 questions with one seed, and 33,334 questions with three seeds
@@ -26,8 +26,8 @@ import numpy as np
 from click.testing import CliRunner
 
 from qualgate.cli import cli
-from qualgate.gate import gate
-from qualgate.pairing import pair_records
+from qualgate.verdict.fixed import gate
+from qualgate.verdict.pairing import pair_records
 from qualgate.records import Record, RecordWriter, read_records
 
 

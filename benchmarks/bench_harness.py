@@ -1,6 +1,6 @@
 """Harness overhead: ``qualgate run`` against calling the engine directly on the same prompts.
 
-For each decoding mode, :func:`qualgate.harness.run_plan` runs a one-config plan over the
+For each decoding mode, :func:`qualgate.run.runner.run_plan` runs a one-config plan over the
 questions of the demo suite with the real reference backend, whose engine's ``generate`` is
 timed from the inside. In the same run, so that drifts in machine load cannot bias it:
 
@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from qualgate._render import text_table  # noqa: E402
-from qualgate.config import Plan, SuiteRef, parse_config  # noqa: E402
+from qualgate.formatting import text_table  # noqa: E402
+from qualgate.config.decoding import Plan, SuiteRef, parse_config  # noqa: E402
 from qualgate.backends import open_backend  # noqa: E402
-from qualgate.harness import load_suites, run_plan, work_items  # noqa: E402
+from qualgate.run.runner import load_suites, run_plan, work_items  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "qualgate" / "demo" / "weights"
 MODES = {

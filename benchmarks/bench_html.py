@@ -25,8 +25,8 @@ from pathlib import Path
 
 from qualgate.backends import Backend, Generation, register_backend
 from qualgate.demo.plan import demo_plan
-from qualgate.harness import load_suites, run_plan
-from qualgate.html_report import run_html
+from qualgate.run.runner import load_suites, run_plan
+from qualgate.report.html import run_html
 
 #: candidate -> (extra chance of a wrong answer, chance of a fresh draw): a lossless-like
 #: candidate redraws a few answers, lossy ones also lose some

@@ -93,7 +93,7 @@ def measure(url: str, concurrency: int, n: int, repeats: int) -> dict:
     sys.path.insert(0, os.environ.get("QG_BENCH_ROOT", ROOT))
     import qualgate
     from qualgate.backends import Request, open_backend
-    from qualgate.config import parse_config
+    from qualgate.config.decoding import parse_config
 
     cfg = parse_config({"name": "bench", "engine": "vllm-server", "model": MODEL,
                         "sampling": {"temperature": 0.0, "max_tokens": 16},

@@ -12,7 +12,7 @@ seeds per question, 30 to 2,000 questions; margin 2 points, alpha 0.05.
   the size must be at most alpha + 2 SE. The former design-effect statistic (floored design
   effect, issue 14) is simulated on the same data for contrast.
 
-PASS is decided by the non-inferiority test alone (``qualgate.analysis.decide``), so only that
+PASS is decided by the non-inferiority test alone (``qualgate.verdict.scope.decide``), so only that
 statistic is computed.
 
 Run: ``python benchmarks/gate_calibration.py`` (``--reps``, ``--questions``, ``--seed``).

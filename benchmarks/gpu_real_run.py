@@ -31,13 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from qualgate._render import text_table  # noqa: E402
-from qualgate.calibration import render_calibration_text, run_calibration  # noqa: E402
-from qualgate.config import load_plan  # noqa: E402
-from qualgate.gate_render import render_text  # noqa: E402
-from qualgate.harness import run_plan  # noqa: E402
-from qualgate.report import render_text as render_report  # noqa: E402
-from qualgate.report import summarize  # noqa: E402
+from qualgate.formatting import text_table  # noqa: E402
+from qualgate.verdict.calibration import render_calibration_text, run_calibration  # noqa: E402
+from qualgate.config.decoding import load_plan  # noqa: E402
+from qualgate.report.gate_text import render_text  # noqa: E402
+from qualgate.run.runner import run_plan  # noqa: E402
+from qualgate.report.run import render_text as render_report  # noqa: E402
+from qualgate.report.run import summarize  # noqa: E402
 
 AA = (("target", "standard", "independent noise"), ("target", "standard-coupled", "coupled noise"))
 

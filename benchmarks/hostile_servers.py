@@ -50,7 +50,7 @@ def child(name: str) -> dict:
     from backends.conftest import FakeVLLMServer
 
     from qualgate.backends import open_backend
-    from qualgate.config import parse_config
+    from qualgate.config.decoding import parse_config
     from qualgate.errors import DataError
 
     if route == "completion":

@@ -3,7 +3,7 @@
 With the shipped demo models (reference engine) it measures the speed-up of a speculative
 config (default ``fly-w2``) over target-only decoding (``target``):
 
-(a) quiet: :func:`qualgate.speed.interleaved_speed` over ``--rounds`` rounds;
+(a) quiet: :func:`qualgate.run.speed.interleaved_speed` over ``--rounds`` rounds;
 (b) loaded: the same, with an artificial load switched on for a contiguous stretch of about
     ``--load-fraction`` of the timed calls (it starts and ends in the middle of a round, so
     that some rounds have one config loaded and the other quiet);
@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a 
 
 from qualgate.backends import open_backend  # noqa: E402
 from qualgate.demo.plan import demo_plan  # noqa: E402
-from qualgate.harness import load_suites, work_items  # noqa: E402
-from qualgate.speed import batch_generator, interleaved_speed  # noqa: E402
+from qualgate.run.runner import load_suites, work_items  # noqa: E402
+from qualgate.run.speed import batch_generator, interleaved_speed  # noqa: E402
 
 
 def _burn_cpu(on, stop):

@@ -2,7 +2,7 @@
 
 A sweep tests K candidates in a fixed order, each with the sequential non-inferiority gate
 (:func:`qualgate.stats.sequential_noninferiority`) at the full alpha, and stops at the first
-that does not PASS (:mod:`qualgate.sweep`). The family-wise error (FWER) is the chance of
+that does not PASS (:mod:`qualgate.run.sweep`). The family-wise error (FWER) is the chance of
 declaring *any* candidate whose true loss is at least the margin non-inferior. For each loss
 pattern (monotone in aggressiveness, non-monotone, all lossless, first lossy config exactly at
 the margin) and each data cell (one seed, d in {-1, 0, 1}; three seeds, d the question's mean

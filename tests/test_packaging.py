@@ -15,7 +15,7 @@ def test_every_package_directory_is_listed_in_pyproject():
 
 
 def test_speculative_defaults_match_vllm_033():
-    from qualgate.speculative import resolve_speculative
+    from qualgate.vllm033.speculative import resolve_speculative
 
     r = resolve_speculative({"model": "d", "num_speculative_tokens": 8, "rejection_sample_method": "fly"})
     assert r == {

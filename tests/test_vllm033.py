@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qualgate.vllm033 import TABLE, VLLM_VERSION
+from qualgate.vllm033.rules import TABLE, VLLM_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 CITATION = re.compile(r"^vllm/[\w/]+\.py:(\d+)(?:-(\d+))?$")
@@ -72,7 +72,7 @@ def test_lax_types_agree_with_pydantic_or_refuse(kind, value):
     # rule spec-lax-types: vLLM 0.33 needs pydantic>=2.12 (its wheel's METADATA); where
     # qualgate accepts a value it must read it as pydantic does, and it may refuse more
     pydantic = pytest.importorskip("pydantic")
-    from qualgate.speculative import _lax
+    from qualgate.vllm033.speculative import _lax
 
     try:
         expected = pydantic.TypeAdapter({"int": int, "float": float, "bool": bool,

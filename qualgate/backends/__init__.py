@@ -1,6 +1,6 @@
 """Backends: the one interface between the harness and an inference engine.
 
-A backend is opened for one decoding config (:class:`qualgate.config.DecodingConfig`),
+A backend is opened for one decoding config (:class:`qualgate.config.decoding.DecodingConfig`),
 generates batches of chat prompts, and is closed before the next config starts (so that a
 GPU engine frees its memory)::
 
@@ -184,7 +184,7 @@ def _missing(engine: str, exc: ModuleNotFoundError) -> DataError:
 
 
 def open_backend(config) -> Backend:
-    """Construct the backend for ``config.engine`` (a :class:`~qualgate.config.DecodingConfig`).
+    """Construct the backend for ``config.engine`` (a :class:`~qualgate.config.decoding.DecodingConfig`).
 
     Raises
     ------

@@ -344,7 +344,7 @@ class DeviceParallelBackend(Backend):
 
     Parameters
     ----------
-    config : qualgate.config.DecodingConfig
+    config : qualgate.config.decoding.DecodingConfig
     devices : sequence of str
         One worker per entry (``"cuda:0"``, ...; ``"cpu"`` entries work too, for tests).
     threads : int, optional

@@ -41,7 +41,7 @@ import time
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ..speculative import SPECULATIVE_KEYS, resolve_speculative
+from qualgate.vllm033.speculative import SPECULATIVE_KEYS, resolve_speculative
 from . import Generation, Request
 from .vllm import SPEC_COUNTERS, SPEC_PER_POS
 

@@ -23,7 +23,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from ..speculative import FLY_LOSSY_WARNING
+from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
 from . import Backend, Generation, Request, package_versions, resolve_model_path
 
 __all__ = ["ReferenceBackend"]

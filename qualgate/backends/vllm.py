@@ -4,11 +4,11 @@ One engine is built per decoding config and released in :meth:`VLLMBackend.close
 the next config starts. Config mapping (:func:`llm_kwargs`, :func:`sampling_params`):
 
 - ``model`` is the target and ``speculative`` (already resolved by
-  :func:`qualgate.speculative.resolve_speculative`, so FLy's defaults are explicit) becomes
+  :func:`qualgate.vllm033.speculative.resolve_speculative`, so FLy's defaults are explicit) becomes
   ``speculative_config``; model paths relative to the config file are resolved;
 - ``engine_options``: ``seed`` (engine seed, default 0), ``tensor_parallel_size`` (default
   1), and, only when set, ``data_parallel_size``, ``distributed_executor_backend`` (vLLM
-  0.33's names, rule ``cli-parallel`` of :mod:`qualgate.vllm033`; ``data_parallel_size > 1``
+  0.33's names, rule ``cli-parallel`` of :mod:`qualgate.vllm033.rules`; ``data_parallel_size > 1``
   only with ``external_launcher``, rule ``llm-data-parallel``, checked by the config
   schema), ``max_num_seqs``, ``max_num_batched_tokens``,
   ``gpu_memory_utilization``, ``max_model_len``, ``dtype``, ``quantization``,
@@ -86,7 +86,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import DataError
-from ..speculative import FLY_LOSSY_WARNING
+from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
 from . import Backend, Generation, Request, package_versions, resolve_model_path
 from ._vllm_logs import Capture, capturing
 

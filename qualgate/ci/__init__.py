@@ -24,7 +24,7 @@ from ._admission import (
 from ._audit import AuditEvent, AuditReport, audit_log, audit_text
 from ._check import CheckResult, check, parse_age
 from ._lint import RULES, SEVERITIES, Finding, LintReport, lint, lint_config, max_topk_entropy
-from ._serving import ServingConfig, read_serving_config
+from qualgate.vllm033.serving import ServingConfig, read_serving_config
 
 __all__ = [
     "RULES",

@@ -12,7 +12,7 @@ For dflash/dspark drafters vLLM also caps running requests at
 which :func:`admission` applies when ``lookahead`` is given.
 
 :func:`method_charge` gives the charge and the lookahead of a speculative method from the
-rules ``draft-slots``, ``scheduler-charge`` and ``lookahead`` of :mod:`qualgate.vllm033`:
+rules ``draft-slots``, ``scheduler-charge`` and ``lookahead`` of :mod:`qualgate.vllm033.rules`:
 draft_model K + 2, PARD (draft_model with parallel drafting) 2K + 1, P-EAGLE 2K, every other
 method K + 1; lookahead dflash K + 1, dspark K (K + 1 for a fill-in drafter), draft_model,
 eagle, eagle3 and mtp K. vLLM logs the override line (rule ``override-line``) whenever
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._strict import read_text
+from qualgate.records.strict import read_text
 from ..errors import DataError
-from ..vllm033 import rule
+from qualgate.vllm033.rules import rule
 
 __all__ = [
     "AdmissionResult",

@@ -4,10 +4,10 @@ A deployment can drift from its reviewed config without anyone editing the confi
 changed image default, an override in a launcher script). The server log says what ran:
 
 vLLM 0.33 writes ``(PROCESS pid=N) LEVEL MM-DD HH:MM:SS [FILE:LINE] message`` (rule
-``log-format`` of :mod:`qualgate.vllm033`; a multi-line message repeats the prefix on every
+``log-format`` of :mod:`qualgate.vllm033.rules`; a multi-line message repeats the prefix on every
 line). qualgate reads:
 
-- the one-time FLy warning (:data:`~qualgate.speculative.FLY_LOSSY_WARNING`, a WARNING from
+- the one-time FLy warning (:data:`~qualgate.vllm033.speculative.FLY_LOSSY_WARNING`, a WARNING from
   ``speculative.py``; rule ``fly-warning``);
 - the scheduler override "... Overriding max_num_active_seqs from A to B." (a WARNING from
   ``vllm.py``; dflash/dspark drafters cap running requests at ``max_num_batched_tokens //
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._strict import read_bytes
-from ..config import IDENTITY_OPTIONS, config_id
-from ..speculative import FLY_LOSSY_WARNING, LOSSLESS_METHODS, normalise_speculative
-from ..vllm033 import rule
+from qualgate.records.strict import read_bytes
+from qualgate.config.decoding import IDENTITY_OPTIONS, config_id
+from qualgate.vllm033.speculative import FLY_LOSSY_WARNING, LOSSLESS_METHODS, normalise_speculative
+from qualgate.vllm033.rules import rule
 
 __all__ = ["AuditEvent", "AuditReport", "audit_log", "audit_text"]
 

@@ -3,9 +3,9 @@
 A lossless config (no speculative decoding, or ``standard``/``block`` verification) is
 allowed without evidence. A lossy one (``fly``, ``synthetic``, anything not known lossless) is
 allowed only with a gate report (``qualgate gate --output REPORT.json``, read by
-:class:`qualgate.evidence.Evidence`, which refuses what the writer would not write) such that
+:class:`qualgate.evidence.gate_report.Evidence`, which refuses what the writer would not write) such that
 
-1. a candidate has exactly this config's id (:func:`qualgate.config.config_id`, the id the
+1. a candidate has exactly this config's id (:func:`qualgate.config.decoding.config_id`, the id the
    harness stores with every record) and its verdict is PASS;
 2. that PASS does not depend on incomplete pairs (its worst-case verdict is PASS too), unless
    ``allow_missing_dependence``;
@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..evidence import KEY_ENV, LOSSLESS, Evidence, ReportError, resolved_method
-from ..speculative import SPECULATIVE_KEYS, normalise_speculative, resolve_speculative
-from ._serving import ServingConfig, read_serving_config
+from qualgate.evidence.gate_report import KEY_ENV, LOSSLESS, Evidence, ReportError, resolved_method
+from qualgate.vllm033.speculative import SPECULATIVE_KEYS, normalise_speculative, resolve_speculative
+from qualgate.vllm033.serving import ServingConfig, read_serving_config
 from ._verify import verify
 
 __all__ = ["DEFAULT_MAX_AGE", "DEFAULT_MAX_ALPHA", "DEFAULT_MAX_MARGIN", "CheckResult", "check", "parse_age"]
@@ -168,9 +168,9 @@ def check(
         The HMAC key (default: ``$QUALGATE_EVIDENCE_KEY``).
     now : datetime, optional
         The current time (UTC), for tests.
-    suite_policy : qualgate.policy.Policy, optional
+    suite_policy : qualgate.verdict.policy.Policy, optional
         A policy file the evidence must meet: every blocking suite PASS at a margin no looser
-        (:func:`qualgate.policy.evidence_reasons`).
+        (:func:`qualgate.verdict.policy.evidence_reasons`).
 
     Raises
     ------
@@ -276,7 +276,7 @@ def _binding(report: Evidence, cfg, cid, allow_keys, epath, info, allow_missing_
                 f"errors or gaps on baseline-correct questions counted as lost the verdict is "
                 f"{m['verdict_worst_case']} (gate without --missing drop, or pass --allow-missing-dependence)")
         if suite_policy is not None:
-            from ..policy import evidence_reasons
+            from qualgate.verdict.policy import evidence_reasons
 
             reasons += evidence_reasons(suite_policy, report.to_dict(), cand)
     base = report.baseline

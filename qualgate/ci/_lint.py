@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..speculative import (
+from qualgate.vllm033.speculative import (
     FLY_DEFAULT_THRESHOLD,
     FLY_DEFAULT_TOP_K,
     FLY_KEYS,
@@ -42,8 +42,8 @@ from ..speculative import (
     normalise_speculative,
     resolve_speculative,
 )
-from ..vllm033 import cite, rule
-from ._serving import ServingConfig, read_serving_config
+from qualgate.vllm033.rules import cite, rule
+from qualgate.vllm033.serving import ServingConfig, read_serving_config
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "LintReport", "lint", "lint_config",
            "max_topk_entropy"]

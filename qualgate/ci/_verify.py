@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import DataError
-from ..evidence import KEY_ENV, Evidence
+from qualgate.evidence.gate_report import KEY_ENV, Evidence
 
 __all__ = ["verify"]
 
@@ -52,7 +52,7 @@ def verify(report: Evidence, where: Path, records, key, trust_unsigned):
 
 def _locate(report: Evidence, where: Path, records):
     """``({report path: local path} or None, reasons)``: every record file, by its SHA-256."""
-    from ..pairing import sha256_file
+    from qualgate.verdict.pairing import sha256_file
     from ..records import RECORD_SUFFIXES
 
     wanted = report.record_files()
@@ -86,10 +86,10 @@ def _locate(report: Evidence, where: Path, records):
 
 def _recompute(report: Evidence, located: dict[str, str]) -> str:
     """Empty when the records give the report's verdicts and statistics, else the first differences."""
-    from ..gate import gate
-    from ..pairing import load_side, pair_records
-    from ..policy import policy_from_dict
-    from ..sequential import sequential_gate
+    from qualgate.verdict.fixed import gate
+    from qualgate.verdict.pairing import load_side, pair_records
+    from qualgate.verdict.policy import policy_from_dict
+    from qualgate.verdict.sequential import sequential_gate
 
     s = report.settings
     reading = {k: s[k] for k in ("on_missing", "max_errors", "drop_truncated", "allow_unknown")}

@@ -9,7 +9,7 @@ for every command (see :class:`qualgate.errors.ExitCode`):
 - any other ``ValueError`` from the library (an invalid argument value) becomes exit 2;
 - click's own usage errors exit 2.
 
-A gate's verdicts map to its exit code in one function, :func:`qualgate.evidence.decide_exit`.
+A gate's verdicts map to its exit code in one function, :func:`qualgate.evidence.gate_report.decide_exit`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ FORMATS = ("text", "json")
 
 
 def _emit_json(obj) -> None:
-    from .._render import to_json
+    from qualgate.formatting import to_json
 
     click.echo(to_json(obj))
 
@@ -86,7 +86,7 @@ def lint(configs, fail_on, fmt):
 
 
 def _check_markdown(result) -> str:
-    from .._render import markdown_table
+    from qualgate.formatting import markdown_table
 
     head = "allowed" if result.allowed else "refused"
     rows = [["config", f"`{result.config.path}` ({result.config.format})"],
@@ -150,7 +150,7 @@ def check(config, evidence, max_margin, max_alpha, max_age, records, trust_unsig
     from ..ci import check as check_config
     from ..ci import parse_age
 
-    from ..policy import read_policy
+    from qualgate.verdict.policy import read_policy
 
     result = check_config(config, evidence, max_margin=max_margin, max_alpha=max_alpha,
                           max_age=parse_age(max_age), allow_keys=tuple(allow_keys), records=records,
@@ -175,7 +175,7 @@ def check(config, evidence, max_margin, max_alpha, max_age, records, trust_unsig
             click.echo(f"  refused: {reason}")
         for note in result.notes:
             click.echo(f"  note: {note}")
-    from .._render import append_step_summary
+    from qualgate.formatting import append_step_summary
 
     append_step_summary(_check_markdown(result))
     return ExitCode.OK if result.allowed else ExitCode.FAIL

@@ -26,8 +26,8 @@ class _Seeds(click.ParamType):
 
 def speed_rows(report):
     """Rows of the speed table: per config, accuracy, acceptance length, tokens/s, speed-up."""
-    from .._render import fmt_pct
-    from ..report import fmt_speedup
+    from qualgate.formatting import fmt_pct
+    from qualgate.report.run import fmt_speedup
 
     rows = []
     for c in report.configs:
@@ -63,14 +63,14 @@ def demo(out, questions, seeds, threads, quiet):
 
     import torch
 
-    from .._render import write_atomic
+    from qualgate.formatting import write_atomic
     from ..demo.plan import demo_plan
-    from ..gate_render import render_text
-    from ..harness import run_plan
-    from ..html_report import run_html
-    from ..report import summarize
-    from ..speed import SpeedSettings
-    from .._render import text_table
+    from qualgate.report.gate_text import render_text
+    from qualgate.run.runner import run_plan
+    from qualgate.report.html import run_html
+    from qualgate.report.run import summarize
+    from qualgate.run.speed import SpeedSettings
+    from qualgate.formatting import text_table
     from .run import progress_factory
 
     from .. import demo as demo_pkg

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..options import INCONCLUSIVE_AS, MISSING, ON_MISSING, ON_PROMPT_MISMATCH, ORDERS, POLICIES, WEIGHTINGS
+from qualgate.config.options import INCONCLUSIVE_AS, MISSING, ON_MISSING, ON_PROMPT_MISMATCH, ORDERS, POLICIES, WEIGHTINGS
 from . import FiniteFloatRange
 from .importing import import_options, options_from
 
@@ -43,7 +43,7 @@ def _records_options(f):
 
 def _emit(report, fmt, output, markdown, text, md, html=None):
     """Print ``report``, write its JSON, markdown and HTML (``html``: (path, build) or None)."""
-    from .._render import append_step_summary, to_json, write_atomic
+    from qualgate.formatting import append_step_summary, to_json, write_atomic
 
     # a gate report is written as evidence: signed when QUALGATE_EVIDENCE_KEY is set
     doc = to_json(report.evidence().signed() if hasattr(report, "evidence") else report)
@@ -69,7 +69,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
               help="Largest tolerable loss as a fraction (0.02 = 2 accuracy points); required unless --policy-file.")
 @click.option("--policy-file", type=click.Path(exists=True, dir_okay=False, path_type=str),
               help="Per-suite margins (absolute or relative drops) and tiers (blocking / warning / advisory) "
-                   "instead of one --margin: see qualgate.policy.")
+                   "instead of one --margin: see qualgate.verdict.policy.")
 @click.option("--alpha", type=_ALPHA, default=0.05, show_default=True, help="One-sided significance level.")
 @click.option("--policy", type=click.Choice(POLICIES), default="noninferiority",
               show_default=True, help="Non-inferiority (PASS/FAIL/INCONCLUSIVE) or the McNemar gate (PASS/FAIL).")
@@ -125,13 +125,13 @@ def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive,
         raise click.UsageError("--sequential reads qualgate records at one margin: no --policy-file, "
                                "--input-format or --prompt-mismatch")
     if html:
-        from ..html_report import gate_html
+        from qualgate.report.html import gate_html
 
         read = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown, fmt=input_format,
                     options=foreign["import_options"])
         html = (html, lambda doc: gate_html(doc, baseline, list(candidates), **read))
     if sequential:
-        from .. import sequential as seq
+        from qualgate.verdict import sequential as seq
 
         if policy != "noninferiority":
             raise click.UsageError("--sequential decides non-inferiority; it cannot be combined with --policy mcnemar")
@@ -141,9 +141,9 @@ def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive,
         )  # fmt: skip
         return _emit(report, fmt, output, markdown, seq.render_text, seq.render_markdown, html)
 
-    from ..gate import run_gate
-    from ..gate_render import render_markdown, render_text
-    from ..policy import read_policy
+    from qualgate.verdict.fixed import run_gate
+    from qualgate.report.gate_text import render_markdown, render_text
+    from qualgate.verdict.policy import read_policy
 
     suite_policy = read_policy(policy_file) if policy_file else None
     report = run_gate(
@@ -154,11 +154,11 @@ def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive,
 
 
 def _describe(path):
-    """:func:`qualgate.evidence.describe_config` of a serving or decoding config file."""
+    """:func:`qualgate.evidence.gate_report.describe_config` of a serving or decoding config file."""
     if path is None:
         return None
     from ..ci import read_serving_config
-    from ..evidence import describe_config
+    from qualgate.evidence.gate_report import describe_config
 
     cfg = read_serving_config(path)
     cfg.config_id()  # a DataError naming the file when it cannot be resolved
@@ -202,7 +202,7 @@ def calibrate(run_a, run_b, losses, alpha, power, on_missing, max_errors, drop_t
     Exit codes: 0 consistent, 1 the runs differ significantly,
                 2 usage error, 3 invalid or unpairable records.
     """
-    from ..calibration import (
+    from qualgate.verdict.calibration import (
         render_calibration_markdown,
         render_calibration_text,
         run_calibration,

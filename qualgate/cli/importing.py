@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..options import ON_MISSING, ON_PROMPT_MISMATCH
+from qualgate.config.options import ON_MISSING, ON_PROMPT_MISMATCH
 
 _PATH = click.Path(exists=True, path_type=str)
 _OUT = click.Path(dir_okay=False, path_type=str)
@@ -38,7 +38,7 @@ def import_options(f):
 
 def options_from(kwargs: dict):
     """Pop the import options out of a command's keyword arguments."""
-    from ..importers import ImportOptions
+    from qualgate.records.importers import ImportOptions
 
     values = {k[4:]: kwargs.pop(k) for k in list(kwargs) if k.startswith("imp_")}
     return ImportOptions(**values)
@@ -62,7 +62,7 @@ def import_(fmt, paths, out, **kwargs):
     Anything that cannot be mapped is refused (exit 3) naming the file, line and field.
     `qualgate gate` and `calibrate` also read these formats directly (--input-format).
     """
-    from ..importers import import_records
+    from qualgate.records.importers import import_records
     from ..records import RecordWriter
 
     options = options_from(kwargs)
@@ -98,10 +98,10 @@ def import_(fmt, paths, out, **kwargs):
 def flips(baseline, candidate, fmt, output, input_format, on_missing, max_errors, prompt_mismatch, **kwargs):
     """Every question CANDIDATE lost or gained against BASELINE, with both outputs, both
     extracted answers and the gold (pairs are checked as `qualgate gate` checks them)."""
-    from .._render import to_json, write_atomic
-    from ..flips import find_flips, render_csv, render_text
-    from ..importers import load_records
-    from ..pairing import pair_records
+    from qualgate.formatting import to_json, write_atomic
+    from qualgate.verdict.flips import find_flips, render_csv, render_text
+    from qualgate.records.importers import load_records
+    from qualgate.verdict.pairing import pair_records
 
     options = options_from(kwargs)
     base, cand = (load_records(p, fmt=input_format, options=options) for p in (baseline, candidate))
@@ -120,13 +120,13 @@ def flips(baseline, candidate, fmt, output, input_format, on_missing, max_errors
 @click.option("--messages", is_flag=True,
               help="FILE holds chat messages as a JSON list of {role, content} objects (else: the exact prompt text).")
 def prompt_hash(file, messages):
-    """Print the prompt hash records carry (qualgate.prompts.prompt_hash) of the prompt in FILE ('-': stdin).
+    """Print the prompt hash records carry (qualgate.records.prompts.prompt_hash) of the prompt in FILE ('-': stdin).
 
     Without --messages the file's text is hashed exactly as it is (no trailing newline is
     removed); with --messages, the canonical JSON of the messages.
     """
     from ..errors import DataError
-    from ..prompts import prompt_hash as hash_prompt
+    from qualgate.records.prompts import prompt_hash as hash_prompt
 
     text = file.read()
     prompt = text

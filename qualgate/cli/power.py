@@ -8,7 +8,7 @@ import math
 import click
 
 from ..errors import ExitCode
-from ..options import POLICIES
+from qualgate.config.options import POLICIES
 from . import FiniteFloatRange
 
 # library argument name (first word of its ValueError) -> the option that set it
@@ -174,7 +174,7 @@ def power(design, margin, ni_margin, loss, discordant, n, method, alpha, target,
                 rows.append({"design": design, "n": n_i, "loss": loss_i, "discordant": psi, "error": str(exc)})
             else:
                 rows.append({"design": design} | result.to_dict())
-        from .._render import to_json
+        from qualgate.formatting import to_json
 
         click.echo(to_json(rows if grid else rows[0]))
         return ExitCode.OK

@@ -16,7 +16,7 @@ __all__ = ["report", "run"]
 
 
 def progress_factory(quiet: bool):
-    """``progress(label, total)`` for :func:`qualgate.harness.run_plan`: a bar with ETA on
+    """``progress(label, total)`` for :func:`qualgate.run.runner.run_plan`: a bar with ETA on
     stderr (click prints only the label when stderr is not a terminal), or nothing."""
     if quiet:
         return None
@@ -38,8 +38,8 @@ def emit_report(out, fmt: str, markdown: str | None, html: str | None = None) ->
     """Print the report of run directory ``out`` (text or JSON), write its markdown to
     ``markdown`` and its HTML page to ``html``, and append the markdown to
     ``$GITHUB_STEP_SUMMARY`` when that is set."""
-    from .._render import append_step_summary, to_json, write_atomic
-    from ..report import render_markdown, render_text, summarize
+    from qualgate.formatting import append_step_summary, to_json, write_atomic
+    from qualgate.report.run import render_markdown, render_text, summarize
 
     rep = summarize(out)
     click.echo(to_json(rep) if fmt == "json" else render_text(rep), nl=fmt == "json")
@@ -47,7 +47,7 @@ def emit_report(out, fmt: str, markdown: str | None, html: str | None = None) ->
     if markdown:
         write_atomic(markdown, md)
     if html:
-        from ..html_report import run_html
+        from qualgate.report.html import run_html
 
         write_html(html, run_html(out))
     append_step_summary(md)
@@ -55,7 +55,7 @@ def emit_report(out, fmt: str, markdown: str | None, html: str | None = None) ->
 
 def write_html(path: str, page: str) -> None:
     """Write an HTML page to ``path`` (atomically) and say where it is, on stderr."""
-    from .._render import write_atomic
+    from qualgate.formatting import write_atomic
 
     write_atomic(path, page)
     click.echo(f"HTML report: {path}", err=True)
@@ -124,10 +124,10 @@ def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_que
                 or an engine that stopped the run (continue it with --resume).
     """
     from ..backends._devices import open_on_devices
-    from ..config import load_plan
-    from ..harness import run_plan
-    from ..sequential_run import SequentialSettings
-    from ..speed import SpeedSettings
+    from qualgate.config.decoding import load_plan
+    from qualgate.run.runner import run_plan
+    from qualgate.run.sequential import SequentialSettings
+    from qualgate.run.speed import SpeedSettings
 
     if threads is not None:
         import torch

@@ -43,10 +43,10 @@ def sweep(plan, grid_path, out, resume, batch_questions, max_questions, power, o
     Exit codes: 0 a config was chosen, 1 none passes, 2 usage error,
                 3 invalid plan, grid or records.
     """
-    from .._render import to_json, write_atomic
-    from ..config import load_plan
-    from ..speed import SpeedSettings
-    from ..sweep import load_grid, render_markdown, render_text, run_sweep
+    from qualgate.formatting import to_json, write_atomic
+    from qualgate.config.decoding import load_plan
+    from qualgate.run.speed import SpeedSettings
+    from qualgate.run.sweep import load_grid, render_markdown, render_text, run_sweep
     from .run import progress_factory
 
     p = load_plan(plan)

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..config import load_plan
+from qualgate.config.decoding import load_plan
 
 __all__ = ["demo_plan"]
 

@@ -4,7 +4,7 @@
 many requests together for any pair of Hugging Face causal LMs that share a vocabulary, on
 CPU or GPU, following vLLM 0.33's verification rules (pure functions in
 :mod:`qualgate.engines._verify`). ``speculative`` is a vLLM ``speculative_config`` dict,
-resolved by :func:`qualgate.speculative.resolve_speculative`, plus ``coupled``; ``None``
+resolved by :func:`qualgate.vllm033.speculative.resolve_speculative`, plus ``coupled``; ``None``
 decodes with the target alone.
 
 The pieces: :mod:`._results` (what ``generate`` returns), :mod:`._models` (calling a model,
@@ -14,7 +14,7 @@ docs/engine.md describes the design: KV-cache layout, CUDA graphs, randomness (e
 number is a hash of the request seed, stream, position and step, so outputs do not depend on
 the batch), coupled and independent noise, batch invariance, stop rules and warnings.
 
-FLy logs :data:`qualgate.speculative.FLY_LOSSY_WARNING` through :mod:`logging` (logger
+FLy logs :data:`qualgate.vllm033.speculative.FLY_LOSSY_WARNING` through :mod:`logging` (logger
 ``qualgate.engines.reference``) once per process, the first time a FLy configuration is
 used, as vLLM's ``warning_once`` does.
 """
@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from ..speculative import FLY_LOSSY_WARNING, resolve_speculative
+from qualgate.vllm033.speculative import FLY_LOSSY_WARNING, resolve_speculative
 from ._batch import Batch, Spec
 from ._models import load_model
 from ._results import Generation, GenerationOutput, RequestMetrics

@@ -1,11 +1,11 @@
 """Text and Markdown renderings of a :class:`~qualgate.reanalysis.Reanalysis` (tables laid out
-by :mod:`qualgate._render`)."""
+by :mod:`qualgate.formatting`)."""
 
 from __future__ import annotations
 
 import math
 
-from .._render import markdown_table, text_table
+from qualgate.formatting import markdown_table, text_table
 
 
 def _f(x, digits=2, signed=False):

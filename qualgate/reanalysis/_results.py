@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .._render import json_ready
+from qualgate.formatting import json_ready
 from ._render import render
 
 __all__ = [

@@ -201,7 +201,7 @@ def _records(table, source):
 
         import io
 
-        from .._strict import read_text
+        from qualgate.records.strict import read_text
 
         path = os.fspath(table)
         try:

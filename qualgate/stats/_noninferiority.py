@@ -103,7 +103,7 @@ def noninferiority(both_correct, lost, gained, both_wrong, *, margin, alpha=0.05
         One-sided level, in (0, 0.5); default 0.05.
     method : {'score', 'exact'}, optional
         Asymptotic score test (default) or the exact unconditional test. ``qualgate gate``
-        uses ``'exact'`` with one pair per question (:mod:`qualgate.gate`).
+        uses ``'exact'`` with one pair per question (:mod:`qualgate.verdict.fixed`).
 
     Returns
     -------

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import graders
 from ..errors import DataError
-from ..prompts import prompt_hash
+from qualgate.records.prompts import prompt_hash
 from ._spec import GENERATORS, LETTERS, SuiteSpec, read_spec, render
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import graders
-from .._strict import load_yaml
+from qualgate.records.strict import load_yaml
 from ..errors import DataError
 
 #: Row generators for synthetic suites: name -> "module:function". The function takes the

@@ -2,7 +2,7 @@
 vLLM) and a vLLM server (a real HTTP server on 127.0.0.1 that speaks the protocol).
 
 Their behaviour follows vLLM 0.33.0's source, through the rows of the conformance table
-:data:`qualgate.vllm033.TABLE` they apply (``per-request-metrics``, ``llm-data-parallel``,
+:data:`qualgate.vllm033.rules.TABLE` they apply (``per-request-metrics``, ``llm-data-parallel``,
 ``lookahead``, ``budget-too-small``, ``override-line``, ``fly-warning``,
 ``validation-error``; see also the docstrings of ``qualgate.backends.vllm`` and
 ``qualgate.backends.vllm_server``), so the double refuses what vLLM refuses: the shape of
@@ -33,8 +33,8 @@ import pytest
 
 from qualgate.ci import method_charge
 from qualgate.demo.task import solve
-from qualgate.speculative import FLY_LOSSY_WARNING
-from qualgate.vllm033 import rule
+from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
+from qualgate.vllm033.rules import rule
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 

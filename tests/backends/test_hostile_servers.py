@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from qualgate.backends import Request, open_backend
 from qualgate.cli import cli
-from qualgate.config import parse_config
+from qualgate.config.decoding import parse_config
 from qualgate.errors import DataError
 
 FLY = {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8,

@@ -20,10 +20,10 @@ from support import REPO
 from qualgate.backends import Request, open_backend
 from qualgate.backends.vllm import VLLMBackend, llm_kwargs, sampling_params
 from qualgate.cli import cli
-from qualgate.config import load_config, load_plan, parse_config
+from qualgate.config.decoding import load_config, load_plan, parse_config
 from qualgate.errors import DataError
-from qualgate.harness import request_seed
-from qualgate.speculative import FLY_LOSSY_WARNING
+from qualgate.run.runner import request_seed
+from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
 
 PLAN = REPO / "configs" / "plans" / "qwen3-8b-fly.yaml"
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None

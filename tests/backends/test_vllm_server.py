@@ -24,9 +24,9 @@ from qualgate.backends.vllm_server import (
     request_body,
 )
 from qualgate.cli import cli
-from qualgate.config import parse_config
+from qualgate.config.decoding import parse_config
 from qualgate.errors import DataError
-from qualgate.harness import request_seed
+from qualgate.run.runner import request_seed
 
 FLY = {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8,
        "rejection_sample_method": "fly", "fly_window_size": 2}

@@ -52,7 +52,7 @@ W2, DEFAULT = DATA / "fly-w2.yaml", DATA / "fly-default-window.yaml"
 
 def ids():
     from qualgate.ci import read_serving_config
-    from qualgate.config import load_config
+    from qualgate.config.decoding import load_config
 
     return {
         "target": load_config(DATA / "target.decoding.yaml").config_id,
@@ -358,8 +358,8 @@ def _lossy_baseline_config_edited(ctx, *, both):
     doc = ctx.gate(b, w2, "--margin", 0.02, out=ctx.root / "lossy.json", baseline_config=DEFAULT)
     doc["baseline"]["mode"] = "target"
     if "config" in doc["baseline"]:
-        from qualgate.config import load_config
-        from qualgate.evidence import describe_config
+        from qualgate.config.decoding import load_config
+        from qualgate.evidence.gate_report import describe_config
 
         t = load_config(DATA / "target.decoding.yaml")
         doc["baseline"]["config"] = describe_config(t.model, t.speculative, {"dtype": "bfloat16"})

@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from qualgate.ci import audit_log, audit_text, read_serving_config
 from qualgate.cli import cli
-from qualgate.config import config_id
-from qualgate.speculative import FLY_LOSSY_WARNING
+from qualgate.config.decoding import config_id
+from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
 
 DATA = Path(__file__).parent / "data"
 

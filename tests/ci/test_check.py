@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from qualgate.ci import check, parse_age, read_serving_config
 from qualgate.cli import cli
-from qualgate.config import load_config, load_plan
+from qualgate.config.decoding import load_config, load_plan
 from qualgate.records import Record
 
 DATA = Path(__file__).parent / "data"
@@ -83,7 +83,7 @@ def evidence(tmp_path_factory):
     gate(b, w2, "--margin", 0.02, "--output", d / "no-baseline-config.json")
     out["no-baseline-config"] = d / "no-baseline-config.json"
     # OUT/gate.json of a harness run (qualgate run), from the harness's own evaluation
-    from qualgate.harness import evaluate_gate
+    from qualgate.run.runner import evaluate_gate
 
     run_dir = d / "run"
     write_records(run_dir / "records" / "target.jsonl", i["target"], "target", base)

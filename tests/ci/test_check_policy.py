@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from qualgate.cli import cli
-from qualgate.config import load_config
+from qualgate.config.decoding import load_config
 from qualgate.records import Record, RecordWriter
 
 DATA = Path(__file__).parent / "data"

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from qualgate.ci import read_serving_config
-from qualgate.config import config_id, load_config
+from qualgate.config.decoding import config_id, load_config
 from qualgate.errors import DataError
 
 DATA = Path(__file__).parent / "data"

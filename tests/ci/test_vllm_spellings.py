@@ -1,7 +1,7 @@
 """Every spelling of a serving config that vLLM 0.33 accepts is resolved as vLLM resolves it,
 and every spelling qualgate cannot resolve exactly is refused (exit 3), never "lossless".
 
-Each case names the row of :data:`qualgate.vllm033.TABLE` (and so the vLLM 0.33.0 file and
+Each case names the row of :data:`qualgate.vllm033.rules.TABLE` (and so the vLLM 0.33.0 file and
 line) that decides it. The table's own examples are walked too.
 """
 
@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from qualgate.ci import read_serving_config
 from qualgate.cli import cli
 from qualgate.errors import DataError
-from qualgate.speculative import LOSSY_METHODS, SPECULATIVE_METHODS, normalise_speculative, resolve_speculative
-from qualgate.vllm033 import TABLE, cite, rule
+from qualgate.vllm033.speculative import LOSSY_METHODS, SPECULATIVE_METHODS, normalise_speculative, resolve_speculative
+from qualgate.vllm033.rules import TABLE, cite, rule
 
 D = '"method": "draft_model", "model": "Qwen/Qwen3-0.6B"'
 FLY = '{' + D + ', "num_speculative_tokens": 8, "rejection_sample_method": "fly", "fly_window_size": 2}'

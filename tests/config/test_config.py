@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from qualgate.config import config_id, load_config, load_plan
+from qualgate.config.decoding import config_id, load_config, load_plan
 from qualgate.errors import DataError
 
 FLY = """\

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from qualgate.engines import reference  # noqa: E402
 from qualgate.engines.reference import ReferenceEngine  # noqa: E402
-from qualgate.speculative import FLY_LOSSY_WARNING  # noqa: E402
+from qualgate.vllm033.speculative import FLY_LOSSY_WARNING  # noqa: E402
 
 GREEDY = {"temperature": 0.0, "max_tokens": 24, "ignore_eos": True}
 SAMPLED = {"temperature": 0.9, "top_p": 0.95, "max_tokens": 24, "ignore_eos": True}

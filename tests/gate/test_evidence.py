@@ -1,4 +1,4 @@
-"""The gate report file (qualgate.evidence): one writer, one reader, and what binds it."""
+"""The gate report file (qualgate.evidence.gate_report): one writer, one reader, and what binds it."""
 
 import hashlib
 import hmac
@@ -8,9 +8,9 @@ import os
 import pytest
 
 from qualgate.errors import DataError, ExitCode
-from qualgate.evidence import Evidence, decide_exit, describe_config
-from qualgate.gate import run_gate
-from qualgate.sequential import run_sequential_gate
+from qualgate.evidence.gate_report import Evidence, decide_exit, describe_config
+from qualgate.verdict.fixed import run_gate
+from qualgate.verdict.sequential import run_sequential_gate
 
 
 @pytest.fixture

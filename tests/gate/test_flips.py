@@ -7,8 +7,8 @@ from click.testing import CliRunner
 
 from qualgate.cli import cli
 from qualgate.errors import DataError
-from qualgate.flips import find_flips, render_csv
-from qualgate.pairing import pair_records
+from qualgate.verdict.flips import find_flips, render_csv
+from qualgate.verdict.pairing import pair_records
 from qualgate.records import Record
 
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from scipy.stats import binomtest
 
 from qualgate.cli import cli
-from qualgate.gate import run_gate
+from qualgate.verdict.fixed import run_gate
 
 
 def run(*args, env=None):

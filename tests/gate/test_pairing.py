@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from qualgate.errors import DataError
-from qualgate.pairing import IMPUTED_ERROR, IMPUTED_MISSING, pair_records
+from qualgate.verdict.pairing import IMPUTED_ERROR, IMPUTED_MISSING, pair_records
 
 
 def test_pairs_on_keys_not_row_order(records_of):

@@ -7,8 +7,8 @@ from click.testing import CliRunner
 
 from qualgate.cli import cli
 from qualgate.errors import DataError
-from qualgate.gate import run_gate
-from qualgate.policy import read_policy
+from qualgate.verdict.fixed import run_gate
+from qualgate.verdict.policy import read_policy
 from qualgate.stats import holm
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from strategies import near_valid_record_rows
 from support import REPO
 
-from qualgate._record_schema import _rows_valid
+from qualgate.records.schema import _rows_valid
 from qualgate.errors import DataError
 from qualgate.records import (
     FIELDS,
@@ -307,7 +307,7 @@ def test_a_later_record_of_a_key_supersedes_its_error_record(tmp_path):
 
 
 def test_a_key_repeated_after_a_non_error_record_stays_a_duplicate(tmp_path):
-    from qualgate.pairing import pair_records
+    from qualgate.verdict.pairing import pair_records
 
     path = lines(tmp_path / "r.jsonl", [VALID, {**VALID, "outcome": "error", "error": "x"}])
     assert len(read_records(path)) == 2 and read_records(path).superseded == ()

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from qualgate.backends import BACKENDS, Backend, Generation, open_backend, register_backend
-from qualgate.config import parse_config
+from qualgate.config.decoding import parse_config
 from qualgate.errors import DataError
 
 CONFIG = {"engine": "reference", "model": "m", "sampling": {"max_tokens": 4}, "name": "x"}
 
 
 def test_every_config_engine_has_a_backend():
-    from qualgate.config import ENGINES
+    from qualgate.config.decoding import ENGINES
 
     assert set(ENGINES) <= set(BACKENDS)
 
@@ -61,7 +61,7 @@ def test_the_reference_backend_resolves_model_paths_beside_the_config(tmp_path, 
     (tmp_path / "c.yaml").write_text(
         "engine: reference\nmodel: weights/t\nsampling: {max_tokens: 3}\n"
         "engine_options: {device: cpu}\n")
-    from qualgate.config import load_config
+    from qualgate.config.decoding import load_config
 
     with open_backend(load_config(tmp_path / "c.yaml")) as b:
         info = b.info()

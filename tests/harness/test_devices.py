@@ -15,12 +15,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from qualgate.backends import Request, open_backend  # noqa: E402
-from qualgate.config import load_config  # noqa: E402
+from qualgate.config.decoding import load_config  # noqa: E402
 from qualgate.backends import _devices  # noqa: E402
 from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records, cpu_list  # noqa: E402
-from qualgate.config import load_plan  # noqa: E402
-from qualgate.harness import run_plan  # noqa: E402
-from qualgate.sequential_run import SequentialSettings  # noqa: E402
+from qualgate.config.decoding import load_plan  # noqa: E402
+from qualgate.run.runner import run_plan  # noqa: E402
+from qualgate.run.sequential import SequentialSettings  # noqa: E402
 
 
 def _spread(devices):

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from qualgate.cli import cli
-from qualgate.flips import Flip
-from qualgate.html_report import HtmlReport, PageFlip, collect_flips, render_html
+from qualgate.verdict.flips import Flip
+from qualgate.report.html import HtmlReport, PageFlip, collect_flips, render_html
 from qualgate.records import Record
 
 
@@ -190,7 +190,7 @@ def test_page_turns_dark_with_the_system_theme_and_hides_filters_when_printed(br
 
 
 def test_long_outputs_keep_their_start_and_their_end():
-    from qualgate._html import MAX_OUTPUT_CHARS, _clip
+    from qualgate.report.page import MAX_OUTPUT_CHARS, _clip
 
     text = "x" * (3 * MAX_OUTPUT_CHARS) + " The answer is 42."
     shown = _clip(text)

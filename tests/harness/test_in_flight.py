@@ -11,8 +11,8 @@ import time
 
 from qualgate.backends import BACKENDS, Backend, Generation
 from qualgate.backends._devices import comparable_records
-from qualgate.harness import run_plan
-from qualgate.config import load_plan
+from qualgate.run.runner import run_plan
+from qualgate.config.decoding import load_plan
 
 
 class Queued(Backend):

@@ -15,15 +15,15 @@ import pytest
 from click.testing import CliRunner
 
 from qualgate.cli import cli
-from qualgate.config import load_plan
+from qualgate.config.decoding import load_plan
 from qualgate.errors import DataError
-from qualgate.harness import load_suites, run_plan
-from qualgate.manifest import LOCK_NAME, RunLock, plan_fingerprint
+from qualgate.run.runner import load_suites, run_plan
+from qualgate.run.manifest import LOCK_NAME, RunLock, plan_fingerprint
 from qualgate.records import read_records
 
 HOLD = """
 import os, sys, time
-from qualgate.manifest import RunLock
+from qualgate.run.manifest import RunLock
 lock = RunLock(sys.argv[1]).acquire()
 lock.announce()
 if sys.argv[2] == "fork-and-exit" and os.fork():

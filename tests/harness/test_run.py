@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from qualgate.cli import cli
-from qualgate.config import load_plan
-from qualgate.harness import request_seed
+from qualgate.config.decoding import load_plan
+from qualgate.run.runner import request_seed
 from qualgate.records import read_records
 from qualgate.suites import load_suite
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from qualgate.cli import cli
 from qualgate.demo.plan import demo_plan
-from qualgate.harness import load_suites, work_items
+from qualgate.run.runner import load_suites, work_items
 from qualgate.records import read_records
 
 
@@ -64,7 +64,7 @@ def test_each_candidate_stops_as_soon_as_it_is_decided(tmp_path):
 def test_records_are_a_prefix_of_a_full_run_which_can_resume_them(tmp_path):
     plan, out = sequential_plan(tmp_path, questions=120), tmp_path / "out"
     run(str(plan), "--out", str(out), "--sequential", "--batch-questions", "30")
-    from qualgate.config import load_plan
+    from qualgate.config.decoding import load_plan
 
     loaded = load_plan(plan)
     order = [w.key for w in work_items(load_suites(loaded), loaded.seeds, loaded.samples)]

@@ -9,9 +9,9 @@ import yaml
 from click.testing import CliRunner
 
 from qualgate.cli import cli
-from qualgate.config import load_plan
+from qualgate.config.decoding import load_plan
 from qualgate.errors import DataError
-from qualgate.sweep import expand_grid, load_grid
+from qualgate.run.sweep import expand_grid, load_grid
 
 GRID = {"base": "fly", "grid": {"fly_entropy_threshold": [0.6, 0.0], "fly_window_size": [2, 1]}}
 

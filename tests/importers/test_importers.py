@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from qualgate.cli import cli
 from qualgate.errors import DataError
-from qualgate.flips import find_flips
-from qualgate.importers import ImportOptions, detect_format, import_records, load_records
-from qualgate.prompts import prompt_hash
+from qualgate.verdict.flips import find_flips
+from qualgate.records.importers import ImportOptions, detect_format, import_records, load_records
+from qualgate.records.prompts import prompt_hash
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LM_EVAL = FIXTURES / "lm-eval"

@@ -3,8 +3,8 @@
 import pytest
 
 from qualgate.errors import DataError
-from qualgate.importers import ImportOptions, detect_format, import_records
-from qualgate.prompts import prompt_hash
+from qualgate.records.importers import ImportOptions, detect_format, import_records
+from qualgate.records.prompts import prompt_hash
 
 pytest.importorskip("inspect_ai")
 pytestmark = pytest.mark.slow  # importing inspect_ai takes a few seconds

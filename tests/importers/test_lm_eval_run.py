@@ -18,8 +18,8 @@ from click.testing import CliRunner
 from qualgate.cli import cli
 from qualgate.demo import model_path
 from qualgate.demo.task import SYSTEM_PROMPT, generate
-from qualgate.gate import run_gate
-from qualgate.importers import ImportOptions, load_records
+from qualgate.verdict.fixed import run_gate
+from qualgate.records.importers import ImportOptions, load_records
 from qualgate.records import read_records
 
 pytest.importorskip("lm_eval")

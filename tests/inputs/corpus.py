@@ -28,7 +28,7 @@ class Case:
     files: dict = field(default_factory=dict)  #: name -> bytes, str or a special marker
     code: int = 3
     names: tuple[str, ...] = ()  #: substrings the error output must contain
-    limits: dict = field(default_factory=dict)  #: qualgate._strict.LIMITS overrides
+    limits: dict = field(default_factory=dict)  #: qualgate.records.strict.LIMITS overrides
     group: str = ""
 
 

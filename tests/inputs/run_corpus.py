@@ -67,7 +67,7 @@ def run_one(case, where: Path) -> dict:
     saved = None
     if case.limits:
         try:
-            from qualgate import _strict
+            from qualgate.records import strict as _strict
         except ImportError:  # a qualgate without size limits: the case runs without them
             pass
         else:
@@ -97,7 +97,7 @@ def run_one(case, where: Path) -> dict:
     finally:
         signal.alarm(0)
         if saved is not None:
-            from qualgate import _strict
+            from qualgate.records import strict as _strict
 
             _strict.LIMITS.clear()
             _strict.LIMITS.update(saved)

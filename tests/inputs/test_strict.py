@@ -1,4 +1,4 @@
-"""The shared strict reader (qualgate._strict), and fuzzing of the record reader and the plan
+"""The shared strict reader (qualgate.records.strict), and fuzzing of the record reader and the plan
 loader: whatever the bytes, the only error is a DataError that names the file."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qualgate import _strict
-from qualgate.config import load_plan
+from qualgate.records import strict as _strict
+from qualgate.config.decoding import load_plan
 from qualgate.errors import DataError
 from qualgate.records import Record, read_records
 

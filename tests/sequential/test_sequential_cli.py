@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from qualgate.cli import cli
-from qualgate.evidence import Evidence
+from qualgate.evidence.gate_report import Evidence
 from qualgate.records import Record, RecordWriter
-from qualgate.sequential import arrival_order
+from qualgate.verdict.sequential import arrival_order
 
 
 def write(path, outcomes, *, config, seeds=1):

@@ -1,4 +1,4 @@
-"""qualgate.speed: the median interval against exact references, its coverage, and the interleaved schedule.
+"""qualgate.run.speed: the median interval against exact references, its coverage, and the interleaved schedule.
 
 References for :func:`median_ci` (the binomial sign-test interval ``(x_(k), x_(n+1-k))``):
 
@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from qualgate.speed import interleaved_speed, median_ci, speed_summary
+from qualgate.run.speed import interleaved_speed, median_ci, speed_summary
 
 
 def exact_rank(n: int, level: float) -> tuple[int, Fraction]:

@@ -1,0 +1,1 @@
+"""Decoding configs and plans (:mod:`.decoding`) and the option vocabularies every stage shares (:mod:`.options`)."""

@@ -1,0 +1,574 @@
+"""Decoding configurations and evaluation plans: YAML, validated, resolved and identified.
+
+A *decoding config* says how one engine decodes: which engine, which target model, the
+``speculative`` block (vLLM 0.33's ``speculative_config`` keys, exactly), the ``sampling``
+block (``max_tokens`` required: vLLM's default of 16 silently truncates reasoning) and
+``engine_options``::
+
+    name: fly-w2                 # label; defaults to the file's stem
+    engine: vllm                 # vllm | vllm-server | reference
+    model: Qwen/Qwen3-8B
+    speculative:
+      method: draft_model
+      model: Qwen/Qwen3-0.6B
+      num_speculative_tokens: 8
+      rejection_sample_method: fly
+      fly_window_size: 2
+    sampling: {temperature: 0.6, top_p: 0.95, top_k: 20, max_tokens: 8192}
+    engine_options: {max_num_seqs: 128, chat_template_kwargs: {enable_thinking: true}}
+
+The **config id** (:func:`config_id`) identifies what a serving engine is asked to run: the
+target model, the resolved speculative config (vLLM's defaults filled in, e.g. FLy's window
+``min(6, K - 1)``) and the options that change numerics (``dtype``, ``quantization``,
+``kv_cache_dtype``). It is computed the same way from a harness config and from a vLLM
+serving config (``qualgate check``), so evidence binds to exactly the configuration that is
+deployed. Sampling settings are chosen per request by the client, not by the server: they
+belong to the evaluation, are stored in the run manifest and the gate report, and do not
+enter the id.
+
+An *evaluation plan* names the suites, seeds, configs, baseline, candidates and gate
+settings; config paths are relative to the plan file::
+
+    name: qwen3-8b-fly
+    suites:
+      - {suite: gsm8k, limit: 500}
+      - {suite: aime25, data_file: data/aime25.jsonl}
+    seeds: [0, 1, 2]
+    configs: {target: ../qwen3-8b/target.yaml, fly-w2: ../qwen3-8b/fly-w2.yaml}
+    baseline: target
+    candidates: [fly-w2]         # default: every config but the baseline
+    gate: {policy: noninferiority, margin: 0.02, alpha: 0.05}
+
+The gate settings take the vocabularies of :mod:`qualgate.config.options`.
+
+This module is longer than the others (about 550 lines) because it is one declarative schema:
+the two kinds of input file, each key checked where it is read, share the YAML reader that
+locates every error at its line (``_line_of``, ``_err``, ``_check_keys``), and a plan is read
+by reading its configs. If it grows, the seam is the plan (:class:`SuiteRef`, :class:`Plan`,
+:func:`load_plan`), which would go to a module of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from qualgate.records import strict as _strict
+from qualgate.errors import DataError
+from qualgate.config.options import INCONCLUSIVE_AS, POLICIES, WEIGHTINGS
+from qualgate.vllm033.speculative import is_lossy, resolve_speculative
+from qualgate.vllm033.rules import cite, rule
+
+__all__ = [
+    "DecodingConfig",
+    "ENGINES",
+    "IDENTITY_OPTIONS",
+    "Plan",
+    "SuiteRef",
+    "config_id",
+    "load_config",
+    "load_plan",
+    "load_yaml",
+    "parse_config",
+]
+
+ENGINES = ("reference", "vllm", "vllm-server")
+#: Engine options that change the numerics of the served model and so enter the config id.
+IDENTITY_OPTIONS = ("dtype", "quantization", "kv_cache_dtype")
+SAMPLING_KEYS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "max_tokens",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "stop",
+    "stop_token_ids",
+)
+ENGINE_OPTION_KEYS = (
+    *IDENTITY_OPTIONS,
+    # vLLM (offline and server)
+    "tensor_parallel_size",
+    "data_parallel_size",
+    "distributed_executor_backend",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "chat_template_kwargs",
+    "seed",
+    "batch_invariant",
+    "enforce_eager",
+    # vllm-server
+    "base_urls",
+    "api_key_env",
+    "served_model_name",
+    "concurrency",
+    "timeout_s",
+    "max_retries",
+    "retry_backoff_s",
+    "max_wait_s",
+    "max_response_bytes",
+    "recheck_s",
+    # reference engine
+    "device",
+    "batch_size",
+    "coupled",
+    "tokenizer",
+    "compile",
+    "cuda_graphs",
+)
+CONFIG_KEYS = ("name", "engine", "model", "speculative", "sampling", "engine_options")
+PLAN_KEYS = ("name", "suites", "seeds", "samples", "configs", "baseline", "candidates", "gate")
+GATE_KEYS = ("policy", "margin", "alpha", "inconclusive", "weighting")
+SUITE_REF_KEYS = ("suite", "limit", "data_file", "revision")
+#: A config name in a plan: it names a file (``records/<name>.jsonl``), so a plain name only.
+CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: Bounds on a plan's seeds and samples (each multiplies the work of every config).
+MAX_SEEDS, MAX_SAMPLES, MAX_SEED = 10_000, 10_000, 2**63 - 1
+
+
+def load_yaml(path: str | Path) -> Any:
+    """Read one YAML document strictly (:func:`qualgate.records.strict.load_yaml`: a regular file,
+    no anchors or aliases, no duplicate keys, no NaN): :class:`DataError` names the line."""
+    return _strict.load_yaml(path)
+
+
+def _line_of(path, dotted: str) -> int | None:
+    """The 1-based line of ``dotted`` (``a.b[2].c``) in a YAML file, or of its nearest parent."""
+    if path is None:
+        return None
+    try:
+        node = _strict.compose_yaml(_strict.read_text(path, kind="yaml", bom="strip"))
+    except DataError:
+        return None
+    line = None
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", dotted):
+        if node is None:
+            break
+        if part.startswith("[") and isinstance(node, yaml.SequenceNode):
+            i = int(part[1:-1])
+            node = node.value[i] if i < len(node.value) else None
+        elif isinstance(node, yaml.MappingNode):
+            match = [(k, v) for k, v in node.value if k.value == part]
+            if not match:
+                break
+            line = match[0][0].start_mark.line + 1
+            node = match[0][1]
+            continue
+        else:
+            break
+        if node is not None:
+            line = node.start_mark.line + 1
+    return line
+
+
+def _err(msg, *, path=None, key=None, value=None) -> DataError:
+    return DataError(msg, file=path, line=_line_of(path, key) if key else None, field=key,
+                     value=value)
+
+
+def _check_keys(mapping, allowed, *, path, where):
+    if not isinstance(mapping, Mapping):
+        raise _err(f"{where or 'the document'} must be a mapping", path=path, key=where or None,
+                   value=mapping)
+    for key in mapping:
+        if key not in allowed:
+            name = f"{where}.{key}" if where else str(key)
+            raise _err(f"unknown key; valid keys: {list(allowed)}", path=path, key=name)
+
+
+def config_id(
+    model: str,
+    speculative: Mapping[str, Any] | None = None,
+    **numerics: Any,
+) -> str:
+    """Identify a serving configuration: ``cfg-`` and 16 hex digits of a SHA-256.
+
+    Parameters
+    ----------
+    model : str
+        The target model as the engine is given it (hub id or path, as written).
+    speculative : mapping or None
+        A raw ``speculative_config``; it is resolved first, so an unset FLy window and an
+        explicit ``min(6, K - 1)`` give the same id.
+    **numerics
+        ``dtype``, ``quantization``, ``kv_cache_dtype``; ``None`` values are ignored.
+    """
+    unknown = set(numerics) - set(IDENTITY_OPTIONS)
+    if unknown:
+        raise ValueError(f"config_id takes only {list(IDENTITY_OPTIONS)}, got {sorted(unknown)}")
+    ident = {"model": str(model), "speculative_config": resolve_speculative(speculative)}
+    ident.update({k: v for k, v in sorted(numerics.items()) if v is not None})
+    blob = json.dumps(ident, sort_keys=True, separators=(",", ":"))
+    return "cfg-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    """One resolved decoding configuration (see the module docstring)."""
+
+    name: str
+    engine: str
+    model: str
+    speculative: dict[str, Any] | None
+    sampling: dict[str, Any]
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+
+    @property
+    def config_id(self) -> str:
+        return config_id(
+            self.model,
+            self.speculative,
+            **{k: self.engine_options.get(k) for k in IDENTITY_OPTIONS},
+        )
+
+    @property
+    def lossy(self) -> bool:
+        return is_lossy(self.speculative)
+
+    @property
+    def mode(self) -> str:
+        """``target``, or the verifier: ``standard``, ``fly``, ``block``, ``synthetic``."""
+        return self.speculative["rejection_sample_method"] if self.speculative else "target"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "config_id": self.config_id,
+            "engine": self.engine,
+            "model": self.model,
+            "speculative": self.speculative,
+            "sampling": self.sampling,
+            "engine_options": self.engine_options,
+        }
+
+
+def _check_vllm_sampling(sampling: dict, *, path) -> None:
+    """vLLM 0.33's SamplingParams ranges (rule ``sampling-ranges`` of :mod:`qualgate.vllm033.rules`),
+    checked before any engine starts, so a value vLLM refuses is a config error (exit 3)."""
+    where = f"vLLM 0.33 refuses it ({cite('sampling-ranges')})"
+    for key, (low, high, closed_low) in rule("sampling-ranges").data["ranges"].items():
+        v = sampling.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v > high or (v < low if closed_low else v <= low):
+            span = f"{'[' if closed_low else '('}{low:g}, {high:g}]"
+            raise _err(f"must be a finite number in {span}: {where}", path=path,
+                       key=f"sampling.{key}", value=v)
+    rp = sampling.get("repetition_penalty")
+    if rp is not None and (isinstance(rp, bool) or not isinstance(rp, (int, float))
+                           or not math.isfinite(rp) or rp <= 0):
+        raise _err(f"must be a finite number > 0: {where}", path=path,
+                   key="sampling.repetition_penalty", value=rp)
+    stop = sampling.get("stop")
+    if stop is not None and not (isinstance(stop, str) or (
+            isinstance(stop, list) and all(isinstance(x, str) for x in stop))):
+        raise _err("must be a string or a list of strings", path=path, key="sampling.stop",
+                   value=stop)
+    ids = sampling.get("stop_token_ids")
+    if ids is not None and not (isinstance(ids, list) and all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ids)):
+        raise _err("must be a list of token ids", path=path, key="sampling.stop_token_ids",
+                   value=ids)
+
+
+def _check_parallel(options: Mapping, *, path) -> None:
+    """tensor_parallel_size, data_parallel_size and distributed_executor_backend as vLLM 0.33
+    takes them (rules ``cli-parallel`` and ``llm-data-parallel``)."""
+    for key in ("tensor_parallel_size", "data_parallel_size"):
+        v = options.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise _err("must be a positive integer", path=path, key=f"engine_options.{key}",
+                       value=v)
+    backends = rule("cli-parallel").data["backends"]
+    backend = options.get("distributed_executor_backend")
+    if backend is not None and backend not in backends:
+        raise _err(f"must be one of {list(backends)} ({cite('cli-parallel')})", path=path,
+                   key="engine_options.distributed_executor_backend", value=backend)
+    if (options.get("data_parallel_size") or 1) > 1 and backend != "external_launcher":
+        raise _err("vLLM 0.33's offline LLM refuses data_parallel_size > 1 unless "
+                   "distributed_executor_backend is 'external_launcher' (one process per "
+                   f"rank, started by torchrun) ({cite('llm-data-parallel')})", path=path,
+                   key="engine_options.data_parallel_size", value=options["data_parallel_size"])
+
+
+def parse_config(data: Any, *, path: str | Path | None = None, name: str | None = None) -> DecodingConfig:
+    """Validate a decoding config mapping and resolve its defaults."""
+    _check_keys(data, CONFIG_KEYS, path=path, where="")
+    engine = data.get("engine")
+    if engine not in ENGINES:
+        raise _err(f"must be one of {list(ENGINES)}", path=path, key="engine", value=engine)
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise _err("the target model (hub id or path) is required", path=path, key="model",
+                   value=model)
+
+    raw_spec = data.get("speculative")
+    try:
+        speculative = resolve_speculative(raw_spec)
+    except ValueError as exc:
+        raise _err(str(exc), path=path, key="speculative", value=raw_spec) from exc
+
+    sampling = data.get("sampling")
+    if sampling is None:
+        raise _err("required (with max_tokens: vLLM's default of 16 truncates answers)",
+                   path=path, key="sampling")
+    _check_keys(sampling, SAMPLING_KEYS, path=path, where="sampling")
+    sampling = dict(sampling)
+    mt = sampling.get("max_tokens")
+    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
+        raise _err("required, a positive integer (vLLM's default of 16 truncates answers)",
+                   path=path, key="sampling.max_tokens", value=mt)
+    temp = sampling.setdefault("temperature", 1.0)
+    if isinstance(temp, bool) or not isinstance(temp, (int, float)) or temp < 0:
+        raise _err("must be a number >= 0", path=path, key="sampling.temperature", value=temp)
+    top_p = sampling.setdefault("top_p", 1.0)
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        raise _err("must be in (0, 1]", path=path, key="sampling.top_p", value=top_p)
+    top_k = sampling.setdefault("top_k", 0)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < -1:
+        raise _err("must be an integer >= -1 (0 or -1: off)", path=path, key="sampling.top_k",
+                   value=top_k)
+    if top_k == -1:
+        sampling["top_k"] = 0
+    _check_vllm_sampling(sampling, path=path)
+
+    options = data.get("engine_options") or {}
+    _check_keys(options, ENGINE_OPTION_KEYS, path=path, where="engine_options")
+    _check_parallel(options, path=path)
+    if engine == "vllm-server" and not options.get("base_urls"):
+        raise _err("engine 'vllm-server' needs engine_options.base_urls", path=path,
+                   key="engine_options.base_urls")
+
+    if data.get("name") is not None and (not isinstance(data["name"], str) or not data["name"]):
+        raise _err("must be a non-empty string", path=path, key="name", value=data["name"])
+    label = data.get("name") or name or (Path(path).stem if path else None)
+    if not label:
+        raise _err("a config needs a name", path=path, key="name")
+    return DecodingConfig(
+        name=str(label),
+        engine=engine,
+        model=model,
+        speculative=speculative,
+        sampling=sampling,
+        engine_options=dict(options),
+        path=str(path) if path else None,
+    )
+
+
+def load_config(path: str | Path, *, name: str | None = None) -> DecodingConfig:
+    """Load and validate a decoding config YAML file."""
+    return parse_config(load_yaml(path), path=path, name=name)
+
+
+@dataclass(frozen=True)
+class SuiteRef:
+    """A suite in a plan: built-in name or YAML path, with an optional limit and local data."""
+
+    suite: str
+    limit: int | None = None
+    data_file: str | None = None
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated evaluation plan (see the module docstring)."""
+
+    name: str
+    suites: tuple[SuiteRef, ...]
+    seeds: tuple[int, ...]
+    samples: int
+    configs: dict[str, DecodingConfig]
+    baseline: str
+    candidates: tuple[str, ...]
+    policy: str = "noninferiority"
+    margin: float = 0.02
+    alpha: float = 0.05
+    inconclusive: str = "inconclusive"
+    weighting: str = "pooled"
+    path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "suites": [s.__dict__ for s in self.suites],
+            "seeds": list(self.seeds),
+            "samples": self.samples,
+            "configs": {k: c.to_dict() for k, c in self.configs.items()},
+            "baseline": self.baseline,
+            "candidates": list(self.candidates),
+            "gate": {
+                "policy": self.policy,
+                "margin": self.margin,
+                "alpha": self.alpha,
+                "inconclusive": self.inconclusive,
+                "weighting": self.weighting,
+            },
+        }
+
+
+def _resolve_relative(base: Path, value: str) -> str:
+    p = Path(value)
+    return str(p if p.is_absolute() else (base / p))
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Load and validate an evaluation plan, with every config it names."""
+    path = Path(path)
+    data = load_yaml(path)
+    _check_keys(data, PLAN_KEYS, path=path, where="")
+    base = path.parent
+
+    suites_raw = data.get("suites")
+    if not isinstance(suites_raw, list) or not suites_raw:
+        raise _err("a non-empty list of suites is required", path=path, key="suites",
+                   value=suites_raw)
+    suites = []
+    for i, item in enumerate(suites_raw):
+        if isinstance(item, str):
+            item = {"suite": item}
+        _check_keys(item, SUITE_REF_KEYS, path=path, where=f"suites[{i}]")
+        if not isinstance(item.get("suite"), str):
+            raise _err("needs 'suite' (a built-in name or a YAML path)", path=path,
+                       key=f"suites[{i}].suite", value=item.get("suite"))
+        limit = item.get("limit")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise _err("must be a positive integer", path=path, key=f"suites[{i}].limit",
+                       value=limit)
+        suite = item["suite"]
+        if suite.endswith((".yaml", ".yml")):
+            suite = _resolve_relative(base, suite)
+        for key in ("data_file", "revision"):
+            if item.get(key) is not None and (not isinstance(item[key], str) or not item[key]):
+                raise _err("must be a non-empty string", path=path, key=f"suites[{i}].{key}",
+                           value=item[key])
+        data_file = item.get("data_file")
+        if data_file and Path(_resolve_relative(base, data_file)).exists() and not _strict.is_regular_file(
+            _resolve_relative(base, data_file)
+        ):
+            raise _err("not a regular file (a FIFO, a device or a directory): refused", path=path,
+                       key=f"suites[{i}].data_file", value=data_file)
+        suites.append(
+            SuiteRef(
+                suite=suite,
+                limit=limit,
+                data_file=_resolve_relative(base, data_file) if data_file else None,
+                revision=item.get("revision"),
+            )
+        )
+    names = [s.suite for s in suites]
+    if len(set(names)) != len(names):
+        raise _err("a suite is listed twice", path=path, key="suites", value=names)
+
+    seeds = data.get("seeds", [0])
+    if isinstance(seeds, int) and not isinstance(seeds, bool) and 0 < seeds <= MAX_SEEDS:
+        seeds = list(range(seeds))
+    if (
+        not isinstance(seeds, list)
+        or not 0 < len(seeds) <= MAX_SEEDS
+        or any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED for s in seeds)
+        or len(set(seeds)) != len(seeds)
+    ):
+        raise _err(f"a count (1 to {MAX_SEEDS}) or a list of at most {MAX_SEEDS} distinct integers "
+                   f"in [0, 2**63)", path=path, key="seeds", value=seeds)
+    samples = data.get("samples", 1)
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+        raise _err(f"must be an integer from 1 to {MAX_SAMPLES}", path=path, key="samples",
+                   value=samples)
+
+    configs_raw = data.get("configs")
+    if not isinstance(configs_raw, Mapping) or not configs_raw:
+        raise _err("a mapping of name -> config YAML path is required", path=path,
+                   key="configs", value=configs_raw)
+    configs = {}
+    for cname, cpath in configs_raw.items():
+        if not isinstance(cname, str) or not CONFIG_NAME.fullmatch(cname):
+            raise _err("a config name must be a plain name (letters, digits, '.', '_', '-'; "
+                       "starting with a letter or digit; at most 64): it names the records file",
+                       path=path, key="configs", value=cname)
+        if not isinstance(cpath, str):
+            raise _err("must be a path to a decoding config YAML", path=path,
+                       key=f"configs.{cname}", value=cpath)
+        if not Path(_resolve_relative(base, cpath)).exists():
+            raise _err("no such decoding config file", path=path, key=f"configs.{cname}", value=cpath)
+        # the plan's key is the label, whatever the file calls itself
+        loaded = load_config(_resolve_relative(base, cpath))
+        configs[str(cname)] = dataclasses.replace(loaded, name=str(cname))
+
+    baseline = data.get("baseline")
+    if not isinstance(baseline, str) or baseline not in configs:
+        raise _err(f"must name one of the configs {list(configs)}", path=path, key="baseline",
+                   value=baseline)
+    candidates = data.get("candidates") or [c for c in configs if c != baseline]
+    if not isinstance(candidates, list):
+        raise _err("must be a list of config names", path=path, key="candidates",
+                   value=candidates)
+    if len(set(map(str, candidates))) != len(candidates):
+        raise _err("a candidate is listed twice", path=path, key="candidates", value=candidates)
+    for c in candidates:
+        if not isinstance(c, str) or c not in configs or c == baseline:
+            raise _err(f"candidates must name configs other than the baseline {list(configs)}",
+                       path=path, key="candidates", value=c)
+    gated: dict[str, str] = {}  # config id -> the first gated config serving it
+    for c in (baseline, *candidates):
+        cid = configs[c].config_id
+        if cid in gated:  # the gate report would refuse it (qualgate.evidence.gate_report), after every decode
+            raise _err(f"gates {c!r} and {gated[cid]!r}, which serve one configuration ({cid}; options "
+                       "that change only the reference engine's noise, such as 'coupled', are not part of "
+                       "it): the gate's evidence names each config by what it serves, so list one of them",
+                       path=path, key="candidates", value=c)
+        gated[cid] = c
+
+    gate = data.get("gate") or {}
+    _check_keys(gate, GATE_KEYS, path=path, where="gate")
+    policy = gate.get("policy", "noninferiority")
+    if policy not in POLICIES:
+        raise _err(f"must be one of {list(POLICIES)}", path=path, key="gate.policy", value=policy)
+    margin = gate.get("margin", 0.02)
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 1:
+        raise _err("must be in (0, 1)", path=path, key="gate.margin", value=margin)
+    alpha = gate.get("alpha", 0.05)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
+        raise _err("must be in (0, 0.5)", path=path, key="gate.alpha", value=alpha)
+    inconclusive = gate.get("inconclusive", "inconclusive")
+    if inconclusive not in INCONCLUSIVE_AS:
+        raise _err(f"must be one of {list(INCONCLUSIVE_AS)}", path=path,
+                   key="gate.inconclusive", value=inconclusive)
+    weighting = gate.get("weighting", "pooled")
+    if weighting not in WEIGHTINGS:
+        raise _err(f"must be one of {list(WEIGHTINGS)}", path=path, key="gate.weighting",
+                   value=weighting)
+
+    name = data.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise _err("must be a non-empty string", path=path, key="name", value=name)
+    return Plan(
+        name=name or path.stem,
+        suites=tuple(suites),
+        seeds=tuple(seeds),
+        samples=samples,
+        configs=configs,
+        baseline=baseline,
+        candidates=tuple(candidates),
+        policy=policy,
+        margin=float(margin),
+        alpha=float(alpha),
+        inconclusive=inconclusive,
+        weighting=weighting,
+        path=str(path),
+    )

@@ -1,0 +1,228 @@
+"""Import per-sample logs of other evaluation tools as qualgate records.
+
+One module per tool, each with ``detect(path) -> bool`` and
+``read(path, options) -> list[Located]``:
+
+==================  =========================================================================
+format              what is read
+==================  =========================================================================
+``lm-eval``         lm-evaluation-harness ``--log_samples`` output: ``samples_<task>_<time>.jsonl``
+                    files, or the output folder (model folders nested inside), with the
+                    ``results_<time>.json`` beside each samples file
+``inspect``         inspect_ai logs (``.eval`` and ``.json``), through inspect_ai's own reader
+                    (the ``inspect`` extra)
+``nemo-evaluator``  NeMo Evaluator ``results.jsonl`` files, or a results bundle folder
+``lighteval``       lighteval details Parquet files (``details_<task>_<time>.parquet``), or a
+                    folder of them
+==================  =========================================================================
+
+Each importer maps the tool's question key to a stable ``question_id``, derives ``config_id``
+from the model arguments the tool recorded (:func:`foreign_config_id`), hashes the prompt the
+tool recorded with :func:`qualgate.records.prompts.prompt_hash`, and refuses what it cannot map with a
+:class:`~qualgate.errors.DataError` naming the file, line and field. :func:`load_records` reads
+a path in any of these formats (or qualgate's own) as a :class:`~qualgate.records.RecordSet`,
+which is what ``qualgate gate`` and ``calibrate`` pair.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from qualgate.errors import DataError
+from qualgate.records import Record, RecordSet
+
+__all__ = [
+    "FORMATS",
+    "ImportOptions",
+    "Located",
+    "detect_format",
+    "foreign_config_id",
+    "import_records",
+    "load_records",
+]
+
+#: format name -> module (one per tool)
+_MODULES = {
+    "lm-eval": "qualgate.records.importers.lm_eval",
+    "inspect": "qualgate.records.importers.inspect",
+    "nemo-evaluator": "qualgate.records.importers.nemo",
+    "lighteval": "qualgate.records.importers.lighteval",
+}
+FORMATS = ("qualgate", *_MODULES)
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """Choices an importer cannot take from the log itself (``None``: the tool's own value).
+
+    ``suite`` / ``suite_version``: name and version to give the suite (default: the tool's task
+    name and version); ``id_field``: a field of the tool's document to use as question id
+    instead of the tool's question key; ``filter`` (lm-eval): which filter's extracted answer
+    decides (default: the task's first); ``metric`` (lm-eval, lighteval) / ``scorer``
+    (inspect): which 0/1 score decides (default: the first); ``config_id`` / ``seed``:
+    override the derived config id and the seed (default 0).
+    """
+
+    suite: str | None = None
+    suite_version: str | None = None
+    id_field: str | None = None
+    filter: str | None = None
+    metric: str | None = None
+    config_id: str | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Located:
+    """An imported record and where it came from (``file``, 1-based ``line`` or row)."""
+
+    record: Record
+    file: str
+    line: int
+
+
+def foreign_config_id(tool: str, model_args: Mapping) -> str:
+    """``<tool>-`` and the first 16 hex of SHA-256 over the canonical JSON of the model
+    arguments the tool recorded (sorted keys, no spaces)."""
+    blob = json.dumps({"tool": tool, "model": model_args}, sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"), default=str)  # fmt: skip
+    return f"{tool}-{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:16]}"
+
+
+def _module(fmt: str):
+    if fmt not in _MODULES:
+        raise ValueError(f"format must be one of {', '.join(map(repr, FORMATS))}; got {fmt!r}")
+    return importlib.import_module(_MODULES[fmt])
+
+
+def detect_format(path) -> str:
+    """The format of a path: ``qualgate`` for record files, else the tool whose layout it has.
+
+    Raises :class:`~qualgate.errors.DataError` when no format recognises it.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataError("no such file or directory", file=str(p))
+    for fmt in _MODULES:
+        if _module(fmt).detect(p):
+            return fmt
+    return "qualgate"
+
+
+def import_records(fmt: str, path, options: ImportOptions | None = None) -> list[Located]:
+    """Read one tool's log (a file or a folder) as records, with their origins."""
+    return _module(fmt).read(Path(path), options or ImportOptions())
+
+
+def load_records(path, *, fmt: str = "auto", options: ImportOptions | None = None,
+                 drop_truncated: bool = False, allow_unknown: bool = False) -> RecordSet:  # fmt: skip
+    """One side for the gate: qualgate records, or another tool's log imported on the fly.
+
+    ``fmt='auto'`` detects the format (:func:`detect_format`).
+    """
+    from qualgate.verdict.pairing import HashedRecordSet, load_side, sha256_file
+
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt == "qualgate":
+        return load_side(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+    located = import_records(fmt, path, options)
+    files = list(dict.fromkeys(x.file for x in located))
+    lines = [[x.line for x in located if x.file == f] for f in files]
+    order = sorted(range(len(located)), key=lambda i: files.index(located[i].file))
+    # the digests of the tool's own files: the evidence binds to what was imported
+    return HashedRecordSet(str(path), tuple(files), tuple(located[i].record for i in order), (), tuple(lines),
+                           sha256=tuple(sha256_file(f) for f in files))
+
+
+# --- helpers shared by the importers ------------------------------------------------------------
+
+
+def files_in(path: Path, pattern: str, what: str) -> list[Path]:
+    """``path`` itself, or the files matching ``pattern`` under the folder ``path`` (any depth),
+    sorted; none found is a DataError."""
+    if path.is_file():
+        return [path]
+    found = sorted(p for p in path.rglob(pattern) if p.is_file())
+    if not found:
+        raise DataError(f"no {what} ({pattern}) in this folder", file=str(path))
+    return found
+
+
+def json_file(path: Path) -> dict:
+    """A JSON file holding one object (a tool's results or bundle file)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise DataError(f"not a JSON file ({exc})", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise DataError("not a JSON object", file=str(path))
+    return data
+
+
+def json_lines(path: Path):
+    """``(line number, object)`` for each non-blank line of a JSON Lines file; a line that is
+    not a JSON object is a DataError naming it."""
+    with open(path, encoding="utf-8") as fh:
+        for line, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except ValueError as exc:
+                raise DataError(f"not a JSON object ({exc})", file=str(path), line=line, value=raw[:60]) from None
+            if not isinstance(row, dict):
+                raise DataError("not a JSON object", file=str(path), line=line, value=raw[:60])
+            yield line, row
+
+
+def require(data: Mapping, name: str, file, line, *, kind=None, where: str = ""):
+    """``data[name]``, refusing a missing (or None) value or one of the wrong type."""
+    value = data.get(name) if isinstance(data, Mapping) else None
+    field = f"{where}{name}"
+    if value is None:
+        raise DataError("required field is missing", file=str(file), line=line, field=field)
+    if kind is not None and not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise DataError(f"must be {names}", file=str(file), line=line, field=field, value=_short(value))
+    return value
+
+
+def binary_outcome(value, file, line, field) -> str:
+    """``correct`` / ``incorrect`` from a 0/1 score (bool, int or float exactly 0 or 1)."""
+    if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
+        return "correct" if value == 1 else "incorrect"
+    raise DataError(
+        "a score other than 0 or 1 cannot be a per-question outcome (choose a 0/1 metric)",
+        file=str(file), line=line, field=field, value=_short(value),
+    )  # fmt: skip
+
+
+def located(data: dict, file, line) -> Located:
+    """Validate ``data`` as a record, naming the source line on failure."""
+    try:
+        return Located(Record.from_dict(data), str(file), line)
+    except DataError as exc:
+        raise DataError(getattr(exc, "message", str(exc)), file=str(file), line=line, field=exc.field,
+                        value=exc.value) from None  # fmt: skip
+
+
+def as_text(value) -> str | None:
+    """A tool's answer, gold or output as text (lists of one item unwrapped, None kept)."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        if len(value) == 1:
+            return as_text(value[0])
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return value if isinstance(value, str) else str(value)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

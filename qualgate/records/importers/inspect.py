@@ -1,0 +1,133 @@
+"""inspect_ai logs (``.eval`` and ``.json``) -> records, through inspect_ai's own log reader.
+
+An ``.eval`` log is a zip archive of JSON members whose layout inspect_ai owns, so it is read
+with ``inspect_ai.log.read_eval_log`` (the ``inspect`` extra: ``pip install 'qualgate[inspect]'``),
+never parsed here. Mapping (``line`` in messages is the sample's 1-based position in the log):
+
+==================  ===========================================================================
+record field        from
+==================  ===========================================================================
+question_id         ``sample.id`` (or ``sample.metadata[<id_field>]`` with ``id_field``)
+sample_index        ``sample.epoch`` − 1 (epochs count from 1)
+suite / version     ``eval.task`` / ``eval.task_version``
+config_id           :func:`~qualgate.records.importers.foreign_config_id` of ``eval.model``,
+                    ``eval.model_args`` and the set fields of ``eval.model_generate_config``
+seed                ``eval.model_generate_config.seed`` (default 0)
+outcome             the score (``metric`` names the scorer, default the first): ``C`` / ``I`` (or
+                    1 / 0, True / False) correct / incorrect, ``N`` no_answer; a sample
+                    ``error`` is ``error`` with its message
+prompt_hash         :func:`~qualgate.records.prompts.prompt_hash` of ``sample.input`` (text, or the chat
+                    messages' role and text)
+answer_strict       ``score.answer``;  gold: ``sample.target``;  output: ``output.completion``
+output_tokens       ``output.usage.output_tokens``;  latency_s: ``sample.total_time``
+==================  ===========================================================================
+
+Refused: a log inspect_ai cannot read, a log without samples (``--no-log-samples``), a sample
+without the chosen score, a score other than C / I / N / 0 / 1 (``P`` partial credit,
+non-binary numbers, dict values).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qualgate.errors import DataError
+from qualgate.records.prompts import prompt_hash
+from qualgate.records.importers import ImportOptions, Located, as_text, binary_outcome, files_in, foreign_config_id, located
+
+TOOL = "inspect"
+_LETTERS = {"C": "correct", "I": "incorrect", "N": "no_answer"}
+
+
+def detect(path: Path) -> bool:
+    if path.is_file():
+        return path.suffix == ".eval" or (path.suffix == ".json" and _json_log(path))
+    return any(True for _ in path.rglob("*.eval")) or any(_json_log(p) for p in path.rglob("*.json"))
+
+
+def _json_log(path: Path) -> bool:
+    """A JSON inspect log starts with its ``version`` and ``status``."""
+    with open(path, "rb") as fh:
+        head = fh.read(200).replace(b" ", b"").replace(b"\n", b"")
+    return head.startswith(b'{"version":') and b'"status":' in head
+
+
+def read(path: Path, options: ImportOptions) -> list[Located]:
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        raise DataError("reading inspect_ai logs needs inspect_ai (pip install 'qualgate[inspect]')",
+                        file=str(path)) from None  # fmt: skip
+    logs = [path] if path.is_file() else sorted(
+        p for p in path.rglob("*") if p.suffix == ".eval" or (p.suffix == ".json" and _json_log(p))
+    )
+    if not logs:
+        files_in(path, "*.eval", "inspect_ai logs")  # raises: none found
+    out = []
+    for f in logs:
+        try:
+            log = read_eval_log(str(f))
+        except Exception as exc:  # noqa: BLE001 - any reader failure is unreadable data
+            raise DataError(f"inspect_ai cannot read this log ({type(exc).__name__}: {exc})", file=str(f)) from None
+        out += _records(log, f, options)
+    return out
+
+
+def _records(log, f: Path, options: ImportOptions) -> list[Located]:
+    spec = log.eval
+    if not log.samples:
+        raise DataError("the log holds no samples (was it written with --no-log-samples?)", file=str(f),
+                        field="samples")  # fmt: skip
+    generate = spec.model_generate_config.model_dump(exclude_none=True) if spec.model_generate_config else {}
+    config_id = options.config_id or foreign_config_id(
+        TOOL, {"model": spec.model, "model_args": spec.model_args, "generate": generate}
+    )
+    seed = options.seed if options.seed is not None else generate.get("seed", 0)
+    version = options.suite_version or str(spec.task_version)
+    run_id = f"{TOOL}-{spec.run_id or spec.eval_id}"
+    out = []
+    for line, s in enumerate(log.samples, 1):
+        qid = s.id
+        if options.id_field:
+            qid = (s.metadata or {}).get(options.id_field)
+            if qid is None:
+                raise DataError("required field is missing", file=str(f), line=line,
+                                field=f"metadata.{options.id_field}")  # fmt: skip
+        data = {
+            "schema_version": 1, "run_id": run_id, "config_id": config_id, "suite": options.suite or spec.task,
+            "suite_version": version, "question_id": str(qid), "seed": seed, "sample_index": s.epoch - 1,
+            "prompt_hash": prompt_hash(_prompt(s.input)), "gold": as_text(s.target),
+            "output": s.output.completion if s.output and s.output.completion else None,
+            "latency_s": s.total_time,
+        }  # fmt: skip
+        usage = s.output.usage if s.output else None
+        if usage is not None and usage.output_tokens is not None:
+            data["output_tokens"] = usage.output_tokens
+        if s.error is not None:
+            data |= {"outcome": "error", "error": s.error.message or "(no message)"}
+        else:
+            data |= _score(s.scores or {}, options.metric, f, line)
+        out.append(located(data, f, line))
+    return out
+
+
+def _prompt(value):
+    if isinstance(value, str):
+        return value
+    return [{"role": m.role, "content": m.text} for m in value]
+
+
+def _score(scores: dict, name, f, line) -> dict:
+    name = name or next(iter(scores), None)
+    if name is None or name not in scores:
+        shown = ", ".join(scores) or "none"
+        raise DataError(f"no score {name!r} on this sample (scores: {shown})", file=str(f), line=line,
+                        field=f"scores.{name}" if name else "scores")  # fmt: skip
+    score = scores[name]
+    value = score.value
+    if isinstance(value, str) and value in _LETTERS:
+        outcome = _LETTERS[value]
+    else:
+        outcome = binary_outcome(value, f, line, f"scores.{name}.value")
+    answer = score.answer if outcome != "no_answer" else None
+    return {"outcome": outcome, "answer_strict": answer}

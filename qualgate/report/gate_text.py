@@ -1,0 +1,117 @@
+"""Text and markdown renderings of a :class:`~qualgate.verdict.fixed.GateReport` (tables laid out by
+:mod:`qualgate.formatting`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from qualgate.formatting import fmt_p, fmt_pct, fmt_points, markdown_section, text_table
+from qualgate.verdict.flips import render_markdown as render_flips_markdown
+
+if TYPE_CHECKING:
+    from qualgate.verdict.scope import Analysis
+    from qualgate.verdict.fixed import GateReport
+
+__all__ = ["render_markdown", "render_text"]
+
+
+def _headers(report: GateReport) -> list[str]:
+    tier = ["tier", "margin"] if report.suite_policy else []
+    return [
+        "candidate", "suite", *tier, "questions", "pairs", "acc B", "acc C", "lost", "gained", "net",
+        "no-ans B/C", "p loss", "p NI", f"{1 - 2 * report.alpha:.0%} CI diff (pts)",
+        f"loss UB {1 - report.alpha:.0%}", "verdict",
+    ]  # fmt: skip
+
+
+def _row(name, a: Analysis, verdict=None):
+    low, high = a.ci_difference
+    return [
+        name, a.scope, f"{a.questions:,}", f"{a.pairs:,}", fmt_pct(a.accuracy_baseline), fmt_pct(a.accuracy_candidate),
+        a.lost, a.gained, f"{a.net:+d}", f"{a.no_answer_baseline}/{a.no_answer_candidate}",
+        fmt_p(a.pvalue_loss), fmt_p(a.pvalue_noninferiority),
+        f"[{fmt_points(low, sign=True)}, {fmt_points(high, sign=True)}]", fmt_points(a.loss_upper_bound),
+        verdict or a.verdict,
+    ]  # fmt: skip
+
+
+def _rows(report: GateReport):
+    rows = []
+    for c in report.comparisons:
+        if report.suite_policy is not None:  # every suite with its tier; blocking verdicts in capitals
+            for a, tier, v in zip(c.suites, c.tiers, c.suite_verdicts):
+                row = _row(c.name, a, v if tier == "blocking" else v.lower())
+                rows.append(row[:2] + [tier, fmt_points(a.margin)] + row[2:])
+            row = _row(c.name, c.pooled, c.pooled.verdict.lower())
+            rows.append(row[:1] + ["pooled (info)", "—", fmt_points(c.pooled.margin)] + row[2:])
+            continue
+        if len(c.suites) > 1:
+            rows += [_row(c.name, a, a.verdict.lower()) for a in c.suites]
+        rows.append(_row(c.name, c.pooled, c.verdict))
+    return rows
+
+
+def _header(report: GateReport) -> str:
+    b = report.baseline
+    policy = (
+        f"non-inferiority, margin {fmt_points(report.margin)} points"
+        if report.policy == "noninferiority"
+        else f"McNemar (power at a {fmt_points(report.margin)}-point loss)"
+    )
+    if report.suite_policy is not None:
+        policy = f"{report.policy}, per-suite margins and tiers from {report.suite_policy.path}"
+    return (
+        f"qualgate gate: {policy}, alpha {report.alpha:g} one-sided, suites {report.weighting}\n"
+        f"baseline: {b.path} (config {b.config_id}" + (f", mode {b.mode}" if b.mode else "") + ")"
+    )
+
+
+def _decided_by(report: GateReport) -> list[str]:
+    """Per side, the share of records each extractor decided (beside the no-answer column)."""
+    sides = [("baseline", report.baseline)] + [(c.name, c.candidate) for c in report.comparisons]
+    out = []
+    for name, side in sides:
+        if side.decided_by and side.n_records:
+            shares = [f"{label} {fmt_pct(n / side.n_records)}" for label, n in side.decided_by]
+            none = side.n_records - sum(n for _, n in side.decided_by)
+            shares += [f"none {fmt_pct(none / side.n_records)}"] if none else []
+            out.append(f"decided by, {name} ({side.n_records:,} records): {', '.join(shares)}")
+    return out
+
+
+def render_text(report: GateReport) -> str:
+    """The aligned text table, the share decided by each extractor, one sentence per candidate
+    and any notes."""
+    out = [_header(report), "", text_table(_rows(report), _headers(report))]
+    out += _decided_by(report) + [""]
+    for c in report.comparisons:
+        a = c.pooled
+        unit = f"; {a.pairs_per_question} pairs per question, design effect {a.design_effect:.2f}" if a.clustered else ""
+        out.append(f"{c.name}: {c.verdict}: {c.reason}{unit}.")
+        out += [f"  note: {n}" for n in c.notes]
+    if report.suite_policy is not None:
+        out.append("(policy file: blocking suites decide, in capitals; warning and advisory suites and the "
+                   "pooled row are for information)")
+    elif any(len(c.suites) > 1 for c in report.comparisons):
+        out.append("(per-suite verdicts, in lower case, are for information; the pooled row decides)")
+    flipped = [c for c in report.comparisons if c.flips is not None and c.flips.flips]
+    if flipped:
+        out.append("flips: " + "; ".join(f"{c.name} {len(c.flips.lost)} lost, {len(c.flips.gained)} gained"
+                                         for c in flipped) + " (every one: qualgate flips BASELINE CANDIDATE)")
+    code = report.exit_code
+    out.append(f"verdict: {report.verdict} (exit {code})")
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(report: GateReport) -> str:
+    """The report as a markdown section (for ``--markdown`` and the GitHub step summary)."""
+    items = list(_decided_by(report))
+    for c in report.comparisons:
+        items.append(f"**{c.name}**: {c.verdict}: {c.reason}.")
+        items += [f"  note: {n}" for n in c.notes]
+    page = markdown_section(f"qualgate gate: {report.verdict}", _header(report), _rows(report),
+                            _headers(report), items)  # fmt: skip
+    for c in report.comparisons:
+        if c.flips is not None:
+            page += "\n" + render_flips_markdown(c.flips, c.name)
+    return page

@@ -1,0 +1,290 @@
+"""A self-contained HTML page for a run directory or a gate: plots, verdicts and the flips.
+
+The page is one file that opens from disk with no network: the figures are inline SVG drawn
+by matplotlib (:mod:`qualgate.report.plots`), the style and the flips filter are inline, nothing is
+fetched. It reads well in light and dark mode (``prefers-color-scheme``) and when printed.
+
+What it shows, in order:
+
+1. the verdict table with each candidate's reason;
+2. a forest plot per candidate of the loss interval per suite and pooled, the margin drawn;
+3. speed-up (with its interval where the run measured one) against the loss upper bound;
+4. the mean acceptance length per speculative config;
+5. for a sequential run, the always-valid bounds of the loss against the questions used;
+6. the A/A check: the discordance of each lossless candidate with the baseline
+   (:func:`qualgate.verdict.calibration.calibrate`), where the run has one;
+7. the flips: every question a candidate lost or gained against the baseline, with the prompt,
+   both outputs side by side (extracted answers highlighted) and the gold answer, filterable
+   by candidate, suite and direction;
+8. provenance: config ids, versions, GPU, git revision, seeds.
+
+:func:`run_html` builds the page from a run directory (``qualgate report DIR --html``);
+:func:`gate_html` from a gate report and its record files (``qualgate gate ... --html``). The
+statistics are never recomputed for the verdicts: they come from the gate report. Only the
+sequential trajectory (the bounds at earlier looks) is recomputed from the records with the
+same public test, and the A/A discordance with :func:`qualgate.verdict.calibration.calibrate`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from qualgate.report.page import MAX_OUTPUT_CHARS, HtmlReport, PageFlip, render_html
+from qualgate.formatting import fmt_points
+
+__all__ = ["MAX_OUTPUT_CHARS", "HtmlReport", "PageFlip", "collect_flips", "gate_html", "render_html", "run_html"]
+
+#: flips listed per candidate; more are counted in the page but not listed
+MAX_FLIPS_PER_CANDIDATE = 2000
+#: looks at which the sequential bounds are drawn
+SEQUENTIAL_LOOKS = 40
+
+
+# ----------------------------------------------------------------------------- flips
+
+
+def collect_flips(baseline, candidate, name: str, prompts: Mapping | None = None) -> list[PageFlip]:
+    """Every pair (same suite, question, seed, sample) that one side got right and the other not.
+
+    ``baseline`` and ``candidate`` are record sequences; pairs with an ``error`` on either
+    side are not flips (the gate report counts them). ``prompts`` maps (suite, question id)
+    to the prompt text.
+    """
+    from qualgate.verdict.flips import find_flips
+
+    flips = [PageFlip(name, f, (prompts or {}).get((f.suite, f.question_id)))
+             for f in find_flips(baseline, candidate).flips]  # fmt: skip
+    flips.sort(key=lambda p: (p.flip.kind != "lost", p.flip.suite, p.flip.question_id, p.flip.seed,
+                              p.flip.sample_index))  # fmt: skip
+    return flips
+
+
+# ---------------------------------------------------------------------- from reports
+
+
+def _interval(label, analysis: Mapping, verdict=None, pooled=False):
+    from qualgate.report.plots import Interval
+
+    low_d, high_d = analysis["ci_difference"]
+    return Interval(label, 100 * analysis["loss"], -100 * high_d, -100 * low_d, verdict, pooled)
+
+
+def _forest(gate: Mapping) -> list:
+    """Forest rows: per candidate, each suite and (with several suites) the pooled scope."""
+    rows = []
+    for c in gate.get("candidates", []):
+        if "pooled" not in c:  # sequential: no fixed-n intervals
+            continue
+        suites = c.get("suites", [])
+        rows += [_interval(f"{c['name']} · {a['scope']}", a, a.get("verdict")) for a in suites]
+        if len(suites) != 1:
+            rows.append(_interval(f"{c['name']} · pooled", c["pooled"], c["verdict"], pooled=True))
+    return rows
+
+
+def _plus_zero(x):
+    """``x`` with a negative zero written as zero (a loss of "-0.00" points reads as a gain)."""
+    return None if x is None else x + 0.0
+
+
+def _verdict_rows(gate: Mapping, summaries: Mapping[str, Any]) -> list[dict]:
+    rows = []
+    for c in gate.get("candidates", []):
+        s = summaries.get(c["name"])
+        rows.append({
+            "name": c["name"], "mode": c.get("mode"), "verdict": c["verdict"],
+            "loss": _plus_zero(c.get("pooled", c).get("loss")), "loss_upper": _plus_zero(c.get("loss_upper_bound")),
+            "accuracy": getattr(s, "accuracy", None), "speedup": getattr(s, "speedup", None),
+            "reason": c.get("reason", ""),
+        })  # fmt: skip
+    return rows
+
+
+def _sequential_paths(gate: Mapping, pairings: Mapping[str, Any]) -> list[dict]:
+    """The always-valid bounds at up to :data:`SEQUENTIAL_LOOKS` looks, per candidate."""
+    import numpy as np
+
+    from qualgate.verdict.sequential import arrival_order, question_differences
+    from qualgate.stats import sequential_noninferiority
+
+    if gate.get("design") != "sequential":
+        return []
+    s = gate["settings"]
+    split = s["multiplicity"] == "bonferroni"
+    alpha_each = s["alpha"] / max(1, len(gate.get("candidates", []))) if split else s["alpha"]
+    paths = []
+    for c in gate["candidates"]:
+        p = pairings.get(c["name"])
+        if p is None or not c.get("questions_used"):
+            continue
+        if s["order"] == "seeded":
+            order = arrival_order(p.question_keys, seed=s["order_seed"] or 0)
+        else:
+            order = np.arange(p.n_questions)
+        d = question_differences(p, order)[: c["questions_used"]]
+        looks = sorted({int(x) for x in np.linspace(1, d.size, min(SEQUENTIAL_LOOKS, d.size))})
+        low, high = [], []
+        for k in looks:
+            r = sequential_noninferiority(d[:k], margin=s["margin"], alpha=alpha_each,
+                                          power=s["power"], max_questions=k)
+            low.append(100 * r.lower_bound)
+            high.append(100 * r.upper_bound)
+        paths.append({"label": c["name"], "questions": looks, "low": low, "high": high,
+                      "verdict": c["verdict"]})
+    return paths
+
+
+def _calibrations(pairings: Mapping[str, Any], lossless: Sequence[str]) -> list[dict]:
+    from qualgate.verdict.calibration import calibrate
+
+    out = []
+    for name in lossless:
+        p = pairings.get(name)
+        if p is None or p.n_pairs == 0:
+            continue
+        r = calibrate(p)
+        out.append({"name": name, "report": r})
+    return out
+
+
+def _flip_counts(flips: Sequence[PageFlip]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for f in flips:
+        c = counts.setdefault(f.candidate, {"lost": 0, "gained": 0})
+        c[f.flip.kind] += 1
+    return counts
+
+
+def _capped(flips: list[PageFlip]) -> list[PageFlip]:
+    seen: dict[str, int] = {}
+    out = []
+    for f in flips:
+        seen[f.candidate] = seen.get(f.candidate, 0) + 1
+        if seen[f.candidate] <= MAX_FLIPS_PER_CANDIDATE:
+            out.append(f)
+    return out
+
+
+def _prompt_text(question) -> str:
+    return "\n\n".join(f"[{m.get('role', '?')}] {m.get('content', '')}" for m in question.prompt)
+
+
+def _prompts(manifest: Mapping) -> tuple[dict, list[str]]:
+    """(suite, question id) -> prompt text, from the run's suites; notes on what failed."""
+    from qualgate.suites import load_suite
+
+    prompts, notes = {}, []
+    for ref in manifest.get("plan", {}).get("suites", []):
+        try:
+            suite = load_suite(ref["suite"], data_files=ref.get("data_file"), revision=ref.get("revision"),
+                               limit=ref.get("limit"))  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the page says why the prompts are missing
+            notes.append(f"prompts of suite {ref['suite']} not shown: it could not be loaded ({exc})")
+            continue
+        for q in suite.questions:
+            prompts[(suite.name, q.id)] = _prompt_text(q)
+    return prompts, notes
+
+
+def _speed_points(gate: Mapping, summaries: Mapping[str, Any]) -> list[dict]:
+    points = []
+    for c in gate.get("candidates", []):
+        s = summaries.get(c["name"])
+        if s is None or s.speedup is None or c.get("loss_upper_bound") is None:
+            continue
+        ci = s.speedup_ci or (None, None)
+        points.append({"label": c["name"], "loss_upper": 100 * c["loss_upper_bound"], "speedup": s.speedup,
+                       "speedup_low": ci[0], "speedup_high": ci[1], "verdict": c["verdict"]})  # fmt: skip
+    return points
+
+
+def run_html(out: str | Path) -> str:
+    """The page of a run directory written by ``qualgate run`` (or ``qualgate demo``)."""
+    from qualgate.errors import DataError
+    from qualgate.run.manifest import read_manifest
+    from qualgate.verdict.pairing import load_side, pair_records
+    from qualgate.report.run import summarize
+
+    out = Path(out)
+    report = summarize(out)
+    manifest = read_manifest(out)
+    gate = (report.gate or {}).get("report")
+    if not gate:
+        raise DataError("the run has no gate report yet (continue it with --resume)", file=str(out / "gate.json"))
+    records = {name: load_side(out / entry["records"], drop_truncated=True)
+               for name, entry in manifest["configs"].items()}  # fmt: skip
+    base = report.baseline
+    prompts, notes = _prompts(manifest)
+    flips, pairings = [], {}
+    for c in gate.get("candidates", []):
+        name = c["name"]
+        flips += collect_flips(records[base].records, records[name].records, name, prompts)
+        try:
+            pairings[name] = pair_records(records[base], records[name], on_missing="drop", max_errors=10**9)
+        except DataError as exc:
+            notes.append(f"{name}: records could not be paired for the A/A and sequential plots ({exc})")
+    summaries = {c.name: c for c in report.configs}
+    lossless = [c.name for c in report.configs if c.role == "candidate" and not c.lossy]
+    provenance = _provenance(manifest)
+    subtitle = (f"plan {report.plan} ({report.status}); baseline {base}; {gate.get('policy', '?')}"
+                f"{' (sequential)' if gate.get('design') == 'sequential' else ''}, margin "
+                f"{fmt_points(report.margin)} points, alpha {report.alpha:g}; verdict {gate['verdict']}")  # fmt: skip
+    return render_html(HtmlReport(
+        title=f"qualgate run {report.run_id}", subtitle=subtitle, margin=100 * report.margin,
+        verdicts=_verdict_rows(gate, summaries), forest=_forest(gate),
+        speed=_speed_points(gate, summaries),
+        acceptance=[(c.name, c.acceptance_length) for c in report.configs if c.acceptance_length],
+        sequential=_sequential_paths(gate, pairings), calibration=_calibrations(pairings, lossless),
+        flips=_capped(flips), flip_counts=_flip_counts(flips), provenance=provenance, notes=notes,
+    ))  # fmt: skip
+
+
+def gate_html(gate: Mapping, baseline, candidates: Sequence, **read) -> str:
+    """The page of ``qualgate gate``: ``gate`` is the report's dict, ``baseline`` and
+    ``candidates`` the record paths (or other tools' logs) it was decided on (in the report's
+    order); ``read``: :func:`qualgate.records.importers.load_records`'s options."""
+    from qualgate.errors import DataError
+    from qualgate.records.importers import load_records
+    from qualgate.verdict.pairing import pair_records
+
+    base = load_records(baseline, **read)
+    flips, pairings, notes = [], {}, []
+    for c, path in zip(gate.get("candidates", []), candidates):
+        cand = load_records(path, **read)
+        flips += collect_flips(base.records, cand.records, c["name"])
+        try:
+            pairings[c["name"]] = pair_records(base, cand, on_missing="drop", max_errors=10**9)
+        except DataError as exc:
+            notes.append(f"{c['name']}: records could not be paired for the sequential plot ({exc})")
+    design = " (sequential)" if gate.get("design") == "sequential" else ""
+    subtitle = (f"baseline {gate['baseline'].get('path', '?')} (config {gate['baseline'].get('config_id', '?')}); "
+                f"{gate['settings']['policy']}{design}, margin {fmt_points(gate['settings']['margin'])} points, "
+                f"alpha {gate['settings']['alpha']:g}; verdict {gate['verdict']}")  # fmt: skip
+    provenance = [("qualgate", str(gate.get("qualgate_version"))), ("created", str(gate.get("created_at"))),
+                  ("baseline config id", str(gate["baseline"].get("config_id")))]  # fmt: skip
+    provenance += [(f"config id of {c['name']}", str(c.get("config_id"))) for c in gate.get("candidates", [])]
+    return render_html(HtmlReport(
+        title="qualgate gate", subtitle=subtitle, margin=100 * gate["settings"]["margin"],
+        verdicts=_verdict_rows(gate, {}), forest=_forest(gate), speed=[], acceptance=[],
+        sequential=_sequential_paths(gate, pairings), calibration=[], flips=_capped(flips),
+        flip_counts=_flip_counts(flips), provenance=provenance, notes=notes,
+    ))  # fmt: skip
+
+
+def _provenance(manifest: Mapping) -> list[tuple[str, str]]:
+    plan = manifest.get("plan", {})
+    rows = [("run id", manifest.get("run_id", "?")), ("status", manifest.get("status", "?")),
+            ("started", str(manifest.get("started_at"))), ("finished", str(manifest.get("finished_at"))),
+            ("seeds", ", ".join(map(str, plan.get("seeds", [])))), ("samples", str(plan.get("samples")))]  # fmt: skip
+    for s in manifest.get("suites", []):
+        rows.append((f"suite {s.get('name')}", json.dumps({k: v for k, v in s.items() if k != "name"})))
+    for name, c in manifest.get("configs", {}).items():
+        spec = (plan.get("configs", {}).get(name) or {}).get("speculative")
+        rows.append((f"config {name}", f"{c.get('config_id')} ({c.get('mode')}) {json.dumps(spec) if spec else ''}"))
+    for key in ("git", "host", "gpu", "packages"):
+        if manifest.get(key):
+            rows.append((key, json.dumps(manifest[key])))
+    return rows

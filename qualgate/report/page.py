@@ -1,0 +1,244 @@
+"""The HTML page of :mod:`qualgate.report.html`: its data classes and the rendering.
+
+Everything here is layout: escaping, tables, the inline style (light, dark and print) and
+the inline script of the flips filter. No statistics and no I/O.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from qualgate.formatting import fmt_pct, fmt_points
+from qualgate.verdict.flips import Flip
+
+__all__ = ["MAX_OUTPUT_CHARS", "HtmlReport", "PageFlip", "render_html"]
+
+#: characters of an output shown in the page; longer outputs keep their start and their end
+#: (where the answer is) around an elision mark
+MAX_OUTPUT_CHARS = 3000
+
+@dataclass(frozen=True)
+class PageFlip:
+    """One flip (:class:`qualgate.verdict.flips.Flip`) as the page lists it: with its candidate and prompt."""
+
+    candidate: str
+    flip: Flip
+    prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class HtmlReport:
+    """Everything the page shows, as plain data (see the module docstring)."""
+
+    title: str
+    subtitle: str
+    margin: float
+    verdicts: list[dict]
+    forest: list
+    speed: list[dict]
+    acceptance: list[tuple[str, float]]
+    sequential: list[dict]
+    calibration: list[dict]
+    flips: list[PageFlip]
+    flip_counts: dict[str, dict[str, int]]
+    provenance: list[tuple[str, str]]
+    notes: list[str] = field(default_factory=list)
+
+
+_CSS = """
+:root{color-scheme:light dark;--fg:#1b1b1b;--bg:#fff;--muted:#666;--line:#ddd;--mark:#fff2a8;
+--pass:#1a7f37;--fail:#c62828;--inc:#b26a00}
+@media (prefers-color-scheme:dark){:root{--fg:#e6e6e6;--bg:#161616;--muted:#aaa;--line:#444;--mark:#6b5a00;
+--pass:#5fd37a;--fail:#ff7b72;--inc:#f0b35a}figure svg{filter:invert(1) hue-rotate(180deg)}}
+body{font:14px/1.45 system-ui,sans-serif;color:var(--fg);background:var(--bg);margin:2rem auto;max-width:72rem;padding:0 1rem}
+h1{font-size:1.4rem;margin:0}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid var(--line)}
+.sub{color:var(--muted)}table{border-collapse:collapse;width:100%}
+th,td{border-bottom:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.PASS{color:var(--pass);font-weight:600}.FAIL{color:var(--fail);font-weight:600}.INCONCLUSIVE{color:var(--inc);font-weight:600}
+figure{margin:1rem 0}figure svg{width:100%;max-width:52rem;height:auto}
+pre{white-space:pre-wrap;word-break:break-word;margin:0;font-size:12px}mark{background:var(--mark);color:inherit}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.filters{margin:.5rem 0}.filters label{margin-right:1rem}
+details summary{cursor:pointer}#flips-table{table-layout:fixed}#flips-table td{overflow-wrap:anywhere}
+@media print{.filters,#flips-more{display:none}body{max-width:none}figure svg{filter:none}}
+"""
+
+_JS = """
+(function(){
+  var data=JSON.parse(document.getElementById('flips-data').textContent), PAGE=200, limit=PAGE,
+      body=document.querySelector('#flips-table tbody'), sel=document.querySelectorAll('.filters select'),
+      shown=document.getElementById('flips-shown'), more=document.getElementById('flips-more');
+  // one flip: [candidate, direction, suite, question, seed, sample, gold, baseline outcome,
+  //            candidate outcome, baseline answer, candidate answer, baseline output, candidate output, prompt]
+  function el(tag, text, cls){var e=document.createElement(tag); if(text!==undefined){e.textContent=text;}
+    if(cls){e.className=cls;} return e;}
+  function marked(text, answer){  // the output with the last occurrence of the answer marked
+    var pre=el('pre'); if(text===null){pre.appendChild(el('em','no output recorded')); return pre;}
+    var at=answer ? text.lastIndexOf(answer) : -1;
+    if(at<0){pre.textContent=text; return pre;}
+    pre.appendChild(document.createTextNode(text.slice(0,at))); pre.appendChild(el('mark',answer));
+    pre.appendChild(document.createTextNode(text.slice(at+answer.length))); return pre;}
+  function detail(f){
+    var d=el('details'); d.appendChild(el('summary','prompt and outputs'));
+    d.addEventListener('toggle',function(){ if(!d.open||d.childNodes.length>1){return;}
+      if(f[13]!==null){d.appendChild(el('pre',f[13]));}
+      var pair=el('div',undefined,'pair');
+      [['baseline',f[11],f[9]],['candidate',f[12],f[10]]].forEach(function(s){
+        var box=el('div'); box.appendChild(el('strong',s[0])); box.appendChild(marked(s[1],s[2])); pair.appendChild(box);});
+      d.appendChild(pair);});
+    return d;}
+  function row(f){
+    var tr=el('tr',undefined,'flip'); tr.dataset.candidate=f[0]; tr.dataset.direction=f[1]; tr.dataset.suite=f[2];
+    [f[0],f[2],f[3],f[4]+'/'+f[5]].forEach(function(v){tr.appendChild(el('td',String(v)));});
+    tr.appendChild(el('td',f[1],f[1]==='lost'?'FAIL':'PASS')); tr.appendChild(el('td',f[6]===null?'—':f[6]));
+    tr.appendChild(el('td',(f[9]===null?'—':f[9])+' ('+f[7]+')')); tr.appendChild(el('td',(f[10]===null?'—':f[10])+' ('+f[8]+')'));
+    var td=el('td'); td.appendChild(detail(f)); tr.appendChild(td); return tr;}
+  function render(){
+    var want={candidate:'*',direction:'*',suite:'*'}; sel.forEach(function(s){want[s.name]=s.value;});
+    var match=data.filter(function(f){return (want.candidate==='*'||f[0]===want.candidate)&&
+      (want.direction==='*'||f[1]===want.direction)&&(want.suite==='*'||f[2]===want.suite);});
+    var frag=document.createDocumentFragment(); match.slice(0,limit).forEach(function(f){frag.appendChild(row(f));});
+    body.replaceChildren(frag); shown.textContent=Math.min(limit,match.length)+' of '+match.length;
+    more.hidden=match.length<=limit;}
+  sel.forEach(function(s){s.addEventListener('change',function(){limit=PAGE; render();});});
+  more.addEventListener('click',function(){limit+=PAGE; render();}); render();
+})();
+"""
+
+
+def _e(x) -> str:
+    return html.escape("—" if x is None else str(x))
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_OUTPUT_CHARS:
+        return text
+    half = MAX_OUTPUT_CHARS // 2
+    return f"{text[:half]}\n[… {len(text) - 2 * half:,} characters not shown …]\n{text[-half:]}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], num: Sequence[int] = ()) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = "".join(f'<td class="num">{c}</td>' if i in num else f"<td>{c}</td>" for i, c in enumerate(row))
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _fmt_speed(x) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.2f}x"
+
+
+def _verdict_section(r: HtmlReport) -> str:
+    rows = [[_e(v["name"]), _e(v["mode"]), f'<span class="{_e(v["verdict"])}">{_e(v["verdict"])}</span>',
+             _e(fmt_pct(v["accuracy"])), _e(fmt_points(v["loss"], sign=True) if v["loss"] is not None else None),
+             _e(fmt_points(v["loss_upper"])), _e(_fmt_speed(v["speedup"])), _e(v["reason"])] for v in r.verdicts]  # fmt: skip
+    headers = ["candidate", "mode", "verdict", "accuracy", "loss (pts)", "loss upper bound (pts)", "speed-up", "reason"]
+    return f'<section id="verdicts"><h2>Verdicts</h2>{_table(headers, rows, num=(3, 4, 5, 6))}</section>'
+
+
+def _figure(svg: str, caption: str, ident: str) -> str:
+    return f'<figure id="{ident}" class="plot">{svg}<figcaption>{html.escape(caption)}</figcaption></figure>'
+
+
+def _plots_section(r: HtmlReport) -> str:
+    from qualgate.report import plots as _plots
+
+    parts = ['<section id="plots"><h2>Loss intervals</h2>']
+    if r.forest:
+        parts.append(_figure(
+            _plots.forest_plot(r.forest, margin=r.margin),
+            "loss per candidate and suite (and pooled: diamonds): the two-sided interval whose upper end is the "
+            "gate's one-sided bound; the dashed line is the margin", "forest"))  # fmt: skip
+    else:
+        parts.append("<p>No fixed-sample intervals (a sequential gate: see its bounds below).</p>")
+    if r.speed:
+        measured = any(p["speedup_low"] is not None for p in r.speed)
+        caption = "speed-up against the loss upper bound, one point per candidate" + (
+            "; bars: the speed-up's interval" if measured else
+            "; each speed-up is one measurement of engine throughput (no interval was measured)")
+        parts.append("<h2>Speed against risk</h2>" + _figure(_plots.speed_risk_plot(r.speed, margin=r.margin),
+                                                             caption, "speed-risk"))  # fmt: skip
+    if r.acceptance:
+        labels, values = zip(*r.acceptance)
+        parts.append("<h2>Acceptance length</h2>" + _figure(
+            _plots.acceptance_plot(labels, values), "mean acceptance length per speculative config", "acceptance"))
+    if r.sequential:
+        parts.append("<h2>Sequential evidence</h2>" + _figure(
+            _plots.sequential_plot(r.sequential, margin=r.margin),
+            "always-valid bounds of the loss at each look, up to where each candidate stopped (the axis is "
+            "clipped at -4 and 5 times the margin)", "sequential"))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _calibration_section(r: HtmlReport) -> str:
+    if not r.calibration:
+        return ""
+    rows = []
+    for c in r.calibration:
+        cal = c["report"]
+        low, high = cal.discordant_ci
+        rows.append([_e(c["name"]), _e(f"{cal.questions:,}"), _e(fmt_pct(cal.discordant, 2)),
+                     _e(f"{fmt_pct(low, 2)} – {fmt_pct(high, 2)}"), _e(f"{cal.pvalue:.3g}"),
+                     _e("consistent" if cal.consistent else "NOT consistent")])  # fmt: skip
+    headers = ["lossless candidate", "questions", "discordance", f"{1 - r.calibration[0]['report'].alpha:.0%} CI",
+               "p (no difference)", "A/A"]  # fmt: skip
+    return (f'<section id="aa"><h2>A/A check (lossless candidates against the baseline)</h2>'
+            f"{_table(headers, rows, num=(1, 2, 4))}</section>")
+
+
+def _options(name: str, label: str, values: Sequence[str]) -> str:
+    opts = '<option value="*">all</option>' + "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+    return f'<label>{html.escape(label)} <select name="{name}">{opts}</select></label>'
+
+
+_FLIP_COLUMNS = "<colgroup>" + "".join(f'<col style="width:{w}%">' for w in (10, 12, 10, 7, 8, 6, 10, 10, 27)) + "</colgroup>"
+
+
+def _flips_section(r: HtmlReport) -> str:
+    """The filters, an empty table and the flips as JSON: the page's script lists them (a page
+    at a time, so that thousands of flips open fast) and builds each one's details on demand."""
+    counts = "; ".join(f"{k}: {v['lost']} lost, {v['gained']} gained" for k, v in r.flip_counts.items())
+    total = sum(v["lost"] + v["gained"] for v in r.flip_counts.values())
+    listed = len(r.flips)
+    filters = "".join([
+        _options("candidate", "candidate", sorted({f.candidate for f in r.flips})),
+        _options("suite", "suite", sorted({f.flip.suite for f in r.flips})),
+        _options("direction", "direction", ["lost", "gained"]),
+    ])  # fmt: skip
+    data = [[p.candidate, f.kind, f.suite, f.question_id, f.seed, f.sample_index, f.gold, f.baseline_outcome,
+             f.candidate_outcome, f.baseline_answer, f.candidate_answer, _clip(f.baseline_output),
+             _clip(f.candidate_output), _clip(p.prompt)] for p in r.flips for f in (p.flip,)]  # fmt: skip
+    # inside <script>, "</" would end the element: JSON allows "<\/" for it
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    headers = ["candidate", "suite", "question", "seed / sample", "direction", "gold", "baseline answer",
+               "candidate answer", ""]  # fmt: skip
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    capped = f" (the first {listed:,} of each candidate's are listed)" if listed < total else ""
+    return (f'<section id="flips"><h2>Flips</h2><p>{total:,} flips{capped}: {html.escape(counts or "none")}. '
+            f'Shown: <span id="flips-shown">{listed}</span>.</p><div class="filters">{filters}</div>'
+            f'<table id="flips-table">{_FLIP_COLUMNS}<thead><tr>{head}</tr></thead><tbody></tbody></table>'
+            f'<button id="flips-more" type="button" hidden>show more</button>'
+            f'<script id="flips-data" type="application/json">{payload}</script></section>')
+
+
+def render_html(r: HtmlReport) -> str:
+    """The page for ``r``: one self-contained HTML document."""
+    provenance = _table(["", ""], [[_e(k), f"<code>{_e(v)}</code>"] for k, v in r.provenance])
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.notes)
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{html.escape(r.title)}</title><style>{_CSS}</style></head><body>"
+        f"<header><h1>{html.escape(r.title)}</h1><p class=\"sub\">{html.escape(r.subtitle)}</p></header>"
+        + _verdict_section(r) + _plots_section(r) + _calibration_section(r) + _flips_section(r)
+        + f'<section id="provenance"><h2>Provenance</h2>{provenance}</section>'
+        + (f'<section id="notes"><h2>Notes</h2><ul>{notes}</ul></section>' if notes else "")
+        + f"<script>{_JS}</script></body></html>\n"
+    )

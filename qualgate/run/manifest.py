@@ -1,0 +1,234 @@
+"""A run directory's own files: ``OUT/manifest.json`` and the lock on ``OUT``.
+
+:func:`qualgate.run.runner.run_plan` writes the manifest (:func:`write_json_atomic`, rewritten
+as the run goes) and :func:`read_manifest` reads it back, for ``qualgate report`` as for a
+``--resume``. A resume is refused when :func:`plan_fingerprint` (everything in the plan that
+can change an output) differs from the one the run started with.
+
+One run at a time holds ``OUT``: :class:`RunLock` takes an exclusive ``flock`` on the
+directory (released by the kernel when the process ends, however it ends) and writes the
+holder's pid and host to ``OUT/.qualgate.lock``; a second ``run`` or ``--resume`` on the same
+directory is refused naming them.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from qualgate.errors import DataError
+from qualgate.evidence.gate_report import now as _now
+
+__all__ = [
+    "MANIFEST_VERSION",
+    "RunLock",
+    "plan_fingerprint",
+    "read_manifest",
+    "write_json_atomic",
+]
+
+MANIFEST_VERSION = 1
+#: version of :func:`plan_fingerprint` (a run fingerprinted otherwise is not resumed)
+FINGERPRINT_VERSION = 2
+#: engine options that only say how to reach or pace an engine, never what it outputs;
+#: every other option enters the resume fingerprint
+TRANSPORT_OPTIONS = frozenset({"base_urls", "api_key_env", "timeout_s", "max_retries", "retry_backoff_s"})
+LOCK_NAME = ".qualgate.lock"
+
+
+def _questions_digest(suite) -> str:
+    h = hashlib.sha256()
+    for q in suite.questions:
+        h.update(f"{q.id}\x1f{q.prompt_hash}\x1e".encode())
+    return h.hexdigest()[:16]
+
+
+def plan_fingerprint(plan, suites: Sequence) -> dict[str, Any]:
+    """What must not change between a run and its ``--resume``: everything that can change
+    an output.
+
+    The configs (name -> config id, engine, model, resolved speculative config, sampling,
+    and every engine option but the transport ones of :data:`TRANSPORT_OPTIONS`, so
+    ``chat_template_kwargs``, ``dtype``, ``max_num_seqs``, ``seed`` ... all count), the
+    suites (name, version, pinned revision, the source rows came from, and a digest of
+    question ids and prompt hashes), the seeds and the samples. Gate settings (margin,
+    alpha, policy) may change: they do not touch the records.
+    """
+    refs = list(plan.suites) + [None] * max(0, len(suites) - len(plan.suites))
+    return {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "configs": {
+            name: {
+                "config_id": c.config_id,
+                "engine": c.engine,
+                "model": c.model,
+                "speculative": c.speculative,
+                "sampling": c.sampling,
+                "engine_options": {k: v for k, v in sorted(c.engine_options.items())
+                                   if k not in TRANSPORT_OPTIONS},
+            }
+            for name, c in plan.configs.items()
+        },
+        "suites": [
+            {"name": s.name, "version": str(s.version), "revision": getattr(ref, "revision", None),
+             "source": getattr(s, "source", None), "questions": len(s.questions),
+             "digest": _questions_digest(s)}
+            for s, ref in zip(suites, refs)
+        ],
+        "seeds": list(plan.seeds),
+        "samples": plan.samples,
+    }
+
+
+def _diff(old: dict, new: dict) -> list[str]:
+    out = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            if key == "configs":
+                a, b = old.get(key) or {}, new.get(key) or {}
+                for name in sorted(set(a) | set(b)):
+                    if a.get(name) != b.get(name):
+                        out.append(f"config {name!r}: {a.get(name)} -> {b.get(name)}")
+            else:
+                out.append(f"{key}: {old.get(key)} -> {new.get(key)}")
+    return out
+
+
+def write_json_atomic(path: str | Path, data: Any) -> None:
+    """Write JSON to ``path`` through a temporary file, fsync and an atomic rename."""
+    from qualgate.formatting import to_json, write_atomic
+
+    write_atomic(path, to_json(data) + "\n")
+
+
+def read_manifest(out: str | Path) -> dict[str, Any]:
+    """The manifest of a run directory (:class:`DataError` when missing or invalid)."""
+    from qualgate.records.strict import load_json
+
+    path = Path(out) / "manifest.json"
+    if not path.exists():
+        raise DataError("not a qualgate run directory (no manifest.json)", file=str(out))
+    data = load_json(path)
+    if not isinstance(data, dict) or data.get("manifest_version") != MANIFEST_VERSION:
+        raise DataError(f"unsupported manifest (this qualgate reads version {MANIFEST_VERSION})",
+                        file=str(path), field="manifest_version",
+                        value=data.get("manifest_version") if isinstance(data, dict) else None)
+    return data
+
+
+def _git_revision(where: Path) -> dict[str, Any] | None:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
+                             text=True, timeout=5)
+        if rev.returncode:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=where, capture_output=True, text=True, timeout=5)
+        return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _host() -> dict[str, Any]:
+    return {"platform": platform.platform(), "machine": platform.machine(),
+            "cpu_count": os.cpu_count(), "argv": sys.argv[1:]}
+
+
+class RunLock:
+    """An exclusive lock on a run directory: ``flock`` on the directory itself.
+
+    The kernel releases the lock when the holder's process ends, even by SIGKILL, so a dead
+    holder never blocks a new run. :meth:`announce` writes the holder's pid, host and start
+    time to ``OUT/.qualgate.lock`` for the refusal message of a second run (that file is
+    only information: it may be stale, the lock never is).
+    """
+
+    def __init__(self, out: str | Path):
+        self.out = Path(out)
+        self.info = self.out / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        fd = os.open(self.out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise DataError(f"cannot lock the run directory ({exc.strerror}); run on a "
+                                "file system with flock", file=str(self.out)) from None
+            raise DataError(self._refusal(), file=str(self.out)) from None
+        self._fd = fd
+        return self
+
+    def announce(self) -> None:
+        """Write who holds the lock to ``OUT/.qualgate.lock``."""
+        write_json_atomic(self.info, {"pid": os.getpid(), "host": socket.gethostname(), "since": _now()})
+
+    def _refusal(self) -> str:
+        try:
+            holder = json.loads(self.info.read_text(encoding="utf-8"))
+            pid, host, since = int(holder["pid"]), str(holder["host"]), str(holder.get("since"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another qualgate run holds this run directory (it has not said which yet)"
+        said = f"another qualgate run holds this run directory: pid {pid} on host {host!r}, since {since}"
+        if host == socket.gethostname() and not _alive(pid):
+            said += ("; that pid has ended but a process it started (an engine worker?) still "
+                     "holds the lock: stop that process")
+        return said + "; wait for it to end or choose another --out"
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists (another user's)
+        return True
+    return True
+
+
+def _provenance(plan, out) -> dict[str, Any]:
+    """What a run's gate report says about the baseline config and the plan (for ``check``)."""
+    from qualgate.config.decoding import IDENTITY_OPTIONS
+    from qualgate.evidence.gate_report import describe_config
+    from qualgate.verdict.pairing import sha256_file
+
+    base = plan.configs[plan.baseline]
+    numerics = {k: base.engine_options.get(k) for k in IDENTITY_OPTIONS}
+    try:
+        manifest = read_manifest(out)
+    except DataError:  # records gated outside a run directory
+        manifest = {}
+    fingerprint = json.dumps(manifest.get("fingerprint"), sort_keys=True, separators=(",", ":"))
+    return {
+        "baseline_config": describe_config(base.model, base.speculative, numerics),
+        "plan": {
+            "name": plan.name,
+            "path": plan.path,
+            "sha256": sha256_file(plan.path) if plan.path and Path(plan.path).is_file() else None,
+            "run_id": manifest.get("run_id"),
+            "fingerprint_sha256": hashlib.sha256(fingerprint.encode()).hexdigest(),
+        },
+    }

@@ -1,0 +1,403 @@
+"""The gate: does a candidate configuration lose answer quality against the baseline?
+
+Layers, each usable on its own (the sequential gate reuses the lower ones):
+
+1. :mod:`qualgate.records` / :mod:`qualgate.verdict.pairing` read and pair the records;
+2. :func:`~qualgate.verdict.scope.analyze` computes the statistics of one comparison scope (a
+   suite, or all suites pooled) from a :class:`~qualgate.stats.ClusteredTable`
+   (:mod:`qualgate.verdict.scope`);
+3. :func:`~qualgate.verdict.scope.decide` is the decision rule, a pure function of two p-values
+   (vectorised);
+4. :func:`gate` applies it to several candidates with Holm's adjustment and sets the exit
+   code; :func:`run_gate` goes from paths to a :class:`GateReport`;
+5. :mod:`qualgate.report.gate_text` renders it; ``GateReport.evidence()`` is the report file
+   (:mod:`qualgate.evidence.gate_report`, the one writer and reader of gate reports).
+
+The A/A calibration of two runs that should be equivalent is :mod:`qualgate.verdict.calibration`.
+
+Policies
+--------
+``noninferiority`` (default), three outcomes:
+
+- **PASS** when the one-sided upper confidence bound of the loss (level 1 − alpha) is below
+  the margin, i.e. the test of H0: loss >= margin rejects (p < alpha): with one pair per
+  question the exact unconditional test (``ONE_SEED_METHOD``; size <= alpha at every n), with
+  several the robust clustered score test (monotone, conservative at small n), with suites
+  weighted equally the stratified score test. The test used is named in every verdict;
+- **FAIL** when the loss is significantly positive (one-sided exact test, p <= alpha) and the
+  margin cannot be excluded (which includes a lower bound of the loss at or above the margin);
+- **INCONCLUSIVE** otherwise, with the number of further questions that would be needed at
+  the observed discordance (and observed loss, if below the margin) for 80% power.
+
+``mcnemar``: **FAIL** when the one-sided exact McNemar test shows a significant loss, else
+**PASS**, with the power to detect a loss of the margin beside it and a warning below 80%.
+
+Several seeds (or samples) per question: when any question has more than one pair, the
+question is the unit: the loss test becomes the exact sign-flip test on per-question
+differences and the bound and interval use the null-centred cluster-robust variance
+(:mod:`qualgate.stats._cluster_variance`). Several suites: each suite is reported, and the decision
+is taken on all suites pooled (counts summed; ``weighting='equal'`` weights suites equally with
+a stratified score test). Several candidates: Holm's step-down adjustment across candidates of
+the decisive p-values (non-inferiority p-values for ``noninferiority``, the loss test's for
+``mcnemar``), so that the chance of any false PASS (resp. FAIL) stays below alpha.
+
+Exit codes: PASS 0, FAIL 1, INCONCLUSIVE 4 (``inconclusive='fail'|'pass'`` maps it to 1 or 0);
+with several candidates the worst verdict decides (:func:`qualgate.evidence.gate_report.decide_exit`).
+
+Incomplete pairs (``--on-missing drop``, ``--max-errors``): by default (``missing='worst-case'``)
+a candidate-side gap on a question the baseline answered correctly counts as lost; the verdict
+with those pairs dropped is reported beside it (:mod:`qualgate.verdict.pairing`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from qualgate.formatting import fmt_p_is
+from qualgate.errors import DataError
+from qualgate.evidence.gate_report import Evidence, decide_exit, names, now
+from qualgate.verdict.flips import Flips, find_flips
+from qualgate.config.options import INCONCLUSIVE_AS, MISSING, POLICIES, READING_DEFAULTS, WEIGHTINGS
+from qualgate.verdict.pairing import Pairing, Side, pair_records
+from qualgate.verdict.policy import Policy
+from qualgate.stats import (
+    ClusteredTable,
+    _checks,
+    holm,
+)
+
+__all__ = ["Comparison", "GateReport", "gate", "run_gate"]
+
+from qualgate.verdict.scope import (
+    Analysis,
+    analyze,
+    decide,
+)
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """The baseline against one candidate: per-suite analyses, the pooled one, the verdict.
+
+    ``verdict`` is the pooled verdict after Holm's adjustment across candidates
+    (``verdict_unadjusted`` before it; ``pvalue_holm`` the adjusted decisive p-value).
+    ``missing``: the verdict with incomplete candidate-side pairs counted as lost
+    (``verdict_worst_case``) and with them dropped (``verdict_dropped``), and what was
+    incomplete, by side and by the baseline's outcome (:mod:`qualgate.verdict.pairing`).
+    """
+
+    name: str
+    candidate: Side
+    suites: tuple[Analysis, ...]
+    pooled: Analysis
+    verdict: str
+    verdict_unadjusted: str
+    pvalue_holm: float
+    reason: str
+    notes: tuple[str, ...] = ()
+    missing: dict | None = None
+    #: with a policy file: each suite's tier, and its verdict (blocking ones after Holm)
+    tiers: tuple[str, ...] = ()
+    suite_verdicts: tuple[str, ...] = ()
+    flips: Flips | None = None  #: every lost and gained pair (:mod:`qualgate.verdict.flips`)
+
+    def to_dict(self) -> dict:
+        suites = [a.to_dict() for a in self.suites]
+        for d, tier, verdict in zip(suites, self.tiers, self.suite_verdicts):
+            d.update(tier=tier, verdict_decisive=verdict)
+        return {
+            "name": self.name,
+            "config_id": self.candidate.config_id,
+            "mode": self.candidate.mode,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "verdict_unadjusted": self.verdict_unadjusted,
+            "pvalue_holm": self.pvalue_holm,
+            "loss_upper_bound": self.pooled.loss_upper_bound,
+            "missing": self.missing,
+            "side": self.candidate.to_dict(),
+            "pooled": self.pooled.to_dict(),
+            "suites": suites,
+            "notes": list(self.notes),
+            "flips": self.flips.to_dict() if self.flips is not None else None,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class GateReport:
+    """Everything ``qualgate gate`` decides; :meth:`evidence` is the report file
+    (:class:`qualgate.evidence.gate_report.Evidence`), ``to_dict()`` its content."""
+
+    created_at: str
+    policy: str
+    margin: float
+    alpha: float
+    weighting: str
+    inconclusive: str
+    baseline: Side
+    comparisons: tuple[Comparison, ...]
+    verdict: str
+    exit_code: int
+    missing: str = "worst-case"
+    reading: dict = dataclasses.field(default_factory=lambda: dict(READING_DEFAULTS))
+    baseline_config: dict | None = None  #: :func:`qualgate.evidence.gate_report.describe_config` of the baseline
+    plan: dict | None = None  #: the plan file's and the run's digests (harness runs)
+    suite_policy: Policy | None = None
+
+    def evidence(self) -> Evidence:
+        settings = {"policy": self.policy, "margin": self.margin, "alpha": self.alpha, "weighting": self.weighting,
+                    "inconclusive": self.inconclusive, "missing": self.missing, **self.reading,
+                    "suite_policy": self.suite_policy.to_dict() if self.suite_policy else None}  # fmt: skip
+        return Evidence(
+            self.created_at, "fixed", settings, self.baseline.to_dict() | {"config": self.baseline_config},
+            tuple(c.to_dict() for c in self.comparisons), self.verdict, int(self.exit_code), self.plan,
+        )
+
+    def to_dict(self) -> dict:
+        return self.evidence().to_dict()
+
+
+def _check_settings(policy, margin, alpha, weighting, inconclusive):
+    _checks.choice("policy", policy, POLICIES)
+    _checks.choice("weighting", weighting, WEIGHTINGS)
+    _checks.choice("inconclusive", inconclusive, INCONCLUSIVE_AS)
+    margin = _checks.real("margin", margin, low=0.0, high=1.0)
+    alpha = _checks.real("alpha", alpha, low=0.0, high=0.5)
+    return margin, alpha
+
+
+def _analyses(p: Pairing, policy, margin, alpha, weighting, suite_policy: Policy | None = None):
+    clustered = p.max_cluster_size > 1
+    tables, suites = [], []
+    for s, name in enumerate(p.suites):
+        mask = p.suite == s
+        t = ClusteredTable.from_outcomes(p.question[mask], p.baseline_correct[mask], p.candidate_correct[mask])
+        tables.append(t)
+        na = (int(p.baseline_no_answer[mask].sum()), int(p.candidate_no_answer[mask].sum()))
+        m = margin
+        if suite_policy is not None:
+            m = suite_policy.for_suite(name).absolute_margin((t.both_correct + t.lost) / t.n)
+            if not 0 < m < 1:
+                raise DataError(f"the relative margin of suite {name!r} is 0 (the baseline never answers it "
+                                "correctly): use an absolute drop", file=suite_policy.path, field=f"suites.{name}")
+        suites.append(analyze(t, policy=policy, margin=m, alpha=alpha, clustered=clustered, scope=name, no_answer=na))
+    if suite_policy is not None:  # the pooled row (for information) at the loosest blocking margin
+        used = [(suite_policy.for_suite(a.scope).tier, a.margin) for a in suites]
+        margin = max((m for tier, m in used if tier == "blocking"), default=max(m for _, m in used))
+    na = (int(p.baseline_no_answer.sum()), int(p.candidate_no_answer.sum()))
+    if len(tables) == 1:
+        pooled = suites[0]
+    elif weighting == "equal":
+        w = np.full(len(tables), 1 / len(tables))
+        pooled = analyze(tables, policy=policy, margin=margin, alpha=alpha, clustered=clustered, weights=w, no_answer=na)
+    else:
+        t = ClusteredTable.from_outcomes(p.question, p.baseline_correct, p.candidate_correct)
+        pooled = analyze(t, policy=policy, margin=margin, alpha=alpha, clustered=clustered, no_answer=na)
+    return tuple(suites), pooled, margin
+
+
+def _decide_all(pairings, policy, margin, alpha, weighting, suite_policy=None):
+    """Per candidate: ``(suites, pooled, p_adj, verdict, reason, tiers, suite_verdicts, notes, margin)``.
+
+    Holm's adjustment runs over the pooled decision of each candidate or, with a suite
+    policy, over every blocking (candidate, suite) decision (:mod:`qualgate.verdict.policy`).
+    """
+    analyses = [_analyses(p, policy, margin, alpha, weighting, suite_policy) for p in pairings]
+    decide_p = (lambda a: a.pvalue_noninferiority) if policy == "noninferiority" else (lambda a: a.pvalue_loss)
+
+    def verdict_at(a: Analysis, p_adj: float) -> str:
+        if policy == "noninferiority":
+            return decide(policy, pvalue_noninferiority=p_adj, pvalue_loss=a.pvalue_loss, alpha=alpha)
+        return decide(policy, pvalue_noninferiority=None, pvalue_loss=p_adj, alpha=alpha)
+
+    if suite_policy is None:
+        units = [(i, None) for i in range(len(pairings))]
+    else:
+        units = [(i, j) for i, (suites, _, _) in enumerate(analyses) for j, a in enumerate(suites)
+                 if suite_policy.for_suite(a.scope).tier == "blocking"]  # fmt: skip
+    adjusted = dict(zip(units, holm([decide_p(analyses[i][1] if j is None else analyses[i][0][j])
+                                     for i, j in units]))) if units else {}  # fmt: skip
+    out = []
+    for i, (p, (suites, a, m)) in enumerate(zip(pairings, analyses)):
+        tiers, suite_verdicts, notes = (), (), []
+        if suite_policy is None:
+            p_adj = adjusted[i, None]
+            verdict = verdict_at(a, p_adj)
+            reason = a.reason
+            if verdict != a.verdict:
+                reason = (f"{a.reason}; but after Holm's adjustment across {len(pairings)} candidates "
+                          f"(adjusted {fmt_p_is(p_adj)}) the verdict is {verdict}")  # fmt: skip
+        else:
+            verdict, p_adj, reason, tiers, suite_verdicts, more = suite_policy.decide(
+                suites, {j: adjusted[i, j] for ii, j in units if ii == i}, verdict_at, len(units))
+            notes = list(more) + list(suite_policy.check_present(p.suites))
+        out.append((suites, a, p_adj, verdict, reason, tiers, suite_verdicts, notes, m))
+    return out
+
+
+def gate(
+    pairings: Sequence[Pairing],
+    *,
+    names: Sequence[str] | None = None,
+    policy: str = "noninferiority",
+    margin: float | None = None,
+    alpha: float = 0.05,
+    weighting: str = "pooled",
+    inconclusive: str = "inconclusive",
+    missing: str = "worst-case",
+    suite_policy: Policy | None = None,
+    flips: Sequence[Flips] | None = None,
+) -> GateReport:
+    """Decide each candidate's verdict from its pairing with the (same) baseline.
+
+    Parameters
+    ----------
+    pairings : sequence of Pairing
+        One per candidate, all with the same baseline.
+    names : sequence of str, optional
+        Candidate labels (default: the candidate paths).
+    policy : {'noninferiority', 'mcnemar'}
+    margin : float
+        Largest tolerable loss, in (0, 1) (0.02 = two accuracy points). Not with ``suite_policy``.
+    alpha : float
+        One-sided level, in (0, 0.5).
+    weighting : {'pooled', 'equal'}
+        How suites combine into the pooled decision: counts summed, or suites weighted equally.
+    inconclusive : {'inconclusive', 'fail', 'pass'}
+        Exit code of an INCONCLUSIVE verdict: 4, 1 or 0. Verdicts themselves are unchanged.
+    missing : {'worst-case', 'drop'}
+        Which verdict decides: with the pairings' imputed pairs (candidate missing or
+        ``error`` where the baseline was correct) counted as lost, or with them dropped. Both
+        are reported.
+    suite_policy : Policy, optional
+        Per-suite margins and tiers (:mod:`qualgate.verdict.policy`): each suite is decided at its own
+        margin, the blocking suites decide (Holm's adjustment over every blocking
+        (candidate, suite) decision), warning suites become notes; the pooled row, at the
+        loosest blocking margin, is for information. ``margin`` must then be None.
+    flips : sequence of Flips, optional
+        One per candidate (:func:`qualgate.verdict.flips.find_flips`), carried into the report.
+    """
+    if (margin is None) == (suite_policy is None):
+        raise ValueError("give either a margin or a suite policy (a policy file), not both or neither")
+    checked, alpha = _check_settings(policy, margin if margin is not None else 0.5, alpha, weighting, inconclusive)
+    margin = checked if margin is not None else None
+    _checks.choice("missing", missing, MISSING)
+    if not pairings:
+        raise ValueError("pairings must hold at least one candidate's pairing")
+    names = list(names) if names is not None else [p.candidate.path for p in pairings]
+    flips = list(flips) if flips is not None else [None] * len(pairings)
+    worst = _decide_all(pairings, policy, margin, alpha, weighting, suite_policy)
+    if any(p.n_imputed for p in pairings):
+        dropped = _decide_all([p.without_imputed() for p in pairings], policy, margin, alpha, weighting, suite_policy)
+    else:
+        dropped = worst
+    comparisons = []
+    for p, name, w, d, f in zip(pairings, names, worst, dropped, flips):
+        suites, a, p_adj, verdict, reason, tiers, suite_verdicts, more, _ = w if missing == "worst-case" else d
+        notes = _reading_notes(p) + list(p.notes) + list(a.warnings) + more
+        if a.no_answer_candidate > a.no_answer_baseline:
+            notes.append(
+                f"the candidate gave no answer on {a.no_answer_candidate} pairs, the baseline on "
+                f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
+            )
+        if p.dropped and p.dropped["pairs"]:
+            notes.append(_incomplete_note(p.dropped, w[3], d[3]))
+        if w[3] != d[3]:
+            notes.append(
+                f"the verdict depends on incomplete pairs: {w[3]} with the {p.n_imputed} candidate-side gaps on "
+                f"baseline-correct questions counted as lost, {d[3]} with them dropped"
+                + ("" if missing == "worst-case" else " (--missing drop: qualgate check refuses this report "
+                   "unless --allow-missing-dependence)")
+            )
+        info = {"imputed_as_lost": p.n_imputed, "verdict_worst_case": w[3], "verdict_dropped": d[3],
+                "loss_upper_bound_worst_case": w[1].loss_upper_bound,
+                "loss_upper_bound_dropped": d[1].loss_upper_bound, "incomplete": p.dropped}  # fmt: skip
+        comparisons.append(Comparison(name, p.candidate, suites, a, verdict, a.verdict, p_adj, reason, tuple(notes),
+                                      info, tiers, suite_verdicts, f))  # fmt: skip
+    overall, code = decide_exit([c.verdict for c in comparisons], inconclusive)
+    if margin is None:  # the loosest blocking margin used: what a --max-margin check must see
+        margin = max(w[-1] for w in worst)
+    return GateReport(
+        now(), policy, margin, alpha, weighting, inconclusive, pairings[0].baseline,
+        tuple(comparisons), overall, int(code), missing, suite_policy=suite_policy,
+    )  # fmt: skip
+
+
+def _incomplete_note(dropped: dict, worst: str, without: str) -> str:
+    def part(counts):
+        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v)
+
+    return (f"{dropped['pairs']} incomplete pairs (by side: {part(dropped['by_side'])}; by the baseline's outcome: "
+            f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} candidate-side "
+            f"ones on baseline-correct questions counted as lost: {worst}, with all of them dropped: {without}")
+
+
+def _reading_notes(p: Pairing) -> list[str]:
+    return [f"dropped {d}" for d in p.baseline.dropped_truncated + p.candidate.dropped_truncated]
+
+
+def run_gate(
+    baseline,
+    candidates,
+    *,
+    policy: str = "noninferiority",
+    margin: float | None = None,
+    alpha: float = 0.05,
+    weighting: str = "pooled",
+    inconclusive: str = "inconclusive",
+    missing: str = "worst-case",
+    on_missing: str = "error",
+    max_errors: int = 0,
+    drop_truncated: bool = False,
+    allow_unknown: bool = False,
+    baseline_config: dict | None = None,
+    plan: dict | None = None,
+    suite_policy: Policy | None = None,
+    input_format: str = "auto",
+    import_options=None,
+    on_prompt_mismatch: str = "error",
+) -> GateReport:
+    """Read, pair and gate: ``baseline`` and each of ``candidates`` is a record file or directory,
+    or another tool's log (``input_format``, detected per path by default; see
+    :mod:`qualgate.records.importers`, whose ``ImportOptions`` ``import_options`` are).
+
+    Every candidate's flips (:func:`qualgate.verdict.flips.find_flips`) are carried into the report.
+    ``baseline_config``: what the baseline serves (:func:`qualgate.evidence.gate_report.describe_config`);
+    its config id must be the baseline records'. ``plan``: digests of the plan and the run
+    (harness runs). Both are written into the report for ``qualgate check``.
+
+    Raises :class:`~qualgate.errors.DataError` for invalid or unpairable records and
+    ``ValueError`` for invalid settings. See :func:`gate` and :func:`~qualgate.verdict.pairing.pair_records`.
+    """
+    if isinstance(candidates, (str, Path)):
+        candidates = [candidates]
+    _check_settings(policy, margin if margin is not None else 0.5, alpha, weighting, inconclusive)
+    from qualgate.records.importers import load_records
+
+    opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+    base = load_records(baseline, fmt=input_format, options=import_options, **opts)
+    pairings, flips = [], []
+    for c in candidates:
+        cand = load_records(c, fmt=input_format, options=import_options, **opts)
+        pairings.append(pair_records(base, cand, on_missing=on_missing, max_errors=max_errors,
+                                     on_prompt_mismatch=on_prompt_mismatch))  # fmt: skip
+        flips.append(find_flips(base, cand))
+    _check_baseline_config(baseline_config, pairings[0].baseline)
+    report = gate(
+        pairings, names=names(candidates), policy=policy, margin=margin, alpha=alpha,
+        weighting=weighting, inconclusive=inconclusive, missing=missing, suite_policy=suite_policy, flips=flips,
+    )  # fmt: skip
+    reading = dict(on_missing=on_missing, max_errors=max_errors, **opts)
+    return dataclasses.replace(report, reading=reading, baseline_config=baseline_config, plan=plan)
+
+
+def _check_baseline_config(description, side: Side) -> None:
+    if description is not None and description.get("config_id") != side.config_id:
+        raise DataError(
+            f"the baseline config given has config id {description.get('config_id')}, but the baseline records "
+            f"carry {side.config_id}: it is not the config that produced them",
+            file=side.path, field="config_id",
+        )

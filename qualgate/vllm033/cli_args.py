@@ -1,0 +1,419 @@
+"""vLLM 0.33's command-line reading, mirrored: ``vllm serve`` (and the api_server module's)
+arguments become the model, the speculative config and the serving options exactly as
+vLLM's ``FlexibleArgumentParser`` and ``EngineArgs.create_speculative_config`` read them.
+
+Each step names the row of :data:`qualgate.vllm033.rules.TABLE` it applies. A spelling that can
+touch speculative decoding and that qualgate cannot resolve exactly (an abbreviated option,
+an option vLLM does not register, a shell variable, speculative settings inside another
+option's value) raises :class:`DataError`: fail closed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+from qualgate.records.strict import compose_yaml, loads_yaml, read_text
+from qualgate.errors import DataError
+from qualgate.vllm033.rules import cite, rule
+
+def _shell_words(text: str, *, path: str) -> list[list[tuple[str, int]]]:
+    """Split shell text into commands of ``(word, line)``, as a POSIX shell would.
+
+    Handles single and double quotes, backslash escapes and ``\\``-newline continuations,
+    ``#`` comments, and newline, ``;``, ``&&``, ``||``, ``|``, ``&`` as command separators.
+    """
+    commands: list[list[tuple[str, int]]] = [[]]
+    cur: list[str] | None = None
+    cur_line = line = 1
+    i, n = 0, len(text)
+
+    def flush():
+        nonlocal cur
+        if cur is not None:
+            commands[-1].append(("".join(cur), cur_line))
+            cur = None
+
+    def start():
+        nonlocal cur, cur_line
+        if cur is None:
+            cur, cur_line = [], line
+
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            if text.startswith("\n", i + 1):
+                line += 1
+                i += 2
+                continue
+            start()
+            cur.append(text[i + 1 : i + 2])
+            i += 2
+        elif c == "'":
+            j = text.find("'", i + 1)
+            if j < 0:
+                raise DataError("unterminated single quote", file=path, line=line)
+            start()
+            cur.append(text[i + 1 : j])
+            line += text.count("\n", i, j)
+            i = j + 1
+        elif c == '"':
+            start()
+            i += 1
+            while True:
+                if i >= n:
+                    raise DataError("unterminated double quote", file=path, line=cur_line)
+                if text[i] == "\\" and i + 1 < n and text[i + 1] in '"\\$`\n':
+                    if text[i + 1] == "\n":
+                        line += 1
+                    else:
+                        cur.append(text[i + 1])
+                    i += 2
+                elif text[i] == '"':
+                    i += 1
+                    break
+                else:
+                    line += text[i] == "\n"
+                    cur.append(text[i])
+                    i += 1
+        elif c in " \t\r":
+            flush()
+            i += 1
+        elif c in "\n;&|":
+            flush()
+            if commands[-1]:
+                commands.append([])
+            line += c == "\n"
+            i += 1
+        elif c == "#" and cur is None:
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        else:
+            start()
+            cur.append(c)
+            i += 1
+    flush()
+    return [c for c in commands if c]
+
+
+_ENTRY_SERVE, _ENTRY_API, _ENTRY_EITHER = "vllm serve", "api_server", "serve or api_server"
+
+
+def _serve_args(words: list[tuple[str, int]]):
+    """``(entry, arguments)`` of a vLLM start in one shell command, or ``None``."""
+    names = [w for w, _ in words]
+    for j, w in enumerate(names):
+        if w == "serve" and j > 0 and os.path.basename(names[j - 1]) == "vllm":
+            return _ENTRY_SERVE, words[j + 1 :]
+        if w.startswith("vllm/vllm-openai"):  # docker run ... vllm/vllm-openai:TAG ARGS
+            return _ENTRY_EITHER, words[j + 1 :]
+        if w == "-m" and j + 1 < len(names):
+            mod = names[j + 1]
+            if mod in ("vllm.entrypoints.openai.api_server",
+                       "vllm.entrypoints.launchers.api_server.entry"):
+                return _ENTRY_API, words[j + 2 :]
+            if mod == "vllm.entrypoints.cli.main" and names[j + 2 : j + 3] == ["serve"]:
+                return _ENTRY_SERVE, words[j + 3 :]
+    return None
+
+
+def _scalar(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _dotted_value(text: str):
+    """A dotted option's value as vLLM reads it (rule ``cli-dotted``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
+        if m:
+            n, suf = m.groups()
+            if suf in "kmgt":
+                return int(float(n) * 10 ** (3 * "kmgt".index(suf) + 3))
+            if "." not in n:
+                return int(n) * 2 ** (10 * "KMGT".index(suf) + 10)
+        try:
+            return int(text.strip())
+        except ValueError:
+            return text
+
+
+#: options whose names mention speculative decoding and that do not change what is decoded
+_HARMLESS = ("--per-request-spec-decode-metrics", "--specialize-active-lora")
+#: an option name or a value that mentions speculative decoding
+_SPECULATIVE_WORD = re.compile(r"(?i)spec|draft|fly|rejection|eagle|dflash|dspark|ngram|medusa|mtp")
+_SPECULATIVE_VALUE = re.compile(r"(?i)speculative|rejection.sample|fly.window|fly.entropy|spec.method|spec.tokens|spec.model")
+_FLAG_PREFIXES = ("--no-", "--enable-", "--disable-")
+_FLAGS = {"--trust-remote-code", "--enforce-eager", "--headless", "--async-scheduling", "--grpc"}
+_NEG_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def _refuse(msg, *, path, line, token, rule_id) -> DataError:
+    return DataError(f"{msg} ({cite(rule_id)}); qualgate cannot resolve it exactly as vLLM "
+                     "0.33 would, so it refuses it", file=path, line=line, field=token)
+
+
+def _config_file_args(value: str, line: int, *, path: str) -> list[tuple[str, int]]:
+    """``--config FILE``: the file's options as words (rule ``cli-config-file``)."""
+    from qualgate.vllm033.serving import _key_lines
+    cfg = Path(path).parent / value
+    if value.split(".")[-1] not in ("yaml", "yml"):
+        raise _refuse(f"vLLM reads only .yaml/.yml files with --config, got {value!r}",
+                      path=path, line=line, token="--config", rule_id="cli-config-file")
+    try:  # strict: a regular file, no aliases, no duplicate keys
+        text = read_text(cfg, kind="yaml", bom="strip")
+        data = loads_yaml(text, file=str(cfg))
+        lines = _key_lines(compose_yaml(text, file=str(cfg)))
+    except DataError as exc:
+        raise DataError(f"the file given to --config cannot be read: {exc}", file=path,
+                        line=line, field="--config", value=value) from exc
+    if not isinstance(data, Mapping):
+        raise DataError("the file given to --config is not a mapping of options", file=path,
+                        line=line, field="--config", value=value)
+    return _mapping_args(data, lines, default_line=line)
+
+
+def _mapping_args(data: Mapping, lines: dict[str, int], *, default_line: int | None = None
+                  ) -> list[tuple[str, int]]:
+    """A vLLM ``--config`` mapping as command-line words, as vLLM builds them."""
+    out: list[tuple[str, int]] = []
+    for key, value in data.items():
+        at = lines.get(str(key).replace("-", "_"), default_line) or 0
+        opt = f"--{key}"
+        if isinstance(value, bool):
+            if value:
+                out.append((opt, at))
+            else:
+                out.append((f"--no-{key}", at))  # only where vLLM registers it; else dropped
+        elif isinstance(value, list):
+            if value:
+                out += [(opt, at)] + [(str(v), at) for v in value]
+        elif isinstance(value, Mapping):
+            out += [(opt, at), (json.dumps(value), at)]
+        else:
+            out += [(opt, at), (str(value), at)]
+    return out
+
+
+def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool):
+    """vLLM's FlexibleArgumentParser.parse_args rewriting of the words, before argparse."""
+    names = [w for w, _ in args]
+    if serve:  # --model M becomes the positional model (rule serve-model)
+        at = next((i for i, w in enumerate(names) if re.match(r"^--model(=.+|$)", w)), None)
+        if at is not None:
+            if names[at] == "--model":
+                if at + 1 >= len(args):
+                    raise DataError("--model needs a value", file=path, line=args[at][1])
+                tag, rest = (args[at + 1][0], args[at][1]), at + 2
+            else:
+                tag, rest = (names[at].removeprefix("--model="), args[at][1]), at + 1
+            args = [tag, *args[:at], *args[rest:]]
+            names = [w for w, _ in args]
+    if names.count("--config") > 1:
+        raise DataError("more than one --config (vLLM asserts one)", file=path)
+    if "--config" in names:  # rule cli-config-file
+        i = names.index("--config")
+        if i + 1 >= len(args):
+            raise DataError("--config needs a file", file=path, line=args[i][1])
+        extra = _config_file_args(args[i + 1][0], args[i][1], path=path)
+        model_first = serve and args and not args[0][0].startswith("-")
+        head = args[:1] if model_first else []
+        args = head + extra + args[len(head):i] + args[i + 2 :]
+    out: list[tuple[str, int]] = []
+    for word, line in args:  # rule cli-underscores
+        if word.startswith("--"):
+            key, eq, value = word.partition("=")
+            head, dot, tail = key[2:].partition(".")
+            word = "--" + head.replace("_", "-") + dot + tail + eq + value
+        out.append((word, line))
+    dotted: dict[str, dict] = {}
+    dotted_line: dict[str, int] = {}
+    keep: list[tuple[str, int]] = []
+    skip = set()
+    for i, (word, line) in enumerate(out):  # rule cli-dotted
+        if i in skip:
+            continue
+        if not (word.startswith("-") and "." in word):
+            keep.append((word, line))
+            continue
+        name, eq, value = word.partition("=")
+        if eq and "." not in name:
+            keep.append((word, line))
+            continue
+        if not eq:
+            if i + 1 >= len(out):
+                raise DataError(f"{word} needs a value", file=path, line=line, field=word)
+            value = out[i + 1][0]
+            skip.add(i + 1)
+        append = name.endswith("+")
+        name = name.removesuffix("+")
+        opt, *keys = name.split(".")
+        val = json.dumps(value.split(",")) if append else value
+        node = dotted.setdefault(opt, {})
+        for k in keys[:-1]:
+            if not isinstance(node.get(k), dict):
+                node[k] = {}
+            node = node[k]
+        leaf = _dotted_value(val)
+        if isinstance(leaf, list) and isinstance(node.get(keys[-1]), list):
+            node[keys[-1]] += leaf
+        else:
+            node[keys[-1]] = leaf
+        dotted_line.setdefault(opt, line)
+        dotted_line[f"{opt}.{keys[0]}"] = line
+    for opt, value in dotted.items():
+        keep += [(opt, dotted_line[opt]), (json.dumps(value), dotted_line[opt])]
+    return keep, dotted_line
+
+
+def parse_command_line(args: list[tuple[str, int]], *, path: str, fmt: str,
+                       entry: str = _ENTRY_EITHER):
+    """Build a :class:`ServingConfig` from vLLM arguments ``(word, line)``, as vLLM 0.33's
+    argument parser and ``EngineArgs.create_speculative_config`` read them (rules of
+    :mod:`qualgate.vllm033.rules` named in the comments)."""
+    from qualgate.vllm033.serving import _NUMERIC_KEYS, SERVING_OPTIONS, ServingConfig
+    if entry == _ENTRY_EITHER:  # the docker image's entrypoint is not in the wheel
+        a = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_SERVE)
+        b = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_API)
+        if (a.model, a.speculative) != (b.model, b.speculative):
+            raise _refuse(f"these arguments mean model {a.model!r} under `vllm serve` and "
+                          f"{b.model!r} under the api_server module, and the image's "
+                          "entrypoint cannot be read from the wheel; pass --model only",
+                          path=path, line=args[0][1] if args else None, token="model",
+                          rule_id="api-server-model")
+        return dataclasses.replace(a, notes=(*a.notes, "read as `vllm serve` arguments; the "
+                                             "same under the api_server entrypoint"))
+    serve = entry == _ENTRY_SERVE
+    words, dotted_lines = _flexible(list(args), path=path, serve=serve)
+    sc_opts = rule("cli-sc-alias").data["options"]
+    spec_flags = rule("cli-spec-flags").data["flags"]
+    parallel = {o: k for k, opts in rule("cli-parallel").data["options"].items() for o in opts}
+    spec_value: Any = None
+    spec_line = None
+    flag_values: dict[str, tuple[Any, int]] = {}
+    model = model_line = positional = None
+    options: dict[str, Any] = {}
+    lines: dict[str, int] = {}
+    notes: list[str] = []
+    long_names = (*sc_opts, *spec_flags)
+    i = 0
+    while i < len(words):
+        word, line = words[i]
+        if "$" in word or "`" in word:
+            raise _refuse(f"{word!r} is expanded by the shell at run time", path=path,
+                          line=line, token=word, rule_id="cli-sc-alias")
+        if not word.startswith("-") or word == "-" or _NEG_NUMBER.match(word):
+            if positional is None:
+                positional = (word, line)
+            else:
+                raise DataError(f"an unexpected positional argument {word!r} (vLLM's parser "
+                                "refuses it)", file=path, line=line, field=word)
+            i += 1
+            continue
+        name, eq, value = word.partition("=")
+        known = name in long_names or name in parallel or name in ("--model", "--config")
+        if not known and name.startswith("--") and any(
+                o.startswith(name) and o != name for o in long_names if o.startswith("--")):
+            raise _refuse(f"{name} is a prefix of a speculative option, which argparse "
+                          "accepts as an abbreviation", path=path, line=line, token=name,
+                          rule_id="cli-abbrev")
+        if not known and name not in _HARMLESS and _SPECULATIVE_WORD.search(name.lstrip("-")):
+            raise _refuse(f"{name} mentions speculative decoding but is not an option vLLM "
+                          "0.33 registers for it (-sc, --speculative-config, --spec-method, "
+                          "--spec-model, --spec-tokens)", path=path, line=line, token=name,
+                          rule_id="cli-spec-flags")
+        if not eq:
+            takes_value = known or not (
+                name in _FLAGS or name.startswith(_FLAG_PREFIXES) or i + 1 >= len(words)
+                or (words[i + 1][0].startswith("-") and not _NEG_NUMBER.match(words[i + 1][0])))
+            if takes_value and (i + 1 >= len(words) or (
+                    words[i + 1][0].startswith("-") and not _NEG_NUMBER.match(words[i + 1][0]))):
+                raise DataError(f"{name} expects a value (vLLM's parser refuses it without)",
+                                file=path, line=line, field=name)
+            value, value_line = words[i + 1] if takes_value else (None, line)
+            i += 2 if takes_value else 1
+        else:
+            value_line = line
+            i += 1
+        key = name.lstrip("-").replace("-", "_")
+        if name in sc_opts:  # rules cli-sc-alias, cli-last-wins, cli-json-none
+            if value in rule("cli-json-none").data["none"]:
+                spec_value, spec_line = None, line
+                continue
+            try:
+                spec_value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=path,
+                                line=line, field=name, value=value) from exc
+            spec_line = line
+            if not isinstance(spec_value, dict):
+                raise DataError("must be a JSON object of speculative_config keys", file=path,
+                                line=line, field=name, value=spec_value)
+            for sub in spec_value:  # the line of each key inside a multi-line JSON value
+                at = value.find(f'"{sub}"')
+                where = f"speculative_config.{str(sub).replace('-', '_')}"
+                if at >= 0 and value_line is not None:
+                    lines[where] = value_line + value.count("\n", 0, at)
+                if f"{name}.{sub}" in dotted_lines:
+                    lines[where] = dotted_lines[f"{name}.{sub}"]
+        elif name in spec_flags:  # rule cli-spec-flags
+            raw = value
+            if spec_flags[name] == "num_speculative_tokens":
+                try:
+                    raw = int(value)
+                except ValueError as exc:
+                    raise DataError("must be an integer (vLLM parses it with int)", file=path,
+                                    line=line, field=name, value=value) from exc
+            flag_values[name] = (raw, line)
+        elif name == "--model":
+            model, model_line = value, line
+        elif name == "--config":
+            notes.append(f"{word}: vLLM reads a --config file only when `--config` and the "
+                         f"file are separate words; this one is never read "
+                         f"({cite('cli-config-equals')})")
+            lines["--config="] = line
+        elif name in parallel:
+            options[parallel[name]] = _scalar(value)
+            lines[parallel[name]] = line
+        elif name == "-q" or key in _NUMERIC_KEYS:
+            key = "quantization" if name == "-q" else key
+            options[key] = _scalar(value) if key in SERVING_OPTIONS else value
+            lines[key] = line
+        elif value is not None and _SPECULATIVE_VALUE.search(value):
+            raise _refuse(f"the value of {name} mentions speculative decoding", path=path,
+                          line=line, token=name, rule_id="cli-spec-flags")
+    # the model (rules serve-model, api-server-model)
+    if serve and positional is not None:
+        model, model_line = positional
+    elif not serve and positional is not None:
+        notes.append(f"the positional {positional[0]!r} is ignored by the api_server module "
+                     f"({cite('api-server-model')})")
+    if model_line is not None:
+        lines["model"] = model_line
+    # create_speculative_config (rules cli-spec-flags-merge, spec-key-hyphens)
+    spec = dict(spec_value) if spec_value is not None else None
+    for flag, (value, line) in flag_values.items():
+        k = spec_flags[flag]
+        spec = {} if spec is None else spec
+        if k in spec:
+            raise _refuse(f"{flag} and --speculative-config['{k}'] are mutually exclusive: "
+                          "vLLM refuses this command", path=path, line=line, token=flag,
+                          rule_id="cli-spec-flags-merge")
+        spec[k] = value
+        lines[f"speculative_config.{k}"] = line
+    if spec is not None:
+        spec = {str(k).replace("-", "_"): v for k, v in spec.items()}
+        lines["speculative_config"] = spec_line or min(
+            v for k, v in lines.items() if k.startswith("speculative_config."))
+    return ServingConfig(path=path, format=fmt, model=model, speculative=spec, options=options,
+                         lines=lines, notes=tuple(notes))
