@@ -20,8 +20,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "inputs"))
 
-from corpus import cases, verdict  # noqa: E402
 from run_corpus import drive  # noqa: E402
+
+from corpus import cases, verdict  # noqa: E402
 
 COLUMNS = ("ok", "hang", "killed", "traceback", "wrong exit", "unnamed")
 

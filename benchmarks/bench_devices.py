@@ -35,11 +35,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from qualgate.backends import open_backend  # noqa: E402
-from qualgate.backends._devices import DeviceParallelBackend, comparable_records as records, visible_cuda_devices  # noqa: E402
-from qualgate.config.decoding import load_plan  # noqa: E402
-from qualgate.engines.reference import TIMING_KEYS  # noqa: E402
-from qualgate.run.runner import run_plan  # noqa: E402
+from qualgate.backends import open_backend
+from qualgate.backends._devices import DeviceParallelBackend, visible_cuda_devices
+from qualgate.backends._devices import comparable_records as records
+from qualgate.config.decoding import load_plan
+from qualgate.engines.reference import TIMING_KEYS
+from qualgate.run.runner import run_plan
 
 
 def timed_run(plan, out: Path, factory) -> dict:
@@ -82,8 +83,11 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--devices", default=None, help="comma-separated devices (default: every CUDA device)")
     ap.add_argument("--out", default=None, help="folder for the runs (default: a temporary one)")
-    ap.add_argument("--variants", default="one,many",
-                    help="comma-separated runs among one, many, many-plain, in-process (default: one,many)")
+    ap.add_argument(
+        "--variants",
+        default="one,many",
+        help="comma-separated runs among one, many, many-plain, in-process (default: one,many)",
+    )
     args = ap.parse_args(argv)
     devices = args.devices.split(",") if args.devices else visible_cuda_devices()
     variants = args.variants.split(",")
@@ -106,11 +110,13 @@ def main(argv=None):
     def factory(variant):
         if variant == "in-process":  # the first device, in this process
             return lambda config: open_backend(
-                dataclasses.replace(config, engine_options={**config.engine_options, "device": devices[0]}))
+                dataclasses.replace(config, engine_options={**config.engine_options, "device": devices[0]})
+            )
         on = devices[:1] if variant == "one" else devices
         plain = variant == "many-plain"
-        return lambda config: DeviceParallelBackend(config, on, threads=_torch_default_threads() if plain else None,
-                                                    pin=not plain)
+        return lambda config: DeviceParallelBackend(
+            config, on, threads=_torch_default_threads() if plain else None, pin=not plain
+        )
 
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_devices-"))
     rows = []
@@ -121,33 +127,58 @@ def main(argv=None):
     ref_name, ref = rows[0]
     ref_records = records(root / ref_name)
 
-    print(f"# bench_devices: plan {Path(args.plan).name}, configs {', '.join(names)}; "
-          f"{args.questions} questions x {args.seeds} seeds = {ref['requests']} requests, "
-          f"{ref['tokens']:,} output tokens ({ref_name}); devices {', '.join(devices)}")
-    print("# load s: worker processes, models, first CUDA use (all configs; first: the first config's); "
-          "loop s: the harness's decoding loops; engine s: the engine's own seconds (spread: the busiest "
-          "worker's); rest s: suites, gate, report; total s: run_plan")
+    print(
+        f"# bench_devices: plan {Path(args.plan).name}, configs {', '.join(names)}; "
+        f"{args.questions} questions x {args.seeds} seeds = {ref['requests']} requests, "
+        f"{ref['tokens']:,} output tokens ({ref_name}); devices {', '.join(devices)}"
+    )
+    print(
+        "# load s: worker processes, models, first CUDA use (all configs; first: the first config's); "
+        "loop s: the harness's decoding loops; engine s: the engine's own seconds (spread: the busiest "
+        "worker's); rest s: suites, gate, report; total s: run_plan"
+    )
     print()
-    cols = ("variant", "load s", "first", "loop s", "engine s", "rest s", "total s", "load share",
-            "tokens/s", "loop speed-up", "total speed-up", "threads", "pinned CPUs")
+    cols = (
+        "variant",
+        "load s",
+        "first",
+        "loop s",
+        "engine s",
+        "rest s",
+        "total s",
+        "load share",
+        "tokens/s",
+        "loop speed-up",
+        "total speed-up",
+        "threads",
+        "pinned CPUs",
+    )
     print("| " + " | ".join(cols) + " |")
     print("|" + "|".join("-" * (len(c) + 2) for c in cols) + "|")
     for v, r in rows:
         rest = r["total_s"] - r["load_s"] - r["loop_s"]
         info = r["info"]
-        print(f"| {v} | {r['load_s']:.1f} | {r['load_first_s']:.1f} | {r['loop_s']:.1f} | {r['engine_s']:.1f} "
-              f"| {rest:.1f} | {r['total_s']:.1f} | {r['load_s'] / r['total_s']:.1%} "
-              f"| {r['tokens'] / r['total_s']:,.0f} | {ref['loop_s'] / r['loop_s']:.2f}x "
-              f"| {ref['total_s'] / r['total_s']:.2f}x | {info.get('threads')} | {info.get('pinned_cpus', '-')} |")
+        print(
+            f"| {v} | {r['load_s']:.1f} | {r['load_first_s']:.1f} | {r['loop_s']:.1f} | {r['engine_s']:.1f} "
+            f"| {rest:.1f} | {r['total_s']:.1f} | {r['load_s'] / r['total_s']:.1%} "
+            f"| {r['tokens'] / r['total_s']:,.0f} | {ref['loop_s'] / r['loop_s']:.2f}x "
+            f"| {ref['total_s'] / r['total_s']:.2f}x | {info.get('threads')} | {info.get('pinned_cpus', '-')} |"
+        )
     print()
     for v, r in rows:
         if r["busy"]:
-            print(f"# {v}: seconds each device spent decoding (in its worker), and their share of the loop: "
-                  + ", ".join(f"{d} {s:.1f} s ({s / r['loop_s']:.0%})"
-                              for d, s in zip(r["info"].get("devices", devices), r["busy"])))
+            print(
+                f"# {v}: seconds each device spent decoding (in its worker), and their share of the loop: "
+                + ", ".join(
+                    f"{d} {s:.1f} s ({s / r['loop_s']:.0%})"
+                    for d, s in zip(r["info"].get("devices", devices), r["busy"])
+                )
+            )
     print()
-    print("# where each engine's seconds went (ReferenceEngine.timing, all configs): prepare = arguments and "
-          "prompt encoding, prefill = batch set-up and prefill, steps = decoding steps, finish = outputs")
+    print(
+        "# where each engine's seconds went (ReferenceEngine.timing, all configs): prepare = arguments and "
+        "prompt encoding, prefill = batch set-up and prefill, steps = decoding steps, finish = outputs"
+    )
     tcols = ("variant", "device", "rows", "steps", "ms per step", "prepare s", "prefill s", "steps s", "finish s")
     print("| " + " | ".join(tcols) + " |")
     print("|" + "|".join("-" * (len(c) + 2) for c in tcols) + "|")
@@ -155,8 +186,10 @@ def main(argv=None):
         names = r["info"].get("devices") or [devices[0]]
         for d, t in zip(names, r["timing"]):
             ms = 1000 * t["steps_s"] / t["steps"] if t["steps"] else float("nan")
-            print(f"| {v} | {d} | {t['rows']:,} | {t['steps']:,} | {ms:.2f} | {t['prepare_s']:.1f} "
-                  f"| {t['prefill_s']:.1f} | {t['steps_s']:.1f} | {t['finish_s']:.1f} |")
+            print(
+                f"| {v} | {d} | {t['rows']:,} | {t['steps']:,} | {ms:.2f} | {t['prepare_s']:.1f} "
+                f"| {t['prefill_s']:.1f} | {t['steps_s']:.1f} | {t['finish_s']:.1f} |"
+            )
     print()
     for v, _ in rows[1:]:
         other = records(root / v)

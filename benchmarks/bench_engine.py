@@ -58,10 +58,19 @@ def sized_model(size, seed=0):
 
     hidden, layers, heads, inter = MODEL_SIZES[size]
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=hidden, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=inter,
-                      max_position_embeddings=4096, tie_word_embeddings=False, eos_token_id=None,
-                      bos_token_id=None, pad_token_id=0)
+    cfg = LlamaConfig(
+        vocab_size=32000,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        intermediate_size=inter,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        eos_token_id=None,
+        bos_token_id=None,
+        pad_token_id=0,
+    )
     return LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
 
 
@@ -204,8 +213,13 @@ def discordance(engine, args, n, speculative_base):
     prompts = make_prompts(args, engine, n)
     temperature = args.temperature if args.temperature > 0 else 0.8
     sampling = [
-        {"temperature": temperature, "top_p": args.top_p, "max_tokens": args.max_tokens,
-         "seed": 10_000 + i, "ignore_eos": True}
+        {
+            "temperature": temperature,
+            "top_p": args.top_p,
+            "max_tokens": args.max_tokens,
+            "seed": 10_000 + i,
+            "ignore_eos": True,
+        }
         for i in range(n)
     ]
     base = [o.token_ids for o in engine.generate(prompts, sampling=sampling)]
@@ -238,11 +252,15 @@ def main(argv=None):
     ap.add_argument("--fly-threshold", type=float, default=0.3)
     ap.add_argument("--batches", default=None, help="comma-separated batch sizes (1,64,256; quick: 1,8)")
     ap.add_argument("--assisted-prompts", type=int, default=None, help="prompts for HF assisted (4; quick: 2)")
-    ap.add_argument("--coupling-seeds", type=int, default=None,
-                    help="sequences for discordance (256; quick: 32; 0: skip)")
+    ap.add_argument(
+        "--coupling-seeds", type=int, default=None, help="sequences for discordance (256; quick: 32; 0: skip)"
+    )
     ap.add_argument("--repeats", type=int, default=2, help="timed runs per cell; the fastest is kept")
-    ap.add_argument("--engine-module", default="qualgate.engines.reference",
-                    help="module whose ReferenceEngine is timed (to compare with an older copy)")
+    ap.add_argument(
+        "--engine-module",
+        default="qualgate.engines.reference",
+        help="module whose ReferenceEngine is timed (to compare with an older copy)",
+    )
     ap.add_argument("--no-cuda-graphs", action="store_true", help="run every decoding step eagerly")
     ap.add_argument("--compile", action="store_true", help="ReferenceEngine(compile=True): torch.compile")
     ap.add_argument("--no-hf", action="store_true", help="skip the HF generate rows")
@@ -286,11 +304,20 @@ def main(argv=None):
     n_t = sum(p.numel() for p in engine.target.parameters())
     n_d = sum(p.numel() for p in engine.drafter.parameters()) if engine.drafter else 0
 
-    sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_tokens": args.max_tokens,
-                "ignore_eos": True, "seed": 0}
+    sampling = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_tokens": args.max_tokens,
+        "ignore_eos": True,
+        "seed": 0,
+    }
     standard = {"num_speculative_tokens": args.k}
-    fly = dict(standard, rejection_sample_method="fly", fly_window_size=args.fly_window,
-               fly_entropy_threshold=args.fly_threshold)
+    fly = dict(
+        standard,
+        rejection_sample_method="fly",
+        fly_window_size=args.fly_window,
+        fly_entropy_threshold=args.fly_threshold,
+    )
     modes = (("standard", standard), ("fly", fly)) if speculative else ()
 
     # noise: the integer hash must give the same bits on the device as on the CPU; the
@@ -340,18 +367,26 @@ def main(argv=None):
 
     dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (1 thread)"
     graphs = getattr(engine, "cuda_graphs", False)
-    print(f"# bench_engine: {pair}; target {n_t / 1e6:.2f}M params, drafter {n_d / 1e6:.2f}M; "
-          f"engine {args.engine_module}, CUDA graphs {'on' if graphs else 'off'}, "
-          f"torch.compile {'on' if getattr(engine, 'compile', False) else 'off'}")
-    print(f"# device {dev_name}; torch {torch.__version__}; dtype {dtype or 'model default'}; "
-          f"prompts {'demo questions' if args.demo else args.prompts or f'of {args.prompt_len} random tokens'}"
-          f" (mean {mean_prompt:.0f} tokens), {args.max_tokens} new tokens, temperature {args.temperature}, "
-          f"K={args.k}, FLy W={args.fly_window} tau={args.fly_threshold}; HF assisted: K={args.k} constant, "
-          f"{n_assisted} prompts one at a time")
-    print(f"# noise hash bit-identical on {device.type} and cpu: {same_noise}; "
-          f"largest difference of the Exp(1) noise made from it: {noise_gap:.2e}")
-    print(f"# copy bandwidth {bandwidth / 1e9:.0f} GB/s; bound = tokens/s if each step only read the weights "
-          f"it uses once and the KV cache at mean length")
+    print(
+        f"# bench_engine: {pair}; target {n_t / 1e6:.2f}M params, drafter {n_d / 1e6:.2f}M; "
+        f"engine {args.engine_module}, CUDA graphs {'on' if graphs else 'off'}, "
+        f"torch.compile {'on' if getattr(engine, 'compile', False) else 'off'}"
+    )
+    print(
+        f"# device {dev_name}; torch {torch.__version__}; dtype {dtype or 'model default'}; "
+        f"prompts {'demo questions' if args.demo else args.prompts or f'of {args.prompt_len} random tokens'}"
+        f" (mean {mean_prompt:.0f} tokens), {args.max_tokens} new tokens, temperature {args.temperature}, "
+        f"K={args.k}, FLy W={args.fly_window} tau={args.fly_threshold}; HF assisted: K={args.k} constant, "
+        f"{n_assisted} prompts one at a time"
+    )
+    print(
+        f"# noise hash bit-identical on {device.type} and cpu: {same_noise}; "
+        f"largest difference of the Exp(1) noise made from it: {noise_gap:.2e}"
+    )
+    print(
+        f"# copy bandwidth {bandwidth / 1e9:.0f} GB/s; bound = tokens/s if each step only read the weights "
+        f"it uses once and the KV cache at mean length"
+    )
     if args.temperature == 0 and speculative:
         print(f"# greedy standard == target-only on {greedy_match[0]}/{greedy_match[1]} sequences")
     print()
@@ -369,8 +404,10 @@ def main(argv=None):
     if speculative and n_coupling:
         temperature, disc = discordance(engine, args, n_coupling, {"standard": standard, "fly": fly})
         print()
-        print(f"# discordance vs target-only, same seeds: {n_coupling} sequences, temperature {temperature}, "
-              f"top_p {args.top_p}, {args.max_tokens} tokens")
+        print(
+            f"# discordance vs target-only, same seeds: {n_coupling} sequences, temperature {temperature}, "
+            f"top_p {args.top_p}, {args.max_tokens} tokens"
+        )
         print(f"| {'mode':<8} | {'noise':<11} | {'differ from target-only':>23} | {'mean acc. len':>13} |")
         print(f"|{'-' * 10}|{'-' * 13}|{'-' * 25}|{'-' * 15}|")
         for name, noise, diff, mal in disc:
@@ -382,8 +419,13 @@ def spec_k_table(engine, args, ks, device, bound):
     c_t, c_d = engine.target.config, engine.drafter.config
     cost = c_d.num_hidden_layers / c_t.num_hidden_layers  # a drafter pass, in target passes
     prompts = make_prompts(args, engine, args.assisted_prompts or 4)
-    sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_tokens": args.max_tokens,
-                "ignore_eos": True, "seed": 0}
+    sampling = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_tokens": args.max_tokens,
+        "ignore_eos": True,
+        "seed": 0,
+    }
 
     def one_at_a_time(spec):
         def run():
@@ -398,25 +440,32 @@ def spec_k_table(engine, args, ks, device, bound):
                 steps = sum(o.metrics.num_drafts for o in outs)
                 mal = 1 + sum(o.metrics.num_accepted_tokens for o in outs) / steps
             return n / wall, mal
+
         return run
 
     target, _ = best(one_at_a_time(None), args.repeats)
     print()
-    print(f"# batch 1, {len(prompts)} prompts one at a time: standard speculative vs HF assisted at the same K; "
-          f"target-only {target:.1f} tokens/s. A drafter pass costs about {cost:.2f} target passes "
-          f"({c_d.num_hidden_layers} vs {c_t.num_hidden_layers} layers), so a step of K drafts costs "
-          f"1 + {cost:.2f}K target steps and the speed-up over target-only is at most "
-          f"mean acc. len / (1 + {cost:.2f}K)")
-    print(f"| {'K':>2} | {'reference':>10} | {'HF assisted':>11} | {'vs HF':>6} | {'vs target-only':>14} "
-          f"| {'mean acc. len':>13} | {'drafting bound':>14} |")
+    print(
+        f"# batch 1, {len(prompts)} prompts one at a time: standard speculative vs HF assisted at the same K; "
+        f"target-only {target:.1f} tokens/s. A drafter pass costs about {cost:.2f} target passes "
+        f"({c_d.num_hidden_layers} vs {c_t.num_hidden_layers} layers), so a step of K drafts costs "
+        f"1 + {cost:.2f}K target steps and the speed-up over target-only is at most "
+        f"mean acc. len / (1 + {cost:.2f}K)"
+    )
+    print(
+        f"| {'K':>2} | {'reference':>10} | {'HF assisted':>11} | {'vs HF':>6} | {'vs target-only':>14} "
+        f"| {'mean acc. len':>13} | {'drafting bound':>14} |"
+    )
     print(f"|{'-' * 4}|{'-' * 12}|{'-' * 13}|{'-' * 8}|{'-' * 16}|{'-' * 15}|{'-' * 16}|")
     for k in ks:
         spec = {"num_speculative_tokens": k}
         t_s, mal = best(one_at_a_time(spec), args.repeats)
         a = argparse.Namespace(**{**vars(args), "k": k})
         t_hf = math.nan if args.no_hf else best(lambda: hf(engine, prompts, a, device, assistant=True), args.repeats)[0]
-        print(f"| {k:>2} | {t_s:>10.1f} | {t_hf:>11.1f} | {t_s / t_hf:>5.2f}x | {t_s / target:>13.2f}x "
-              f"| {mal:>13.2f} | {mal / (1 + cost * k):>13.2f}x |")
+        print(
+            f"| {k:>2} | {t_s:>10.1f} | {t_hf:>11.1f} | {t_s / t_hf:>5.2f}x | {t_s / target:>13.2f}x "
+            f"| {mal:>13.2f} | {mal / (1 + cost * k):>13.2f}x |"
+        )
 
 
 if __name__ == "__main__":

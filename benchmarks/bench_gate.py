@@ -26,9 +26,9 @@ import numpy as np
 from click.testing import CliRunner
 
 from qualgate.cli import cli
+from qualgate.records import Record, RecordWriter, read_records
 from qualgate.verdict.fixed import gate
 from qualgate.verdict.pairing import pair_records
-from qualgate.records import Record, RecordWriter, read_records
 
 
 def write_pair(directory: Path, pairs: int, seeds: int, rng) -> tuple[Path, Path]:
@@ -38,11 +38,25 @@ def write_pair(directory: Path, pairs: int, seeds: int, rng) -> tuple[Path, Path
     for name, correct, mode in (("baseline", base, "target"), ("candidate", cand, "fly")):
         path = directory / f"{name}-{seeds}.jsonl"
         records = [
-            Record(1, "run-0001", f"cfg-{mode}", "gsm8k", "3", f"gsm8k-{i // seeds:06d}", 1000 + i % seeds, 0,
-                   "correct" if c else "incorrect", f"sha256:{i // seeds:064x}", mode=mode,
-                   answer_strict="42", gold="42", output_tokens=int(300 + i % 97), latency_s=1.5)
+            Record(
+                1,
+                "run-0001",
+                f"cfg-{mode}",
+                "gsm8k",
+                "3",
+                f"gsm8k-{i // seeds:06d}",
+                1000 + i % seeds,
+                0,
+                "correct" if c else "incorrect",
+                f"sha256:{i // seeds:064x}",
+                mode=mode,
+                answer_strict="42",
+                gold="42",
+                output_tokens=int(300 + i % 97),
+                latency_s=1.5,
+            )
             for i, c in enumerate(correct)
-        ]  # fmt: skip
+        ]
         with RecordWriter(path) as w:
             w.write_batch(records)
         paths.append(path)
@@ -81,8 +95,10 @@ def main(argv=None):
             rows.append((seeds, "qualgate gate (end to end)", w, u))
             assert result.exit_code in (0, 1, 4), result.output
             a = report.comparisons[0].pooled
-            print(f"{seeds} seed(s): {a.pairs:,} pairs, {a.questions:,} questions, {size:.1f} MiB per file, "
-                  f"verdict {report.verdict}, design effect {a.design_effect:.2f}")  # fmt: skip
+            print(
+                f"{seeds} seed(s): {a.pairs:,} pairs, {a.questions:,} questions, {size:.1f} MiB per file, "
+                f"verdict {report.verdict}, design effect {a.design_effect:.2f}"
+            )
     print(f"\nbest of {args.repeat}; goal: end to end < 2 s")
     print(f"{'seeds':>5}  {'step':<28}  {'wall s':>7}  {'cpu s':>7}")
     for seeds, step, w, u in rows:

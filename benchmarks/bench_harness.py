@@ -29,17 +29,16 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from qualgate.formatting import text_table  # noqa: E402
-from qualgate.config.decoding import Plan, SuiteRef, parse_config  # noqa: E402
 from qualgate.backends import open_backend  # noqa: E402
+from qualgate.config.decoding import Plan, SuiteRef, parse_config  # noqa: E402
+from qualgate.formatting import text_table  # noqa: E402
 from qualgate.run.runner import load_suites, run_plan, work_items  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "qualgate" / "demo" / "weights"
 MODES = {
     "target": None,
     "standard": {"model": "DRAFTER", "num_speculative_tokens": 8},
-    "fly-w2": {"model": "DRAFTER", "num_speculative_tokens": 8, "rejection_sample_method": "fly",
-               "fly_window_size": 2},
+    "fly-w2": {"model": "DRAFTER", "num_speculative_tokens": 8, "rejection_sample_method": "fly", "fly_window_size": 2},
 }
 
 
@@ -51,10 +50,19 @@ def tiny_models(root: Path):
     from qualgate.demo.tokenizer import build_tokenizer
 
     tok = build_tokenizer()
-    common = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
-                  num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
-                  initializer_range=0.3, tie_word_embeddings=False, pad_token_id=tok.pad_token_id,
-                  eos_token_id=tok.eos_token_id, bos_token_id=None)  # fmt: skip
+    common = dict(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        initializer_range=0.3,
+        tie_word_embeddings=False,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+    )
     torch.manual_seed(0)
     target = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, **common)).eval()
     drafter = LlamaForCausalLM(LlamaConfig(num_hidden_layers=1, **common)).eval()
@@ -99,23 +107,33 @@ def main(argv=None) -> int:
         target, drafter = tiny_models(tmp)
         source = "tiny random models"
 
-    plan0 = Plan(name="bench", suites=(SuiteRef("demo_arithmetic", limit=args.questions),),
-                 seeds=(0,), samples=1, configs={}, baseline="", candidates=())  # fmt: skip
+    plan0 = Plan(
+        name="bench",
+        suites=(SuiteRef("demo_arithmetic", limit=args.questions),),
+        seeds=(0,),
+        samples=1,
+        configs={},
+        baseline="",
+        candidates=(),
+    )
     suites = load_suites(plan0)
     work = work_items(suites, (0,), 1)
     rows = []
     for mode in args.modes.split(","):
         spec = MODES[mode]
         raw = {
-            "name": mode, "engine": "reference", "model": str(target),
+            "name": mode,
+            "engine": "reference",
+            "model": str(target),
             "sampling": {"temperature": args.temperature, "max_tokens": args.max_tokens},
             "engine_options": {"device": args.device, "batch_size": args.batch_size},
-        }  # fmt: skip
+        }
         if spec:
             raw["speculative"] = {**spec, "model": str(drafter)}
         cfg = parse_config(raw)
-        plan = Plan(name="bench", suites=plan0.suites, seeds=(0,), samples=1,
-                    configs={mode: cfg}, baseline=mode, candidates=())  # fmt: skip
+        plan = Plan(
+            name="bench", suites=plan0.suites, seeds=(0,), samples=1, configs={mode: cfg}, baseline=mode, candidates=()
+        )
         batches = [work[lo : lo + args.batch_size] for lo in range(0, len(work), args.batch_size)]
         inner: list[float] = []
 
@@ -140,7 +158,8 @@ def main(argv=None) -> int:
                 backend.engine_.generate(
                     [list(w.question.prompt) for w in batch],
                     sampling=[{**cfg.sampling, "seed": w.request_seed} for w in batch],
-                    speculative=backend._speculative)
+                    speculative=backend._speculative,
+                )
                 sync()
             return time.perf_counter() - t0
 
@@ -150,35 +169,73 @@ def main(argv=None) -> int:
                 direct.append(direct_pass(alone))
                 inner.clear()
                 t0 = time.perf_counter()
-                result = run_plan(plan, tmp / f"{mode}-{rep}", suites=suites,
-                                  backend_factory=instrumented)
+                result = run_plan(plan, tmp / f"{mode}-{rep}", suites=suites, backend_factory=instrumented)
                 total = time.perf_counter() - t0
                 entry = result.manifest["configs"][mode]
                 t = entry["throughput"]
-                runs.append((sum(inner), t["engine_s"], t["wall_s"], t["output_tokens"],
-                             entry["load_s"], total - entry["load_s"] - t["wall_s"]))  # fmt: skip
+                runs.append(
+                    (
+                        sum(inner),
+                        t["engine_s"],
+                        t["wall_s"],
+                        t["output_tokens"],
+                        entry["load_s"],
+                        total - entry["load_s"] - t["wall_s"],
+                    )
+                )
         engine_s, backend_s, loop_s, tokens, load_s, setup_s = min(runs, key=lambda r: r[2] / r[0])
         direct_s = min(direct)
-        rows.append([
-            mode, len(work), f"{tokens:,}", f"{direct_s:.2f}", f"{engine_s:.2f}", f"{backend_s:.2f}",
-            f"{loop_s:.2f}", f"{100 * (backend_s / engine_s - 1):.2f}%",
-            f"{100 * (loop_s - backend_s) / engine_s:.2f}%", f"{100 * (loop_s / engine_s - 1):.2f}%",
-            f"{100 * (loop_s / direct_s - 1):+.2f}%", f"{load_s:.2f}", f"{setup_s:.2f}",
-        ])  # fmt: skip
-    print(f"harness overhead: {source}, device {args.device}, {args.questions} questions, "
-          f"batch {args.batch_size}, max_tokens {args.max_tokens}, temperature {args.temperature}, "
-          f"{args.threads} thread(s), best of {args.repeats}")
-    print(text_table(rows, [
-        "mode", "requests", "tokens", "direct s", "engine s", "backend s", "loop s", "adapter",
-        "own", "overhead", "loop vs direct", "load s", "setup+gate s",
-    ]))  # fmt: skip
-    print("In one harness run: engine s = inside ReferenceEngine.generate, backend s = inside "
-          "the backend call, loop s = the harness loop. adapter = backend/engine - 1; own = "
-          "(loop - backend)/engine: requests, grading, records (fsync per batch), manifest, "
-          "progress; overhead = loop/engine - 1 (goal <= 3%); best of the repeats. direct s: "
-          "the engine alone on the same batches, timed between the harness runs; loop vs "
-          "direct = loop/direct - 1 (the same comparison across runs, so machine noise adds in). "
-          "Model loading, suite loading and the gate are outside the loop.")
+        rows.append(
+            [
+                mode,
+                len(work),
+                f"{tokens:,}",
+                f"{direct_s:.2f}",
+                f"{engine_s:.2f}",
+                f"{backend_s:.2f}",
+                f"{loop_s:.2f}",
+                f"{100 * (backend_s / engine_s - 1):.2f}%",
+                f"{100 * (loop_s - backend_s) / engine_s:.2f}%",
+                f"{100 * (loop_s / engine_s - 1):.2f}%",
+                f"{100 * (loop_s / direct_s - 1):+.2f}%",
+                f"{load_s:.2f}",
+                f"{setup_s:.2f}",
+            ]
+        )
+    print(
+        f"harness overhead: {source}, device {args.device}, {args.questions} questions, "
+        f"batch {args.batch_size}, max_tokens {args.max_tokens}, temperature {args.temperature}, "
+        f"{args.threads} thread(s), best of {args.repeats}"
+    )
+    print(
+        text_table(
+            rows,
+            [
+                "mode",
+                "requests",
+                "tokens",
+                "direct s",
+                "engine s",
+                "backend s",
+                "loop s",
+                "adapter",
+                "own",
+                "overhead",
+                "loop vs direct",
+                "load s",
+                "setup+gate s",
+            ],
+        )
+    )
+    print(
+        "In one harness run: engine s = inside ReferenceEngine.generate, backend s = inside "
+        "the backend call, loop s = the harness loop. adapter = backend/engine - 1; own = "
+        "(loop - backend)/engine: requests, grading, records (fsync per batch), manifest, "
+        "progress; overhead = loop/engine - 1 (goal <= 3%); best of the repeats. direct s: "
+        "the engine alone on the same batches, timed between the harness runs; loop vs "
+        "direct = loop/direct - 1 (the same comparison across runs, so machine noise adds in). "
+        "Model loading, suite loading and the gate are outside the loop."
+    )
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

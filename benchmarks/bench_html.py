@@ -25,13 +25,19 @@ from pathlib import Path
 
 from qualgate.backends import Backend, Generation, register_backend
 from qualgate.demo.plan import demo_plan
-from qualgate.run.runner import load_suites, run_plan
 from qualgate.report.html import run_html
+from qualgate.run.runner import load_suites, run_plan
 
 #: candidate -> (extra chance of a wrong answer, chance of a fresh draw): a lossless-like
 #: candidate redraws a few answers, lossy ones also lose some
-CANDIDATES = {"standard": (0.0, 0.05), "fly-w2": (0.005, 0.08), "fly-w4": (0.015, 0.1),
-              "fly-t01": (0.03, 0.12), "fly-t00": (0.06, 0.15), "eagle": (0.0, 0.06)}  # fmt: skip
+CANDIDATES = {
+    "standard": (0.0, 0.05),
+    "fly-w2": (0.005, 0.08),
+    "fly-w4": (0.015, 0.1),
+    "fly-t01": (0.03, 0.12),
+    "fly-t00": (0.06, 0.15),
+    "eagle": (0.0, 0.06),
+}
 
 
 class SimulatedBackend(Backend):
@@ -74,8 +80,9 @@ def main() -> None:
     base = plan.configs["target"]
     configs = {"target": dataclasses.replace(base, engine="bench-sim")}
     for name in CANDIDATES:
-        configs[name] = dataclasses.replace(base, name=name, engine="bench-sim",
-                                            engine_options={**base.engine_options, "bench": name})
+        configs[name] = dataclasses.replace(
+            base, name=name, engine="bench-sim", engine_options={**base.engine_options, "bench": name}
+        )
     plan = dataclasses.replace(plan, configs=configs, candidates=tuple(CANDIDATES))
     out = args.out or Path(tempfile.mkdtemp(prefix="qualgate-bench-html-")) / "run"
     t0 = time.perf_counter()
@@ -87,13 +94,16 @@ def main() -> None:
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     load = _load_seconds(path)
-    rows = [("questions x seeds x configs", f"{args.questions} x {args.seeds} x {len(configs)}"),
-            ("records", f"{args.questions * args.seeds * len(configs):,}"),
-            ("run (simulated engine), s", f"{t_run:.1f}"), ("page built, s", f"{t_build:.2f}"),
-            ("page size, MB", f"{path.stat().st_size / 1e6:.2f}"),
-            ("flips in the page", f"{_flips(page):,}"),
-            ("load in headless Chromium, s (median of 5)", f"{load:.2f}"),
-            ("machine load average (1 min) after it, cores", f"{os.getloadavg()[0]:.1f} / {os.cpu_count()}")]  # fmt: skip
+    rows = [
+        ("questions x seeds x configs", f"{args.questions} x {args.seeds} x {len(configs)}"),
+        ("records", f"{args.questions * args.seeds * len(configs):,}"),
+        ("run (simulated engine), s", f"{t_run:.1f}"),
+        ("page built, s", f"{t_build:.2f}"),
+        ("page size, MB", f"{path.stat().st_size / 1e6:.2f}"),
+        ("flips in the page", f"{_flips(page):,}"),
+        ("load in headless Chromium, s (median of 5)", f"{load:.2f}"),
+        ("machine load average (1 min) after it, cores", f"{os.getloadavg()[0]:.1f} / {os.cpu_count()}"),
+    ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v:>14}")
@@ -101,7 +111,7 @@ def main() -> None:
 
 def _flips(page: str) -> int:
     start = page.index('<script id="flips-data" type="application/json">')
-    payload = page[page.index(">", start) + 1: page.index("</script>", start)]
+    payload = page[page.index(">", start) + 1 : page.index("</script>", start)]
     return len(json.loads(payload))
 
 
@@ -118,8 +128,11 @@ def _load_seconds(path: Path) -> float:
         times = []
         for _ in range(6):
             browser.get(path.as_uri())
-            times.append(browser.execute_script(
-                "const t = performance.getEntriesByType('navigation')[0]; return (t.loadEventEnd - t.startTime) / 1000;"))
+            times.append(
+                browser.execute_script(
+                    "const t = performance.getEntriesByType('navigation')[0]; return (t.loadEventEnd - t.startTime) / 1000;"
+                )
+            )
         return sorted(times[1:])[2]
     finally:
         browser.quit()

@@ -32,20 +32,30 @@ MODEL = "Qwen/Qwen3-8B"
 
 def _answer(method: str, path: str, body: bytes) -> tuple[int, bytes]:
     if method == "GET" and path == "/v1/models":
-        return 200, json.dumps({"object": "list", "data": [
-            {"id": MODEL, "object": "model", "root": MODEL, "max_model_len": 40960}]}).encode()
+        return 200, json.dumps(
+            {"object": "list", "data": [{"id": MODEL, "object": "model", "root": MODEL, "max_model_len": 40960}]}
+        ).encode()
     if method == "GET" and path == "/version":
         return 200, b'{"version": "0.33.0"}'
     if method == "GET" and path == "/metrics":
         return 200, b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0.0\n"
     if method == "POST" and path == "/v1/chat/completions":
         req = json.loads(body)
-        return 200, json.dumps({
-            "id": f"chatcmpl-{req['seed']}", "object": "chat.completion", "model": req["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                "role": "assistant", "content": f"#### {req['seed']}", "reasoning": None}}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23},
-        }).encode()
+        return 200, json.dumps(
+            {
+                "id": f"chatcmpl-{req['seed']}",
+                "object": "chat.completion",
+                "model": req["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": f"#### {req['seed']}", "reasoning": None},
+                    }
+                ],
+                "usage": {"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23},
+            }
+        ).encode()
     return 404, b'{"detail": "Not Found"}'
 
 
@@ -66,8 +76,10 @@ async def _connection(reader, writer):
             body = await reader.readexactly(n) if n else b""
             method, path, _ = line.decode("latin-1").split(" ", 2)
             status, payload = _answer(method, path.split("?")[0], body)
-            writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (status, len(payload), payload))
+            writer.write(
+                b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (status, len(payload), payload)
+            )
             await writer.drain()
             if headers.get("connection", "").lower() == "close":
                 break
@@ -95,12 +107,19 @@ def measure(url: str, concurrency: int, n: int, repeats: int) -> dict:
     from qualgate.backends import Request, open_backend
     from qualgate.config.decoding import parse_config
 
-    cfg = parse_config({"name": "bench", "engine": "vllm-server", "model": MODEL,
-                        "sampling": {"temperature": 0.0, "max_tokens": 16},
-                        "engine_options": {"base_urls": [url], "concurrency": concurrency,
-                                           "max_retries": 0}})
-    reqs = [Request(({"role": "user", "content": f"What is {i} + 1?"},),
-                    {"temperature": 0.0, "max_tokens": 16, "seed": i}) for i in range(n)]
+    cfg = parse_config(
+        {
+            "name": "bench",
+            "engine": "vllm-server",
+            "model": MODEL,
+            "sampling": {"temperature": 0.0, "max_tokens": 16},
+            "engine_options": {"base_urls": [url], "concurrency": concurrency, "max_retries": 0},
+        }
+    )
+    reqs = [
+        Request(({"role": "user", "content": f"What is {i} + 1?"},), {"temperature": 0.0, "max_tokens": 16, "seed": i})
+        for i in range(n)
+    ]
     best = float("inf")
     with open_backend(cfg) as backend:
         backend.generate(reqs[:concurrency])  # warm up
@@ -110,9 +129,14 @@ def measure(url: str, concurrency: int, n: int, repeats: int) -> dict:
             best = min(best, time.perf_counter() - t0)
             assert all(g.error is None for g in gens), gens[0].error
         opened = backend.info().get("connections_opened")
-    return {"qualgate": os.path.dirname(os.path.dirname(os.path.abspath(qualgate.__file__))),
-            "concurrency": concurrency, "requests": n, "best_s": best,
-            "requests_per_s": n / best, "connections_opened": opened}
+    return {
+        "qualgate": os.path.dirname(os.path.dirname(os.path.abspath(qualgate.__file__))),
+        "concurrency": concurrency,
+        "requests": n,
+        "best_s": best,
+        "requests_per_s": n / best,
+        "connections_opened": opened,
+    }
 
 
 def main() -> None:
@@ -135,13 +159,30 @@ def main() -> None:
     try:
         rows = []
         if args.compare_with:
-            env = {**os.environ, "QG_BENCH_ROOT": os.path.abspath(args.compare_with),
-                   "PYTHONPATH": os.path.abspath(args.compare_with)}
+            env = {
+                **os.environ,
+                "QG_BENCH_ROOT": os.path.abspath(args.compare_with),
+                "PYTHONPATH": os.path.abspath(args.compare_with),
+            }
             out = subprocess.run(
-                [sys.executable, __file__, "--url", url, "--json", "--requests",
-                 str(args.requests), "--repeats", str(args.repeats), "--concurrency",
-                 *map(str, args.concurrency)], env=env, check=True, capture_output=True,
-                text=True).stdout
+                [
+                    sys.executable,
+                    __file__,
+                    "--url",
+                    url,
+                    "--json",
+                    "--requests",
+                    str(args.requests),
+                    "--repeats",
+                    str(args.repeats),
+                    "--concurrency",
+                    *map(str, args.concurrency),
+                ],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             rows += [{"client": "compared", **r} for r in json.loads(out)]
         mine = [measure(url, c, args.requests, args.repeats) for c in args.concurrency]
         if args.json:
@@ -151,13 +192,22 @@ def main() -> None:
     finally:
         if proc is not None:
             proc.terminate()
-    print(f"loopback asyncio HTTP/1.1 server in its own process; {args.requests} requests "
-          f"per measurement, best of {args.repeats}; {os.cpu_count()} CPUs")
+    print(
+        f"loopback asyncio HTTP/1.1 server in its own process; {args.requests} requests "
+        f"per measurement, best of {args.repeats}; {os.cpu_count()} CPUs"
+    )
     head = ("client", "qualgate", "concurrency", "requests/s", "best s", "connections opened")
-    table = [head] + [(r["client"], r["qualgate"], str(r["concurrency"]),
-                       f"{r['requests_per_s']:,.0f}", f"{r['best_s']:.3f}",
-                       "n/a" if r["connections_opened"] is None
-                       else str(r["connections_opened"])) for r in rows]
+    table = [head] + [
+        (
+            r["client"],
+            r["qualgate"],
+            str(r["concurrency"]),
+            f"{r['requests_per_s']:,.0f}",
+            f"{r['best_s']:.3f}",
+            "n/a" if r["connections_opened"] is None else str(r["connections_opened"]),
+        )
+        for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -52,13 +52,11 @@ GRID = ("--loss", "0.01,0.02,0.03", "--discordant", "0.04,0.06,0.08")
 CASES = [
     ("exact McNemar, 10^6 discordant pairs", lambda: mcnemar(500_500, 499_500), 20),
     ("mid-p McNemar, 10^6 discordant pairs", lambda: mcnemar(500_500, 499_500, method="midp"), 20),
-    ("exact sample size, loss 0.01, discordant 0.06",
-     lambda: mcnemar_sample_size(0.01, 0.06, method="exact"), 5),
-    ("exact sample size, loss 0.005, discordant 0.06",
-     lambda: mcnemar_sample_size(0.005, 0.06, method="exact"), 3),
+    ("exact sample size, loss 0.01, discordant 0.06", lambda: mcnemar_sample_size(0.01, 0.06, method="exact"), 5),
+    ("exact sample size, loss 0.005, discordant 0.06", lambda: mcnemar_sample_size(0.005, 0.06, method="exact"), 3),
     ("CLI grid 3x3, normal (subprocess)", cli(*GRID), 3),
     ("CLI grid 3x3, exact (subprocess)", cli(*GRID, "--method", "exact"), 3),
-]  # fmt: skip
+]
 
 
 def main():
@@ -70,8 +68,10 @@ def main():
         print(f"{name:<{width}}  {wall * 1e3:8.2f}  {cpu * 1e3:8.2f}  {GOAL_S * 1e3:7.0f}  {verdict}")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nload average {load} on {os.cpu_count()} cores; median of 3-20 runs after a warm-up")
-    print(f"result: exact McNemar p = {mcnemar(500_500, 499_500).pvalue:.6f}; "
-          f"exact n(0.01, 0.06) = {mcnemar_sample_size(0.01, 0.06, method='exact').n}")  # fmt: skip
+    print(
+        f"result: exact McNemar p = {mcnemar(500_500, 499_500).pvalue:.6f}; "
+        f"exact n(0.01, 0.06) = {mcnemar_sample_size(0.01, 0.06, method='exact').n}"
+    )
 
 
 if __name__ == "__main__":

@@ -60,9 +60,12 @@ def main(argv=None):
     skipped = [p for p in (float(x) for x in a.psi.split(",")) if p < a.margin]
     ns = [n for n in range(a.n_min, a.n_max + 1) if n <= a.dense or n % a.step == 0]
     z_score = -stats.norm.isf(a.alpha)
-    print(f"exact size of the one-seed non-inferiority tests: margin {a.margin}, alpha {a.alpha}, "
-          f"n = {ns[0]}..{ns[-1]} ({len(ns)} values: every n up to {min(a.dense, a.n_max)}"
-          + (f", then every {a.step}th" if a.dense < a.n_max else "") + ")")
+    print(
+        f"exact size of the one-seed non-inferiority tests: margin {a.margin}, alpha {a.alpha}, "
+        f"n = {ns[0]}..{ns[-1]} ({len(ns)} values: every n up to {min(a.dense, a.n_max)}"
+        + (f", then every {a.step}th" if a.dense < a.n_max else "")
+        + ")"
+    )
     print(f"discordance grid {grid}" + (f" ({skipped} < margin: impossible at loss = margin)" if skipped else ""))
     t0 = time.perf_counter()
     worst_exact = worst_score = (-1.0, 0, 0.0)
@@ -74,8 +77,9 @@ def main(argv=None):
             e = size(n, psi, a.margin, z) if math.isfinite(z) else 0.0
             sc = size(n, psi, a.margin, z_score)
             key = min(b for b in (50, 100, 200, 500, 1000, 1500, 2000, 10**9) if n <= b)
-            block = blocks.setdefault(key, {"exact": (-1.0, 0, 0.0), "score": (-1.0, 0, 0.0), "sum_e": 0.0,
-                                            "sum_s": 0.0, "count": 0})  # fmt: skip
+            block = blocks.setdefault(
+                key, {"exact": (-1.0, 0, 0.0), "score": (-1.0, 0, 0.0), "sum_e": 0.0, "sum_s": 0.0, "count": 0}
+            )
             block["exact"] = max(block["exact"], (e, n, psi))
             block["score"] = max(block["score"], (sc, n, psi))
             block["sum_e"] += e
@@ -83,17 +87,23 @@ def main(argv=None):
             block["count"] += 1
             worst_exact = max(worst_exact, (e, n, psi))
             worst_score = max(worst_score, (sc, n, psi))
-    print(f"{'n up to':>8} | {'exact: max size':>16} {'at (n, psi)':>14} {'mean':>7} | {'score: max size':>16} "
-          f"{'at (n, psi)':>14} {'mean':>7}")  # fmt: skip
+    print(
+        f"{'n up to':>8} | {'exact: max size':>16} {'at (n, psi)':>14} {'mean':>7} | {'score: max size':>16} "
+        f"{'at (n, psi)':>14} {'mean':>7}"
+    )
     for key in sorted(blocks):
         b = blocks[key]
         (e, en, ep), (s, sn, sp) = b["exact"], b["score"]
-        print(f"{key:>8} | {e:>16.4f} {f'({en}, {ep:g})':>14} {b['sum_e'] / b['count']:>7.4f} | {s:>16.4f} "
-              f"{f'({sn}, {sp:g})':>14} {b['sum_s'] / b['count']:>7.4f}")  # fmt: skip
+        print(
+            f"{key:>8} | {e:>16.4f} {f'({en}, {ep:g})':>14} {b['sum_e'] / b['count']:>7.4f} | {s:>16.4f} "
+            f"{f'({sn}, {sp:g})':>14} {b['sum_s'] / b['count']:>7.4f}"
+        )
     ok = worst_exact[0] <= a.alpha
-    print(f"largest exact size {worst_exact[0]:.5f} at n = {worst_exact[1]}, psi = {worst_exact[2]:g} "
-          f"({'<=' if ok else '>'} alpha {a.alpha}); largest score size {worst_score[0]:.5f} at n = "
-          f"{worst_score[1]}, psi = {worst_score[2]:g}  ({time.perf_counter() - t0:.0f} s)")
+    print(
+        f"largest exact size {worst_exact[0]:.5f} at n = {worst_exact[1]}, psi = {worst_exact[2]:g} "
+        f"({'<=' if ok else '>'} alpha {a.alpha}); largest score size {worst_score[0]:.5f} at n = "
+        f"{worst_score[1]}, psi = {worst_score[2]:g}  ({time.perf_counter() - t0:.0f} s)"
+    )
     return 0 if ok else 1
 
 

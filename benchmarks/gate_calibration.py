@@ -40,7 +40,7 @@ from qualgate.stats._noninferiority import exact_critical_value  # noqa: E402
 from qualgate.stats._score import score_z  # noqa: E402
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def critical(n, margin, alpha):
     return exact_critical_value(n, margin, alpha)
 
@@ -51,9 +51,15 @@ def enumerate_pass(n, p_lost, p_gained, margin, alpha, exact):
     rest = n - lost - gained
     ok = rest >= 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_p = (special.gammaln(n + 1) - special.gammaln(lost + 1) - special.gammaln(gained + 1)
-                 - special.gammaln(np.maximum(rest, 0) + 1) + special.xlogy(lost, p_lost)
-                 + special.xlogy(gained, p_gained) + special.xlog1py(np.maximum(rest, 0), -(p_lost + p_gained)))  # fmt: skip
+        log_p = (
+            special.gammaln(n + 1)
+            - special.gammaln(lost + 1)
+            - special.gammaln(gained + 1)
+            - special.gammaln(np.maximum(rest, 0) + 1)
+            + special.xlogy(lost, p_lost)
+            + special.xlogy(gained, p_gained)
+            + special.xlog1py(np.maximum(rest, 0), -(p_lost + p_gained))
+        )
     prob = np.where(ok, np.exp(log_p), 0.0)
     z = score_z(lost.astype(float), gained.astype(float), float(n), margin)
     rule = z <= critical(n, margin, alpha) + 1e-9 if exact else z < -sps.norm.isf(alpha)
@@ -88,12 +94,18 @@ def main(argv=None):
     se = math.sqrt(alpha * (1 - alpha) / reps)
     limit = alpha + 2 * se
     losses = {"0": 0.0, "m": margin, "2m": 2 * margin}
-    print(f"fixed-gate calibration: margin {margin}, alpha {alpha}; one seed enumerated exactly, "
-          f"several seeds {reps:,} gates a cell (size limit alpha + 2 MC SE = {limit:.4f})")  # fmt: skip
-    head = (f"{'model':<15}{'seeds':>6}{'questions':>10} | {'PASS@0':>7}{'PASS@m':>8}{'PASS@2m':>8}"
-            f" | {'old@0':>7}{'old@m':>7} | {'size ok':>7}")  # fmt: skip
-    print("PASS@m is the size; PASS@0 the power. 'old': one seed, the asymptotic score test "
-          "(enumerated); several seeds, the former design-effect test (same simulated data).")
+    print(
+        f"fixed-gate calibration: margin {margin}, alpha {alpha}; one seed enumerated exactly, "
+        f"several seeds {reps:,} gates a cell (size limit alpha + 2 MC SE = {limit:.4f})"
+    )
+    head = (
+        f"{'model':<15}{'seeds':>6}{'questions':>10} | {'PASS@0':>7}{'PASS@m':>8}{'PASS@2m':>8}"
+        f" | {'old@0':>7}{'old@m':>7} | {'size ok':>7}"
+    )
+    print(
+        "PASS@m is the size; PASS@0 the power. 'old': one seed, the asymptotic score test "
+        "(enumerated); several seeds, the former design-effect test (same simulated data)."
+    )
     print(head)
     t0 = time.perf_counter()
     worst = 0.0
@@ -114,10 +126,15 @@ def main(argv=None):
                         new[name], old[name] = rates / reps
                 ok = new["m"] <= (alpha if seeds == 1 else limit)
                 worst = max(worst, new["m"] - (0 if seeds == 1 else 2 * se))
-                print(f"{model:<15}{seeds:>6}{questions:>10} | {new['0']:>7.4f}{new['m']:>8.4f}{new['2m']:>8.4f}"
-                      f" | {old['0']:>7.4f}{old['m']:>7.4f} | {'yes' if ok else 'NO':>7}", flush=True)  # fmt: skip
-    print(f"largest size (several seeds: minus 2 MC SE): {worst:.4f} against alpha {alpha}: "
-          f"{'OK' if worst <= alpha else 'EXCEEDED'}  ({time.perf_counter() - t0:.0f} s)")
+                print(
+                    f"{model:<15}{seeds:>6}{questions:>10} | {new['0']:>7.4f}{new['m']:>8.4f}{new['2m']:>8.4f}"
+                    f" | {old['0']:>7.4f}{old['m']:>7.4f} | {'yes' if ok else 'NO':>7}",
+                    flush=True,
+                )
+    print(
+        f"largest size (several seeds: minus 2 MC SE): {worst:.4f} against alpha {alpha}: "
+        f"{'OK' if worst <= alpha else 'EXCEEDED'}  ({time.perf_counter() - t0:.0f} s)"
+    )
     return 0 if worst <= alpha else 1
 
 

@@ -31,13 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from qualgate.formatting import text_table  # noqa: E402
-from qualgate.verdict.calibration import render_calibration_text, run_calibration  # noqa: E402
 from qualgate.config.decoding import load_plan  # noqa: E402
+from qualgate.formatting import text_table  # noqa: E402
 from qualgate.report.gate_text import render_text  # noqa: E402
-from qualgate.run.runner import run_plan  # noqa: E402
 from qualgate.report.run import render_text as render_report  # noqa: E402
 from qualgate.report.run import summarize  # noqa: E402
+from qualgate.run.runner import run_plan  # noqa: E402
+from qualgate.verdict.calibration import render_calibration_text, run_calibration  # noqa: E402
 
 AA = (("target", "standard", "independent noise"), ("target", "standard-coupled", "coupled noise"))
 
@@ -66,19 +66,26 @@ def main(argv=None) -> int:
     plan = load_plan(args.plan)
     if args.questions:
         plan = dataclasses.replace(
-            plan, suites=tuple(dataclasses.replace(s, limit=args.questions) for s in plan.suites))
+            plan, suites=tuple(dataclasses.replace(s, limit=args.questions) for s in plan.suites)
+        )
     if args.seeds:
         plan = dataclasses.replace(plan, seeds=tuple(range(args.seeds)))
-    override = {k: v for k, v in (("device", args.device), ("batch_size", args.batch_size),
-                                  ("max_num_seqs", args.batch_size)) if v}
+    override = {
+        k: v
+        for k, v in (("device", args.device), ("batch_size", args.batch_size), ("max_num_seqs", args.batch_size))
+        if v
+    }
     if override:
-        plan = dataclasses.replace(plan, configs={
-            n: dataclasses.replace(c, engine_options={**c.engine_options, **override})
-            for n, c in plan.configs.items()})  # fmt: skip
+        plan = dataclasses.replace(
+            plan,
+            configs={
+                n: dataclasses.replace(c, engine_options={**c.engine_options, **override})
+                for n, c in plan.configs.items()
+            },
+        )
 
     t0 = time.perf_counter()
-    result = run_plan(plan, args.out, resume=args.resume,
-                      log=lambda m: print(m, file=sys.stderr, flush=True))
+    result = run_plan(plan, args.out, resume=args.resume, log=lambda m: print(m, file=sys.stderr, flush=True))
     wall = time.perf_counter() - t0
 
     m = result.manifest
@@ -98,12 +105,25 @@ def main(argv=None) -> int:
     rows = []
     for name, c in m["configs"].items():
         t = c["throughput"]
-        rows.append([name, c["mode"], str((c.get("info") or {}).get("coupled", "-")).lower(),
-                     f"{t['requests']:,}", f"{t['output_tokens']:,}", f"{c.get('load_s', 0):.1f}",
-                     f"{t['engine_s']:.1f}", f"{t['wall_s']:.1f}",
-                     "-" if t["tokens_per_s"] is None else f"{t['tokens_per_s']:,.0f}"])  # fmt: skip
-    lines += [text_table(rows, ["config", "mode", "coupled", "requests", "output tokens", "load s",
-                                "engine s", "loop s", "tok/s"]), ""]  # fmt: skip
+        rows.append(
+            [
+                name,
+                c["mode"],
+                str((c.get("info") or {}).get("coupled", "-")).lower(),
+                f"{t['requests']:,}",
+                f"{t['output_tokens']:,}",
+                f"{c.get('load_s', 0):.1f}",
+                f"{t['engine_s']:.1f}",
+                f"{t['wall_s']:.1f}",
+                "-" if t["tokens_per_s"] is None else f"{t['tokens_per_s']:,.0f}",
+            ]
+        )
+    lines += [
+        text_table(
+            rows, ["config", "mode", "coupled", "requests", "output tokens", "load s", "engine s", "loop s", "tok/s"]
+        ),
+        "",
+    ]
     lines += [render_report(summarize(args.out)), ""]
     if result.gate is not None:
         lines += [render_text(result.gate), ""]
@@ -114,9 +134,12 @@ def main(argv=None) -> int:
         if (records / f"{a}.jsonl").exists() and (records / f"{b}.jsonl").exists():
             cal = run_calibration(records / f"{a}.jsonl", records / f"{b}.jsonl")
             same, n = identical_outputs(records / f"{a}.jsonl", records / f"{b}.jsonl")
-            lines += [f"A/A {a} vs {b} ({label}): identical output text in {same:,} of {n:,} "
-                      f"requests ({100 * same / max(n, 1):.1f}%)",
-                      render_calibration_text(cal), ""]
+            lines += [
+                f"A/A {a} vs {b} ({label}): identical output text in {same:,} of {n:,} "
+                f"requests ({100 * same / max(n, 1):.1f}%)",
+                render_calibration_text(cal),
+                "",
+            ]
     text = "\n".join(lines).rstrip() + "\n"
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(text, encoding="utf-8")

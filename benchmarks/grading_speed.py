@@ -95,8 +95,10 @@ def main():
     cpu, n, timeouts, outcomes = Counter(), Counter(), Counter(), Counter()
     for c, k, t, o in results:
         cpu.update(c), n.update(k), timeouts.update(t), outcomes.update(o)
-    print(f"{len(work):,} gradings ({len(items):,} real outputs x {args.passes} passes), "
-          f"{args.workers} worker processes, os.cpu_count() = {os.cpu_count()}")  # fmt: skip
+    print(
+        f"{len(work):,} gradings ({len(items):,} real outputs x {args.passes} passes), "
+        f"{args.workers} worker processes, os.cpu_count() = {os.cpu_count()}"
+    )
     print("| suite | outputs | CPU s | outputs per CPU s | comparisons that reached the time limit |")
     print("|---|---:|---:|---:|---:|")
     for name in SUITES:
@@ -104,8 +106,10 @@ def main():
     total = sum(cpu.values())
     print(f"| all | {sum(n.values()):,} | {total:.1f} | {sum(n.values()) / total:,.0f} | {sum(timeouts.values())} |")
     print(f"outcomes: {dict(outcomes)}")
-    print(f"wall time: {wall:.1f} s for {len(work):,} outputs ({len(work) / wall:,.0f} per second); "
-          f"load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f} (other jobs share the cores)")
+    print(
+        f"wall time: {wall:.1f} s for {len(work):,} outputs ({len(work) / wall:,.0f} per second); "
+        f"load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f} (other jobs share the cores)"
+    )
 
 
 if __name__ == "__main__":

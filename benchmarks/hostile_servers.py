@@ -54,21 +54,34 @@ def child(name: str) -> dict:
     from qualgate.errors import DataError
 
     if route == "completion":
+
         def hostile(h, server, body):
             if body["seed"] != t.BAD:
                 return False
             behaviour(h, server, server.completion(body))
             return True
     else:
+
         def hostile(h, server, body):
             return behaviour(h, server, body) or True
+
     with FakeVLLMServer(speculative=t.FLY, server_info=True, hostile={route: hostile}) as srv:
-        cfg = parse_config({"name": "c", "engine": "vllm-server", "model": "Qwen/Qwen3-8B",
-                            "speculative": t.FLY,
-                            "sampling": {"temperature": 0.6, "max_tokens": 32},
-                            "engine_options": {"base_urls": [srv.url], "timeout_s": 1.0,
-                                               "max_retries": 1, "retry_backoff_s": 0.01,
-                                               "concurrency": 3}})
+        cfg = parse_config(
+            {
+                "name": "c",
+                "engine": "vllm-server",
+                "model": "Qwen/Qwen3-8B",
+                "speculative": t.FLY,
+                "sampling": {"temperature": 0.6, "max_tokens": 32},
+                "engine_options": {
+                    "base_urls": [srv.url],
+                    "timeout_s": 1.0,
+                    "max_retries": 1,
+                    "retry_backoff_s": 0.01,
+                    "concurrency": 3,
+                },
+            }
+        )
         try:
             backend = open_backend(cfg)
         except DataError as exc:
@@ -96,8 +109,7 @@ def child(name: str) -> dict:
         return {"outcome": "accepted", "detail": repr(gens[1].text)[:80]}
     if errors[0] is not None or errors[2] is not None:
         return {"outcome": "collateral", "detail": str(errors)}
-    return {"outcome": "ok" if errors[1].startswith(srv.url) else "no URL",
-            "detail": errors[1][:200]}
+    return {"outcome": "ok" if errors[1].startswith(srv.url) else "no URL", "detail": errors[1][:200]}
 
 
 def run_case(root: str, name: str, memory: int, limit: float) -> tuple[str, float, str]:
@@ -107,8 +119,14 @@ def run_case(root: str, name: str, memory: int, limit: float) -> tuple[str, floa
     env = {**os.environ, "PYTHONPATH": os.path.abspath(root)}
     t0 = time.perf_counter()
     try:
-        p = subprocess.run([sys.executable, __file__, "--child", name], env=env,
-                           capture_output=True, text=True, timeout=limit, preexec_fn=limits)
+        p = subprocess.run(
+            [sys.executable, __file__, "--child", name],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            preexec_fn=limits,
+        )
     except subprocess.TimeoutExpired:
         return "hang", time.perf_counter() - t0, f"over {limit:g} s"
     elapsed = time.perf_counter() - t0
@@ -136,14 +154,18 @@ def main() -> None:
     for name in names:
         for root in roots:
             results[root][name] = run_case(root, name, args.memory_mib << 20, args.time_limit)
-            print(f"{name} [{root}]: {results[root][name][0]} "
-                  f"({results[root][name][1]:.1f} s) {results[root][name][2][:120]}",
-                  file=sys.stderr, flush=True)
-    print(f"{len(names)} hostile-server cases, each in its own process: memory limit "
-          f"{args.memory_mib} MiB, time limit {args.time_limit:g} s")
+            print(
+                f"{name} [{root}]: {results[root][name][0]} "
+                f"({results[root][name][1]:.1f} s) {results[root][name][2][:120]}",
+                file=sys.stderr,
+                flush=True,
+            )
+    print(
+        f"{len(names)} hostile-server cases, each in its own process: memory limit "
+        f"{args.memory_mib} MiB, time limit {args.time_limit:g} s"
+    )
     head = ["case"] + [f"{os.path.abspath(r)}" for r in roots]
-    rows = [head] + [[n] + [f"{results[r][n][0]} ({results[r][n][1]:.1f} s)" for r in roots]
-                     for n in names]
+    rows = [head] + [[n] + [f"{results[r][n][0]} ({results[r][n][1]:.1f} s)" for r in roots] for n in names]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())

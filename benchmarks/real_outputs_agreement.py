@@ -33,8 +33,10 @@ def _pct(agree: int, n: int) -> str:
 
 
 def main():
-    print("| suite | source (model) | outputs | requested format found | strict agrees (format found) "
-          "| either agrees (all) | lenient agrees (all) |")  # fmt: skip
+    print(
+        "| suite | source (model) | outputs | requested format found | strict agrees (format found) "
+        "| either agrees (all) | lenient agrees (all) |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
     for name in SUITES:
         spec = read_spec(suite_path(name))
@@ -57,8 +59,10 @@ def main():
             cells = groups[key]
             found = [c for c in cells if c[0]]
             label = f"**all** ({seconds:.1f} s)" if key == "all" else key
-            print(f"| {name} | {label} | {len(cells)} | {len(found)} | {_pct(sum(c[1] for c in found), len(found))} | "
-                  f"{_pct(sum(c[2] for c in cells), len(cells))} | {_pct(sum(c[3] for c in cells), len(cells))} |")
+            print(
+                f"| {name} | {label} | {len(cells)} | {len(found)} | {_pct(sum(c[1] for c in found), len(found))} | "
+                f"{_pct(sum(c[2] for c in cells), len(cells))} | {_pct(sum(c[3] for c in cells), len(cells))} |"
+            )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,9 @@ def run_cell(rng, model, seeds, budget, loss, reps, margin, alpha):
     for chunk in np.array_split(np.arange(reps), max(1, reps * budget * seeds // 3_000_000)):
         lost, gained = draw(model, rng, len(chunk), budget, seeds, loss)
         d = (gained - lost).astype(float) / seeds
-        s, r, _, _ = _paths(d, margin=margin, alpha=alpha, beta=0.2, prior=PRIOR, weight=PRIOR_WEIGHT, max_questions=budget,
-                            pairs=seeds)
+        s, r, _, _ = _paths(
+            d, margin=margin, alpha=alpha, beta=0.2, prior=PRIOR, weight=PRIOR_WEIGHT, max_questions=budget, pairs=seeds
+        )
         stop.append(s)
         reason.append(r)
         # the fixed gate at level alpha on all questions: the same final test, full alpha
@@ -85,12 +86,18 @@ def main(argv=None):
     a = p.parse_args(argv)
     rng = np.random.default_rng(a.seed)
     se = math.sqrt(a.alpha * (1 - a.alpha) / a.reps)
-    print(f"budgeted sequential gate vs fixed-n gate on the same budget: margin {a.margin}, alpha {a.alpha}, "
-          f"{a.reps:,} data sets a cell, monitored after every question")  # fmt: skip
-    print(f"Wald SPRT (normal, power 0.8): questions/fixed n = {wald_ratio(0):.2f} at loss 0, "
-          f"{wald_ratio(1):.2f} at the margin, {wald_ratio(2):.2f} at 2x margin")
-    print(f"{'model':<15}{'seeds':>6}{'budget':>7}{'loss':>6} | {'seq PASS':>8}{'early':>7}{'FAIL':>7}"
-          f"{'futile':>7}{'q used':>7}{'Wald':>6} | {'fixed PASS':>10}{'diff':>7} | ok")  # fmt: skip
+    print(
+        f"budgeted sequential gate vs fixed-n gate on the same budget: margin {a.margin}, alpha {a.alpha}, "
+        f"{a.reps:,} data sets a cell, monitored after every question"
+    )
+    print(
+        f"Wald SPRT (normal, power 0.8): questions/fixed n = {wald_ratio(0):.2f} at loss 0, "
+        f"{wald_ratio(1):.2f} at the margin, {wald_ratio(2):.2f} at 2x margin"
+    )
+    print(
+        f"{'model':<15}{'seeds':>6}{'budget':>7}{'loss':>6} | {'seq PASS':>8}{'early':>7}{'FAIL':>7}"
+        f"{'futile':>7}{'q used':>7}{'Wald':>6} | {'fixed PASS':>10}{'diff':>7} | ok"
+    )
     t0, bad = time.perf_counter(), 0
     for model in a.models.split(","):
         for seeds in (int(x) for x in a.seeds.split(",")):
@@ -107,11 +114,16 @@ def main(argv=None):
                     else:
                         ok = True
                     bad += not ok
-                    print(f"{model:<15}{seeds:>6}{budget:>7}{loss:>6.3f} | {r['pass']:>8.4f}{r['early']:>7.3f}"
-                          f"{r['fail']:>7.3f}{r['futile']:>7.3f}{r['used']:>7.2f}{wald_ratio(k):>6.2f} | "
-                          f"{r['fixed']:>10.4f}{diff:>+7.3f} | {'yes' if ok else 'NO'}", flush=True)  # fmt: skip
-    print(f"size limit alpha + 2 MC SE = {a.alpha + 2 * se:.4f}; power limit fixed − 3 points − 2 MC SE; "
-          f"{bad} cell(s) outside ({time.perf_counter() - t0:.0f} s)")
+                    print(
+                        f"{model:<15}{seeds:>6}{budget:>7}{loss:>6.3f} | {r['pass']:>8.4f}{r['early']:>7.3f}"
+                        f"{r['fail']:>7.3f}{r['futile']:>7.3f}{r['used']:>7.2f}{wald_ratio(k):>6.2f} | "
+                        f"{r['fixed']:>10.4f}{diff:>+7.3f} | {'yes' if ok else 'NO'}",
+                        flush=True,
+                    )
+    print(
+        f"size limit alpha + 2 MC SE = {a.alpha + 2 * se:.4f}; power limit fixed − 3 points − 2 MC SE; "
+        f"{bad} cell(s) outside ({time.perf_counter() - t0:.0f} s)"
+    )
     return 1 if bad else 0
 
 

@@ -74,8 +74,10 @@ class Load:
         self.on, self.stop = ctx.Event(), ctx.Event()
         self.procs = []
         if "cpu" in kinds:
-            self.procs += [ctx.Process(target=_burn_cpu, args=(self.on, self.stop), daemon=True)
-                           for _ in range(os.cpu_count() or 1)]  # fmt: skip
+            self.procs += [
+                ctx.Process(target=_burn_cpu, args=(self.on, self.stop), daemon=True)
+                for _ in range(os.cpu_count() or 1)
+            ]
         ready = []
         if "gpu" in kinds:
             ready.append(ctx.Event())
@@ -164,16 +166,19 @@ def main(argv=None):
     for n in names:
         cfg = plan.configs[n]
         sampling = cfg.sampling if a.max_tokens is None else {**cfg.sampling, "max_tokens": a.max_tokens}
-        configs[n] = dataclasses.replace(cfg, sampling=sampling, engine_options={**cfg.engine_options,
-                                                                                 "device": a.device})  # fmt: skip
+        configs[n] = dataclasses.replace(
+            cfg, sampling=sampling, engine_options={**cfg.engine_options, "device": a.device}
+        )
     import torch
 
     if a.device == "cpu":
         torch.set_num_threads(1)  # one decoding thread: the load, not thread contention, is the disturbance
     device = torch.cuda.get_device_name(0) if a.device == "cuda" else platform.processor() or platform.machine()
-    say(f"interleaved speed-up under load: demo {a.candidate} over {plan.baseline}, reference engine on {a.device} "
+    say(
+        f"interleaved speed-up under load: demo {a.candidate} over {plan.baseline}, reference engine on {a.device} "
         f"({device}), torch {torch.__version__}; {a.rounds} rounds of {a.questions} questions, load {sorted(kinds)} "
-        f"({os.cpu_count()} CPU cores) on for {a.load_fraction:.0%} of the loaded run's calls")  # fmt: skip
+        f"({os.cpu_count()} CPU cores) on for {a.load_fraction:.0%} of the loaded run's calls"
+    )
     t_start = time.perf_counter()
     load = Load(kinds)
     backends = {}
@@ -204,19 +209,25 @@ def main(argv=None):
     def row(label, r):
         ci = f"[{r.confidence_interval[0]:.3f}, {r.confidence_interval[1]:.3f}]"
         med = lambda xs: sorted(xs)[len(xs) // 2]
-        say(f"{label:<36} {r.speedup:>9.3f} {ci:>17} {r.confidence_level:>6.1%} "
-            f"{med(r.baseline_tokens_per_s):>13,.0f} {med(r.tokens_per_s):>12,.0f}")  # fmt: skip
+        say(
+            f"{label:<36} {r.speedup:>9.3f} {ci:>17} {r.confidence_level:>6.1%} "
+            f"{med(r.baseline_tokens_per_s):>13,.0f} {med(r.tokens_per_s):>12,.0f}"
+        )
 
     row("(a) quiet, interleaved", quiet)
     row(f"(b) load {window.start}-{window.stop - 1} of {calls} calls, interl.", loaded)
-    say(f"{'naive, load while candidate runs':<36} {naive_speedup:>9.3f} {'—':>17} {'—':>6} "
-        f"{naive_tps[plan.baseline]:>13,.0f} {naive_tps[a.candidate]:>12,.0f}")
+    say(
+        f"{'naive, load while candidate runs':<36} {naive_speedup:>9.3f} {'—':>17} {'—':>6} "
+        f"{naive_tps[plan.baseline]:>13,.0f} {naive_tps[a.candidate]:>12,.0f}"
+    )
     say()
     say("per-round ratios (a): " + " ".join(f"{x:.3f}" for x in quiet.ratios))
     say("per-round ratios (b): " + " ".join(f"{x:.3f}" for x in loaded.ratios))
-    say(f"load on for {load_on_interleaved:.1f} s of the loaded interleaved run; (b) is "
+    say(
+        f"load on for {load_on_interleaved:.1f} s of the loaded interleaved run; (b) is "
         f"{'inside' if inside else 'OUTSIDE'} (a)'s {quiet.confidence_level:.1%} interval; naive is "
-        f"{naive_speedup / quiet.speedup:.2f}x the quiet speed-up; {time.perf_counter() - t_start:.0f} s in all")
+        f"{naive_speedup / quiet.speedup:.2f}x the quiet speed-up; {time.perf_counter() - t_start:.0f} s in all"
+    )
     for label, r in (("(a)", quiet), ("(b)", loaded)):
         if r.warning:
             say(f"warning {label}: {r.warning}")

@@ -52,8 +52,10 @@ def references(name, qs, rs):
 
 def main():
     cache = tempfile.mkdtemp(prefix="qualgate-hf-")
-    print("| suite | n | reference correct (decides) | wrong graded incorrect | strict extracted "
-          "(given / format removed) | lenient extracted (given / format removed) | lenient correct, format removed | s/item |")
+    print(
+        "| suite | n | reference correct (decides) | wrong graded incorrect | strict extracted "
+        "(given / format removed) | lenient extracted (given / format removed) | lenient correct, format removed | s/item |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in FILES:
         suite = load_suite(name, data_files=DATA / FILES[name], cache_dir=cache)
@@ -72,8 +74,10 @@ def main():
         l_given = sum(g.lenient is not None for g in g_given)
         l_plain = sum(g.lenient is not None for g in g_plain)
         l_ok = sum(g.lenient_outcome == "correct" for g in g_plain)
-        print(f"| {name} | {n} | {ok}/{n} | {bad}/{n} | {s_given}/{n} / {s_plain}/{n} | "
-              f"{l_given}/{n} / {l_plain}/{n} | {l_ok}/{n} | {per_item:.4f} |")
+        print(
+            f"| {name} | {n} | {ok}/{n} | {bad}/{n} | {s_given}/{n} / {s_plain}/{n} | "
+            f"{l_given}/{n} / {l_plain}/{n} | {l_ok}/{n} | {per_item:.4f} |"
+        )
 
     golds = [q.gold for q in load_suite("math500", data_files=DATA / FILES["math500"], cache_dir=cache).questions]
     pairs = [(golds[(i + 1) % len(golds)], g) for i, g in enumerate(golds)]

@@ -80,6 +80,7 @@ def simulate(rng, reps, questions, seeds, discordant, loss):
     lost = rng.binomial(disc, w)
     return lost.astype(np.int8), (disc - lost).astype(np.int8)
 
+
 PRIOR, PRIOR_WEIGHT = 0.1, 20.0  # sequential_noninferiority's defaults (and power 0.8, the sweep's)
 
 #: loss patterns over 8 candidates, least aggressive first, in units of the margin
@@ -119,8 +120,9 @@ def gate_rows(rng, idx, reps, n, seeds, discordant, loss, margin, alpha, common=
         mask = crn.random((reps, n))[idx] < common[1]
         lost, gained = simulate(crn, reps, n, seeds, discordant, loss)
         d = np.where(mask, (gained[idx] - lost[idx]).astype(np.float64) / seeds, d)
-    stop, reason, _, _ = _paths(d, margin=margin, alpha=alpha, beta=1 - power, prior=PRIOR, weight=PRIOR_WEIGHT,
-                                max_questions=n, pairs=seeds)
+    stop, reason, _, _ = _paths(
+        d, margin=margin, alpha=alpha, beta=1 - power, prior=PRIOR, weight=PRIOR_WEIGHT, max_questions=n, pairs=seeds
+    )
     return (reason == _PASS) | (reason == _FINAL), stop, d
 
 
@@ -129,8 +131,10 @@ def cross_check(d, passed, stop, margin, alpha, n, power, seeds, k=3):
     for i in range(min(k, len(d))):
         r = sequential_noninferiority(d[i], margin=margin, alpha=alpha, power=power, max_questions=n, pairs=seeds)
         if (r.verdict == "PASS") != bool(passed[i]) or r.n_questions != int(stop[i]):
-            raise AssertionError(f"row {i}: sequential_noninferiority gave {r.verdict} after {r.n_questions}, "
-                                 f"the vectorised gate {bool(passed[i])} after {int(stop[i])}")  # fmt: skip
+            raise AssertionError(
+                f"row {i}: sequential_noninferiority gave {r.verdict} after {r.n_questions}, "
+                f"the vectorised gate {bool(passed[i])} after {int(stop[i])}"
+            )
     return min(k, len(d))
 
 
@@ -166,8 +170,9 @@ def sweep_scenario(rng, reps, pattern, seeds, discordant, n, margin, alpha, corr
             target_pass["independent"] = ok
         if j == target:
             everyone = np.arange(reps)
-            target_pass["bonferroni"] = gate_rows(rng, everyone, reps, n, seeds, discordant, loss, margin, alpha / k,
-                                                  common, power)[0]  # fmt: skip
+            target_pass["bonferroni"] = gate_rows(
+                rng, everyone, reps, n, seeds, discordant, loss, margin, alpha / k, common, power
+            )[0]
         reached = fixed_ok  # the sequence goes on only after a PASS
     return {
         "fwer": {m: float(false_pass[m].mean()) for m in METHODS if m != "bonferroni"},
@@ -188,27 +193,44 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--power", type=float, default=0.8, help="each gate's target power (sets its futility stop)")
     p.add_argument("--patterns", default=",".join(PATTERNS), help="comma-separated loss patterns to run")
-    p.add_argument("--correlation", type=float, default=0.0,
-                   help="share of each question's data drawn from common random numbers across candidates")  # fmt: skip
-    p.add_argument("--cells", default=",".join(f"{s}:{d}:{n}" for s, d, n in CELLS),
-                   help="comma-separated seeds:discordance:questions")  # fmt: skip
+    p.add_argument(
+        "--correlation",
+        type=float,
+        default=0.0,
+        help="share of each question's data drawn from common random numbers across candidates",
+    )
+    p.add_argument(
+        "--cells",
+        default=",".join(f"{s}:{d}:{n}" for s, d, n in CELLS),
+        help="comma-separated seeds:discordance:questions",
+    )
     a = p.parse_args(argv)
     cells = [(int(s), float(d), int(n)) for s, d, n in (c.split(":") for c in a.cells.split(","))]
     se = float(np.sqrt(a.alpha * (1 - a.alpha) / a.reps))
     limit = a.alpha + 2 * se
-    print(f"fixed-sequence sweep FWER: {len(next(iter(PATTERNS.values())))} candidates, margin {a.margin}, "
-          f"alpha {a.alpha}, {a.reps:,} sweeps per scenario, seed {a.seed}; three seeds with ICC {ICC}"
-          + (f"; each gate's power {a.power} (futility)" if a.power != 0.8 else "")
-          + (f"; candidates' data from common random numbers on a shared {a.correlation:.0%} of the questions"
-             if a.correlation else ""))
-    print("loss patterns (x margin, least aggressive first): "
-          + "; ".join(f"{k} {list(v)}" for k, v in PATTERNS.items()))
-    print(f"FWER = P(any candidate with loss >= margin declared non-inferior); ok = FWER <= alpha + 2 SE "
-          f"= {limit:.4f} (SE at alpha {se:.4f}); power = P(target declared non-inferior), target = the last "
-          "loss-0 candidate before the first lossy one; questions = mean questions the fixed sequence's "
-          "candidates used (candidates never reached use none) against K x n")  # fmt: skip
-    header = (f"{'scenario':<13} {'seeds':>5} {'disc':>5} {'n':>5} {'sweeps':>6} {'method':<11} "
-              f"{'FWER':>6} {'MC SE':>6} {'ok':>3} {'power':>6} {'questions':>15} {'s':>5}")  # fmt: skip
+    print(
+        f"fixed-sequence sweep FWER: {len(next(iter(PATTERNS.values())))} candidates, margin {a.margin}, "
+        f"alpha {a.alpha}, {a.reps:,} sweeps per scenario, seed {a.seed}; three seeds with ICC {ICC}"
+        + (f"; each gate's power {a.power} (futility)" if a.power != 0.8 else "")
+        + (
+            f"; candidates' data from common random numbers on a shared {a.correlation:.0%} of the questions"
+            if a.correlation
+            else ""
+        )
+    )
+    print(
+        "loss patterns (x margin, least aggressive first): " + "; ".join(f"{k} {list(v)}" for k, v in PATTERNS.items())
+    )
+    print(
+        f"FWER = P(any candidate with loss >= margin declared non-inferior); ok = FWER <= alpha + 2 SE "
+        f"= {limit:.4f} (SE at alpha {se:.4f}); power = P(target declared non-inferior), target = the last "
+        "loss-0 candidate before the first lossy one; questions = mean questions the fixed sequence's "
+        "candidates used (candidates never reached use none) against K x n"
+    )
+    header = (
+        f"{'scenario':<13} {'seeds':>5} {'disc':>5} {'n':>5} {'sweeps':>6} {'method':<11} "
+        f"{'FWER':>6} {'MC SE':>6} {'ok':>3} {'power':>6} {'questions':>15} {'s':>5}"
+    )
     print(header)
     worst, checked = 0.0, 0
     t_all = time.perf_counter()
@@ -236,12 +258,16 @@ def main(argv=None):
                 pw = r["power"][m]
                 first = m == METHODS[0]
                 q = f"{r['questions']:>6.0f} / {r['fixed_questions']:>6,}" if first else ""
-                print(f"{name if first else '':<13} {seeds:>5} {disc:>5.2f} {n:>5} {a.reps:>6} {m:<11} {fwer} "
-                      f"{'' if pw is None else f'{pw:.3f}':>6} {q:>15} {f'{secs:.0f}' if first else '':>5}",
-                      flush=True)  # fmt: skip
-    print(f"largest fixed-sequence FWER: {worst:.4f} (limit {limit:.4f}): "
-          f"{'OK' if worst <= limit else 'EXCEEDED'}; {checked} gates re-run with sequential_noninferiority "
-          f"agreed; {time.perf_counter() - t_all:.0f} s in all")  # fmt: skip
+                print(
+                    f"{name if first else '':<13} {seeds:>5} {disc:>5.2f} {n:>5} {a.reps:>6} {m:<11} {fwer} "
+                    f"{'' if pw is None else f'{pw:.3f}':>6} {q:>15} {f'{secs:.0f}' if first else '':>5}",
+                    flush=True,
+                )
+    print(
+        f"largest fixed-sequence FWER: {worst:.4f} (limit {limit:.4f}): "
+        f"{'OK' if worst <= limit else 'EXCEEDED'}; {checked} gates re-run with sequential_noninferiority "
+        f"agreed; {time.perf_counter() - t_all:.0f} s in all"
+    )
     return 0 if worst <= limit else 1
 
 

@@ -19,3 +19,73 @@ worse); intervals take ``confidence_level``; results carry ``statistic`` and ``p
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["gate", "load_records", "power", "__version__"]
+
+
+def gate(
+    baseline,
+    candidate,
+    *more,
+    margin: float | None = 0.02,
+    alpha: float = 0.05,
+    policy: str = "noninferiority",
+    **options,
+):
+    """Gate one or more candidates against a baseline, as ``qualgate gate`` does.
+
+    ``baseline`` and each candidate are record files or directories, another tool's logs
+    (detected per path), or :class:`~qualgate.records.RecordSet` objects from
+    :func:`load_records`. Further keyword ``options`` are those of
+    :func:`qualgate.verdict.fixed.run_gate` (``missing``, ``on_missing``, ``max_errors``,
+    ``weighting``, ``inconclusive``, ``suite_policy``, ...).
+
+    Returns a :class:`~qualgate.verdict.fixed.GateReport`: ``str(report)`` is the command's
+    text table, ``report.verdict`` the worst candidate's verdict, ``report.to_dict()`` the gate
+    report file's content. Raises :class:`~qualgate.errors.DataError` for records that cannot
+    be read or paired, ``ValueError`` for invalid settings.
+    """
+    from qualgate.verdict.fixed import run_gate
+
+    return run_gate(baseline, [candidate, *more], margin=margin, alpha=alpha, policy=policy, **options)
+
+
+def power(
+    *,
+    discordant,
+    margin: float | None = 0.02,
+    loss=None,
+    n=None,
+    design: str = "noninferiority",
+    alpha: float = 0.05,
+    target: float = 0.8,
+    method: str = "normal",
+    alternative: str | None = None,
+):
+    """Questions needed, the power at ``n``, or the detectable loss, as ``qualgate power``.
+
+    ``discordant``, ``loss`` and ``n`` are numbers or lists of numbers (a list gives a grid).
+    Returns a :class:`~qualgate.report.power.PowerGrid`: ``str()`` is the command's table,
+    ``to_dict()`` its JSON, ``results`` the :mod:`qualgate.stats` result of each cell.
+    """
+    from qualgate.report.power import power_grid
+
+    return power_grid(
+        discordant=discordant,
+        margin=margin,
+        loss=loss,
+        n=n,
+        design=design,
+        alpha=alpha,
+        target=target,
+        method=method,
+        alternative=alternative,
+    )
+
+
+def load_records(path, *, fmt: str = "auto", drop_truncated: bool = False, allow_unknown: bool = False, options=None):
+    """One side's records: a qualgate records file or directory, or another tool's log
+    (``fmt``: ``auto`` detects it; see :mod:`qualgate.records.importers`)."""
+    from qualgate.records.importers import load_records as load
+
+    return load(path, fmt=fmt, options=options, drop_truncated=drop_truncated, allow_unknown=allow_unknown)

@@ -6,6 +6,7 @@ lay them out. Text tables right-align cells that look numeric and left-align the
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -77,8 +78,9 @@ def markdown_table(rows: Sequence[Sequence], headers: Sequence[str]) -> str:
     return "\n".join(out)
 
 
-def markdown_section(title: str, preamble: str, rows: Sequence[Sequence], headers: Sequence[str],
-                     items: Sequence[str]) -> str:
+def markdown_section(
+    title: str, preamble: str, rows: Sequence[Sequence], headers: Sequence[str], items: Sequence[str]
+) -> str:
     """A report as markdown: a heading, the preamble as a code block, the table, a bullet list.
 
     ``items`` are markdown bullets' texts; an item starting with two spaces is nested.
@@ -93,6 +95,8 @@ def json_ready(obj):
     numpy scalars Python numbers, objects with ``to_dict()`` their dict."""
     if hasattr(obj, "to_dict") and not isinstance(obj, type):
         return json_ready(obj.to_dict())
+    if isinstance(obj, enum.Enum):  # a Verdict: its name
+        return json_ready(obj.value)
     if isinstance(obj, Mapping):
         return {str(k): json_ready(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -15,16 +15,13 @@ alternatives = st.sampled_from(["two-sided", "less", "greater"])
 
 mcnemar_methods = st.sampled_from(["exact", "midp", "asymptotic", "asymptotic-cc"])
 
-ci_methods = st.sampled_from(
-    ["tango", "newcombe", "wald", "wald-cc", "agresti-min", "bonett-price"]
-)
+ci_methods = st.sampled_from(["tango", "newcombe", "wald", "wald-cc", "agresti-min", "bonett-price"])
 
 
 @st.composite
 def paired_tables(draw, max_count=500, min_n=0):
     """A :class:`PairedTable` with cells in [0, max_count] and at least ``min_n`` questions."""
-    cells = draw(st.lists(st.integers(0, max_count), min_size=4, max_size=4).filter(
-        lambda c: sum(c) >= min_n))  # fmt: skip
+    cells = draw(st.lists(st.integers(0, max_count), min_size=4, max_size=4).filter(lambda c: sum(c) >= min_n))
     return PairedTable(*cells)
 
 
@@ -66,27 +63,68 @@ _count = st.integers(0, 2**63 - 1)
 #: a valid record row, as parsed from JSON: every required field and some optional ones
 record_rows = st.fixed_dictionaries(
     {
-        "schema_version": st.just(1), "run_id": _name, "config_id": _name, "suite": _name,
-        "suite_version": _name, "question_id": _name, "seed": _i64, "sample_index": _count,
-        "outcome": st.sampled_from(["correct", "incorrect", "no_answer", "error"]), "prompt_hash": _name,
+        "schema_version": st.just(1),
+        "run_id": _name,
+        "config_id": _name,
+        "suite": _name,
+        "suite_version": _name,
+        "question_id": _name,
+        "seed": _i64,
+        "sample_index": _count,
+        "outcome": st.sampled_from(["correct", "incorrect", "no_answer", "error"]),
+        "prompt_hash": _name,
     },
     optional={
-        "mode": _text, "answer_strict": _text, "answer_lenient": _text, "decided_by": _text, "gold": _text,
-        "output": _text, "output_tokens": _count, "spec_steps": _count, "draft_tokens": _count,
-        "accepted_tokens": _count, "deferred_tokens": _count, "error": _text,
+        "mode": _text,
+        "answer_strict": _text,
+        "answer_lenient": _text,
+        "decided_by": _text,
+        "gold": _text,
+        "output": _text,
+        "output_tokens": _count,
+        "spec_steps": _count,
+        "draft_tokens": _count,
+        "accepted_tokens": _count,
+        "deferred_tokens": _count,
+        "error": _text,
         "latency_s": st.floats(0, allow_nan=False, allow_infinity=False) | _count,
     },
-)  # fmt: skip
+)
 
 #: values of every JSON type, and the edges of the record schema's types and ranges
 odd_values = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=3),
-    st.sampled_from([
-        0, 1, 2, -1, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10**400, 1.0, -0.0, -1e-300,
-        float("nan"), float("inf"), float("-inf"), "", "1", "correct", "wrong", "Correct",
-    ]),
-    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=3),
+    st.sampled_from(
+        [
+            0,
+            1,
+            2,
+            -1,
+            2**63 - 1,
+            2**63,
+            -(2**63),
+            -(2**63) - 1,
+            10**400,
+            1.0,
+            -0.0,
+            -1e-300,
+            float("nan"),
+            float("inf"),
+            float("-inf"),
+            "",
+            "1",
+            "correct",
+            "wrong",
+            "Correct",
+        ]
+    ),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+)
 
 
 @st.composite

@@ -7,10 +7,7 @@ from support import REPO
 
 def test_every_package_directory_is_listed_in_pyproject():
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {
-        ".".join(p.parent.relative_to(REPO).parts)
-        for p in (REPO / "qualgate").rglob("__init__.py")
-    }
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "qualgate").rglob("__init__.py")}
     assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
 
 

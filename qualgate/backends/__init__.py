@@ -31,6 +31,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from qualgate.config.engines import BACKENDS, register_backend
+
 from ..errors import DataError
 
 __all__ = [
@@ -39,17 +41,11 @@ __all__ = [
     "Generation",
     "Request",
     "open_backend",
+    "open_on_devices",
     "package_versions",
     "register_backend",
     "resolve_model_path",
 ]
-
-#: config ``engine`` -> ``"module:Class"``; ``Class(config)`` must be a :class:`Backend`.
-BACKENDS: dict[str, str] = {
-    "reference": "qualgate.backends.reference:ReferenceBackend",
-    "vllm": "qualgate.backends.vllm:VLLMBackend",
-    "vllm-server": "qualgate.backends.vllm_server:VLLMServerBackend",
-}
 
 #: the extra that installs each engine's packages
 _EXTRAS = {"reference": "reference", "vllm": "vllm"}  # vllm-server: stdlib only
@@ -140,7 +136,7 @@ class Backend(abc.ABC):
     def info(self) -> dict[str, Any]:
         """For the manifest: ``engine``, ``versions`` (package -> version), ``device``, ..."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a default that does nothing, not an abstract method)
         """Release the engine (GPU memory, connections). Called once, before the next config."""
 
     def __enter__(self):
@@ -151,21 +147,10 @@ class Backend(abc.ABC):
         return False
 
 
-def register_backend(engine: str, target: str | type) -> None:
-    """Register (or replace) the backend class for a config ``engine`` name.
-
-    ``target`` is a :class:`Backend` subclass or a ``"module:Class"`` string.
-    """
-    if not isinstance(engine, str) or not engine:
-        raise ValueError(f"engine must be a non-empty string, got {engine!r}")
-    BACKENDS[engine] = target
-
-
 def _load(engine: str):
     target = BACKENDS.get(engine)
     if target is None:
-        raise DataError(f"no backend for this engine; known engines: {sorted(BACKENDS)}",
-                        field="engine", value=engine)
+        raise DataError(f"no backend for this engine; known engines: {sorted(BACKENDS)}", field="engine", value=engine)
     if not isinstance(target, str):
         return target
     module, attr = target.split(":")
@@ -199,8 +184,7 @@ def open_backend(config) -> Backend:
         name = (exc.name or "").split(".")[0]
         if name == "qualgate":
             raise DataError(
-                f"engine {engine!r} is not available in this qualgate installation "
-                f"({exc.name} is missing)",
+                f"engine {engine!r} is not available in this qualgate installation ({exc.name} is missing)",
                 field="engine",
                 value=engine,
             ) from exc
@@ -229,3 +213,11 @@ def package_versions(*names: str) -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def open_on_devices(config, *, threads: int | None = None) -> Backend:
+    """The backend for ``config`` with one engine per GPU it names (``engine_options.devices``),
+    or :func:`open_backend` itself: see :func:`qualgate.backends._devices.open_on_devices`."""
+    from ._devices import open_on_devices as open_devices
+
+    return open_devices(config, threads=threads)

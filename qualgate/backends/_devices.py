@@ -30,16 +30,22 @@ import queue
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from concurrent.futures import Future
 from multiprocessing.reduction import ForkingPickler
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from . import Backend, Generation, Request, open_backend
 
-__all__ = ["TIMING_FIELDS", "DeviceParallelBackend", "comparable_records", "open_on_devices", "visible_cuda_devices",
-           "worker_devices"]
+__all__ = [
+    "TIMING_FIELDS",
+    "DeviceParallelBackend",
+    "comparable_records",
+    "open_on_devices",
+    "visible_cuda_devices",
+    "worker_devices",
+]
 
 #: record fields that measure time rather than what was decoded
 TIMING_FIELDS = ("run_id", "latency_s")
@@ -245,8 +251,7 @@ class _Worker:
                 return
             except Exception as exc:  # noqa: BLE001 - a reply that cannot be read: the pipe is lost
                 self.proc.kill()  # (a new pool replaces the worker)
-                self._fail(RuntimeError(f"engine worker {self.proc.pid} sent a reply that cannot be "
-                                        f"read: {exc!r}"))
+                self._fail(RuntimeError(f"engine worker {self.proc.pid} sent a reply that cannot be read: {exc!r}"))
                 return
             with self._lock:
                 fut = self._waiting.popleft()
@@ -254,8 +259,7 @@ class _Worker:
 
     def _gone(self, exc: BaseException) -> RuntimeError:
         self.proc.join(timeout=5)
-        return RuntimeError(f"engine worker {self.proc.pid} exited (exit code {self.proc.exitcode}); "
-                            f"its pipe: {exc!r}")
+        return RuntimeError(f"engine worker {self.proc.pid} exited (exit code {self.proc.exitcode}); its pipe: {exc!r}")
 
     def _fail(self, exc: BaseException) -> None:
         with self._lock:
@@ -372,9 +376,17 @@ class DeviceParallelBackend(Backend):
         self._workers = _pool(tuple(self.devices))
         self._handle = next(_HANDLES)  # this backend's engine in each worker
         settle = (threads, len(self.devices), pin)
-        opened = [w.call(("open", self._handle,
-                          dataclasses.replace(config, engine_options={**config.engine_options, "device": dev}), settle))
-                  for w, dev in zip(self._workers, self.devices)]
+        opened = [
+            w.call(
+                (
+                    "open",
+                    self._handle,
+                    dataclasses.replace(config, engine_options={**config.engine_options, "device": dev}),
+                    settle,
+                )
+            )
+            for w, dev in zip(self._workers, self.devices)
+        ]
         replies, errors = [], []
         for fut, dev in zip(opened, self.devices):
             try:
@@ -412,8 +424,11 @@ class DeviceParallelBackend(Backend):
 
     def submit(self, requests: Sequence[Request]) -> Future:
         """Queue each device's part of ``requests``; the future gives all results, in order."""
-        parts = [(w, dev, idx, ForkingPickler.dumps(("generate", self._handle, [requests[i] for i in idx])))
-                 for w, dev, idx in zip(self._workers, self.devices, self.partition(requests)) if idx]
+        parts = [
+            (w, dev, idx, ForkingPickler.dumps(("generate", self._handle, [requests[i] for i in idx])))
+            for w, dev, idx in zip(self._workers, self.devices, self.partition(requests))
+            if idx
+        ]
         # (every part pickled before any is queued: a request that cannot be, queues nothing)
         return _gather(len(requests), [(dev, idx, w.call_pickled(data)) for w, dev, idx, data in parts])
 

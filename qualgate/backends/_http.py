@@ -69,8 +69,7 @@ class _Watchdog:
             heapq.heappush(self._heap, entry)
             self._live += 1
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="qualgate-http-deadline",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._loop, name="qualgate-http-deadline", daemon=True)
                 self._thread.start()
             self._cond.notify()
         return entry
@@ -169,16 +168,13 @@ class Client:
             if self._ssl is None:
                 self._ssl = ssl.create_default_context()
             if proxy is None:
-                conn = http.client.HTTPSConnection(parts.netloc, timeout=timeout,
-                                                   context=self._ssl)
+                conn = http.client.HTTPSConnection(parts.netloc, timeout=timeout, context=self._ssl)
             else:
-                conn = http.client.HTTPSConnection(proxy.hostname, proxy.port or 80,
-                                                   timeout=timeout, context=self._ssl)
+                conn = http.client.HTTPSConnection(proxy.hostname, proxy.port or 80, timeout=timeout, context=self._ssl)
                 conn.set_tunnel(parts.hostname, parts.port or 443, headers=_proxy_auth(proxy))
         else:
             target = proxy if proxy is not None else parts
-            conn = http.client.HTTPConnection(target.hostname, target.port or 80,
-                                              timeout=timeout)
+            conn = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=timeout)
         with self._lock:
             self.connections_opened += 1
         return conn
@@ -210,8 +206,9 @@ class Client:
 
     # -- requests ----------------------------------------------------------------------
 
-    def request(self, method: str, base: str, path: str, body: bytes | None, *,
-                timeout: float, max_bytes: int) -> Response:
+    def request(
+        self, method: str, base: str, path: str, body: bytes | None, *, timeout: float, max_bytes: int
+    ) -> Response:
         """One exchange, done within ``timeout`` seconds (connect to last byte)."""
         deadline = time.monotonic() + timeout
         key, parts, proxy = self._route(base)
@@ -241,9 +238,12 @@ class Client:
                 resp = conn.getresponse()
                 responded = True
                 if resp.length is not None and resp.length > max_bytes:
-                    raise TransportError("too_large", f"response of {resp.length} bytes (over "
-                                         f"the limit of {max_bytes}; engine_options."
-                                         "max_response_bytes)")
+                    raise TransportError(
+                        "too_large",
+                        f"response of {resp.length} bytes (over "
+                        f"the limit of {max_bytes}; engine_options."
+                        "max_response_bytes)",
+                    )
                 data = _read_capped(resp, max_bytes)
             except TransportError:
                 _WATCHDOG.disarm(entry)
@@ -253,15 +253,19 @@ class Client:
                 expired = _WATCHDOG.disarm(entry)
                 conn.close()
                 if expired or isinstance(exc, TimeoutError) or time.monotonic() >= deadline:
-                    raise TransportError("timeout", f"no complete response within {timeout:g} s"
-                                         ) from None
-                if reused and not responded and isinstance(
-                        exc, (http.client.RemoteDisconnected, ConnectionResetError,
-                              BrokenPipeError)):
+                    raise TransportError("timeout", f"no complete response within {timeout:g} s") from None
+                if (
+                    reused
+                    and not responded
+                    and isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError))
+                ):
                     continue  # the server had closed this idle connection: use a new one
-                kind = ("protocol" if isinstance(exc, (http.client.HTTPException, ValueError))
-                        and not isinstance(exc, (http.client.RemoteDisconnected,
-                                                 http.client.IncompleteRead)) else "connection")
+                kind = (
+                    "protocol"
+                    if isinstance(exc, (http.client.HTTPException, ValueError))
+                    and not isinstance(exc, (http.client.RemoteDisconnected, http.client.IncompleteRead))
+                    else "connection"
+                )
                 raise TransportError(kind, f"{type(exc).__name__}: {exc}") from None
             if _WATCHDOG.disarm(entry):
                 conn.close()
@@ -292,8 +296,9 @@ def _read_capped(resp: http.client.HTTPResponse, max_bytes: int) -> bytes:
             return b"".join(chunks)
         n += len(chunk)
         if n > max_bytes:
-            raise TransportError("too_large", f"response body over the limit of {max_bytes} "
-                                 "bytes (engine_options.max_response_bytes)")
+            raise TransportError(
+                "too_large", f"response body over the limit of {max_bytes} bytes (engine_options.max_response_bytes)"
+            )
         chunks.append(chunk)
 
 

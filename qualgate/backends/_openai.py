@@ -42,15 +42,33 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from qualgate.vllm033.speculative import SPECULATIVE_KEYS, resolve_speculative
+
 from . import Generation, Request
 from .vllm import SPEC_COUNTERS, SPEC_PER_POS
 
-__all__ = ["BadResponse", "WrongIdentity", "parse_completion", "parse_spec_metrics",
-           "request_body", "retry_after", "same_model", "spec_mismatch", "strict_json"]
+__all__ = [
+    "BadResponse",
+    "WrongIdentity",
+    "parse_completion",
+    "parse_spec_metrics",
+    "request_body",
+    "retry_after",
+    "same_model",
+    "spec_mismatch",
+    "strict_json",
+]
 
 SAMPLING_FIELDS = (
-    "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-    "frequency_penalty", "stop", "stop_token_ids", "seed",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "stop",
+    "stop_token_ids",
+    "seed",
 )
 #: the most draft positions a ``/metrics`` page may label (vLLM drafts far fewer)
 MAX_POSITIONS = 1024
@@ -129,8 +147,7 @@ def _object(obj: dict, key: str, where: str) -> dict:
     return v
 
 
-def parse_completion(data: bytes, *, model: str, k: int | None, max_tokens: int,
-                     latency: float) -> Generation:
+def parse_completion(data: bytes, *, model: str, k: int | None, max_tokens: int, latency: float) -> Generation:
     """A :class:`Generation` from one ``/v1/chat/completions`` body, or an exception."""
     try:
         resp = strict_json(data)
@@ -161,27 +178,32 @@ def parse_completion(data: bytes, *, model: str, k: int | None, max_tokens: int,
     if finish is not None and not isinstance(finish, str):
         raise BadResponse(f"choices[0].finish_reason = {_short(finish)} is not a string")
     tokens = _count(_object(resp, "usage", "usage"), "completion_tokens", "usage", max_tokens)
-    spec = _object(_object(resp, "metrics", "metrics"), "speculative_decoding",
-                   "metrics.speculative_decoding")
+    spec = _object(_object(resp, "metrics", "metrics"), "speculative_decoding", "metrics.speculative_decoding")
     steps = drafted = accepted = None
     if spec:
         where = "metrics.speculative_decoding"
         k_resp = _count(spec, "num_spec_tokens", where)
         if k is None or k_resp != k:
             what = "target-only" if k is None else f"num_speculative_tokens {k}"
-            raise WrongIdentity(f"decoded with {k_resp} speculative tokens, but the config "
-                                f"is {what}")
+            raise WrongIdentity(f"decoded with {k_resp} speculative tokens, but the config is {what}")
         steps = _count(spec, "num_spec_steps", where)
         drafted = _count(spec, "num_draft_tokens", where)
         accepted = _count(spec, "num_accepted_draft_tokens", where)
         if None in (steps, drafted, accepted):
-            raise BadResponse(f"{where} lacks num_spec_steps, num_draft_tokens or "
-                              "num_accepted_draft_tokens")
+            raise BadResponse(f"{where} lacks num_spec_steps, num_draft_tokens or num_accepted_draft_tokens")
         if accepted > drafted or drafted > k * steps:
-            raise BadResponse(f"{where}: {accepted} accepted of {drafted} drafted tokens in "
-                              f"{steps} steps of {k} is impossible")
-    return Generation(text=text, output_tokens=tokens, finish_reason=finish, spec_steps=steps,
-                      draft_tokens=drafted, accepted_tokens=accepted, latency_s=latency)
+            raise BadResponse(
+                f"{where}: {accepted} accepted of {drafted} drafted tokens in {steps} steps of {k} is impossible"
+            )
+    return Generation(
+        text=text,
+        output_tokens=tokens,
+        finish_reason=finish,
+        spec_steps=steps,
+        draft_tokens=drafted,
+        accepted_tokens=accepted,
+        latency_s=latency,
+    )
 
 
 def parse_spec_metrics(text: str, model: str | None = None) -> dict[str, Any]:
@@ -263,11 +285,9 @@ def spec_mismatch(vllm_config: dict[str, Any], model: str, mine: dict | None):
     try:
         theirs = resolve_speculative(raw or None)
     except (ValueError, TypeError) as exc:
-        return (f"reports a speculative_config qualgate cannot read ({exc})", "speculative",
-                raw)
+        return (f"reports a speculative_config qualgate cannot read ({exc})", "speculative", raw)
     if (theirs is None) != (mine is None):
-        return (f"serves speculative_config {theirs}, but the config has {mine}",
-                "speculative", mine)
+        return (f"serves speculative_config {theirs}, but the config has {mine}", "speculative", mine)
     if mine is None:
         return None
     diffs = []

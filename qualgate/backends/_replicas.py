@@ -148,14 +148,19 @@ def accumulate(acc, last, now) -> dict[str, Any]:
     counter went back: the server restarted from zero)."""
     keys = list(SPEC_COUNTERS.values())
     pos_now, pos_last = now["num_accepted_tokens_per_pos"], last["num_accepted_tokens_per_pos"]
-    restarted = any(now[k] < last[k] for k in keys) or len(pos_now) < len(pos_last) or any(
-        x < y for x, y in zip(pos_now, pos_last))
+    restarted = (
+        any(now[k] < last[k] for k in keys)
+        or len(pos_now) < len(pos_last)
+        or any(x < y for x, y in zip(pos_now, pos_last))
+    )
     step = {k: now[k] - (0 if restarted else last[k]) for k in keys}
-    step["num_accepted_tokens_per_pos"] = pos_now if restarted else [
-        x - y for x, y in zip(pos_now, pos_last + [0] * (len(pos_now) - len(pos_last)))]
+    step["num_accepted_tokens_per_pos"] = (
+        pos_now if restarted else [x - y for x, y in zip(pos_now, pos_last + [0] * (len(pos_now) - len(pos_last)))]
+    )
     if acc is None:
         return step
     out = {k: acc[k] + step[k] for k in keys}
-    out["num_accepted_tokens_per_pos"] = add_vectors(acc["num_accepted_tokens_per_pos"],
-                                                     step["num_accepted_tokens_per_pos"])
+    out["num_accepted_tokens_per_pos"] = add_vectors(
+        acc["num_accepted_tokens_per_pos"], step["num_accepted_tokens_per_pos"]
+    )
     return out

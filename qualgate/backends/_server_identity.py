@@ -32,12 +32,12 @@ class ServerIdentity:
     """
 
     def _mismatch(self, url, message, field="model", value=None) -> DataError:
-        return DataError(f"the server at {url} {message}", file=self.config.path, field=field,
-                         value=value)
+        return DataError(f"the server at {url} {message}", file=self.config.path, field=field, value=value)
 
     def _get(self, url: str, path: str) -> tuple[int, bytes]:
-        r = self._client.request("GET", url, path, None, max_bytes=self.max_bytes,
-                                 timeout=min(self.timeout_s, _CHECK_TIMEOUT_S))
+        r = self._client.request(
+            "GET", url, path, None, max_bytes=self.max_bytes, timeout=min(self.timeout_s, _CHECK_TIMEOUT_S)
+        )
         return r.status, r.body
 
     def _get_json(self, url: str, path: str) -> Any:
@@ -52,24 +52,36 @@ class ServerIdentity:
         reachable = self.pool.open()
         if not reachable:
             errors = "; ".join(r.last_error for r in self.replicas)
-            raise DataError(f"no server can be reached: {errors}", file=self.config.path,
-                            field="engine_options.base_urls", value=self.base_urls)
+            raise DataError(
+                f"no server can be reached: {errors}",
+                file=self.config.path,
+                field="engine_options.base_urls",
+                value=self.base_urls,
+            )
         seen = {r.url: self.pool.servers[r.url]["version"] for r in reachable}
         if len(set(seen.values()) - {None}) > 1:
-            raise DataError(f"the replicas run different versions: {seen}",
-                            file=self.config.path, field="engine_options.base_urls",
-                            value=self.base_urls)
+            raise DataError(
+                f"the replicas run different versions: {seen}",
+                file=self.config.path,
+                field="engine_options.base_urls",
+                value=self.base_urls,
+            )
 
     def _check_server(self, url: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Identity of one server (for the manifest) and its /metrics counters; DataError on
         a mismatch, :class:`Unreachable` when it cannot be asked."""
         card = self._served_card(url)
         root = card.get("root")
-        server: dict[str, Any] = {"model": {"id": card.get("id"), "root": root,
-                                            "max_model_len": card.get("max_model_len")}}
+        server: dict[str, Any] = {
+            "model": {"id": card.get("id"), "root": root, "max_model_len": card.get("max_model_len")}
+        }
         if root is not None and not same_model(root, self.config.model):
-            raise self._mismatch(url, f"loaded {root!r} as {self.served_model!r}, but the "
-                                 f"config's model is {self.config.model!r}", "model", self.config.model)
+            raise self._mismatch(
+                url,
+                f"loaded {root!r} as {self.served_model!r}, but the config's model is {self.config.model!r}",
+                "model",
+                self.config.model,
+            )
         version = self._get_json(url, "/version")
         version = version.get("version") if isinstance(version, dict) else None
         server["version"] = version if isinstance(version, str) else None
@@ -92,13 +104,14 @@ class ServerIdentity:
             cards = strict_json(data)["data"]
             ids = [c["id"] for c in cards]
         except (ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{url}/v1/models is not an OpenAI model list "
-                            f"({type(exc).__name__}: {str(exc)[:100]})", **where) from None
+            raise DataError(
+                f"{url}/v1/models is not an OpenAI model list ({type(exc).__name__}: {str(exc)[:100]})", **where
+            ) from None
         if self.served_model not in ids:
-            field = "engine_options.served_model_name" if self.config.engine_options.get(
-                "served_model_name") else "model"
-            raise self._mismatch(url, f"serves {ids[:10]}, not {self.served_model!r}", field,
-                                 self.served_model)
+            field = (
+                "engine_options.served_model_name" if self.config.engine_options.get("served_model_name") else "model"
+            )
+            raise self._mismatch(url, f"serves {ids[:10]}, not {self.served_model!r}", field, self.served_model)
         card = cards[ids.index(self.served_model)]
         return card if isinstance(card, dict) else {}
 
@@ -107,8 +120,10 @@ class ServerIdentity:
         reported = self._get_json(url, "/server_info?config_format=json")
         vc = reported.get("vllm_config") if isinstance(reported, dict) else None
         if not (isinstance(vc, dict) and "speculative_config" in vc):
-            self._note(f"{url}: speculative_config not reported (/server_info needs "
-                       "VLLM_SERVER_DEV_MODE=1); checked through /metrics and responses only")
+            self._note(
+                f"{url}: speculative_config not reported (/server_info needs "
+                "VLLM_SERVER_DEV_MODE=1); checked through /metrics and responses only"
+            )
             return False
         found = spec_mismatch(vc, self.config.model, self.config.speculative)
         if found is not None:
@@ -125,15 +140,22 @@ class ServerIdentity:
         if not before["vllm"]:
             return before
         if spec is None and before["present"]:
-            raise self._mismatch(url, "runs speculative decoding (its /metrics has "
-                                 "vllm:spec_decode_* counters), but the config is "
-                                 "target-only", "speculative", None)
+            raise self._mismatch(
+                url,
+                "runs speculative decoding (its /metrics has "
+                "vllm:spec_decode_* counters), but the config is "
+                "target-only",
+                "speculative",
+                None,
+            )
         k_server = len(before["num_accepted_tokens_per_pos"])
         if spec is not None and k_server and k_server != self._k:
-            raise self._mismatch(url, f"drafts {k_server} tokens (its /metrics), but the "
-                                 f"config's num_speculative_tokens is {self._k}",
-                                 "speculative.num_speculative_tokens", self._k)
+            raise self._mismatch(
+                url,
+                f"drafts {k_server} tokens (its /metrics), but the config's num_speculative_tokens is {self._k}",
+                "speculative.num_speculative_tokens",
+                self._k,
+            )
         if spec is not None and not before["present"]:
-            self._note(f"{url}: /metrics shows no vllm:spec_decode_* counters; "
-                       "speculative decoding not confirmed")
+            self._note(f"{url}: /metrics shows no vllm:spec_decode_* counters; speculative decoding not confirmed")
         return before

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
+
 from . import Backend, Generation, Request, package_versions, resolve_model_path
 
 __all__ = ["ReferenceBackend"]
@@ -106,9 +107,7 @@ class ReferenceBackend(Backend):
                 **kwargs,
             )
         if self.engine_.tokenizer is None:
-            raise ValueError(
-                f"the target {config.model!r} has no tokenizer; set engine_options.tokenizer"
-            )
+            raise ValueError(f"the target {config.model!r} has no tokenizer; set engine_options.tokenizer")
 
     @property
     def batch_size(self) -> int:

@@ -85,8 +85,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import DataError
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
+
+from ..errors import DataError
 from . import Backend, Generation, Request, package_versions, resolve_model_path
 from ._vllm_logs import Capture, capturing
 
@@ -214,7 +215,9 @@ class VLLMBackend(Backend):
             what = "is not installed" if missing else f"cannot be imported ({exc})"
             raise DataError(
                 f"engine 'vllm' needs vLLM 0.33, which {what}; install it with: {_INSTALL}",
-                file=config.path, field="engine", value="vllm",
+                file=config.path,
+                field="engine",
+                value="vllm",
             ) from exc
         self._vllm = vllm
         version = getattr(vllm, "__version__", None)
@@ -223,8 +226,7 @@ class VLLMBackend(Backend):
         try:  # rule validation-error: VLLMValidationError is a VLLMClientError, no ValueError
             from vllm.exceptions import VLLMClientError, VLLMValidationError
 
-            self._request_errors: tuple[type[BaseException], ...] = (
-                ValueError, VLLMClientError, VLLMValidationError)
+            self._request_errors: tuple[type[BaseException], ...] = (ValueError, VLLMClientError, VLLMValidationError)
         except ImportError:
             self._request_errors = (ValueError,)
 
@@ -235,8 +237,12 @@ class VLLMBackend(Backend):
                 self.llm = vllm.LLM(**self.kwargs)
         except self._request_errors as exc:  # vLLM's config validation (pydantic or its own)
             self._restore_env()
-            raise DataError(f"vLLM refused this config: {type(exc).__name__}: {exc}",
-                            file=config.path, field="engine_options", value=None) from exc
+            raise DataError(
+                f"vLLM refused this config: {type(exc).__name__}: {exc}",
+                file=config.path,
+                field="engine_options",
+                value=None,
+            ) from exc
         except BaseException:
             self._restore_env()
             raise
@@ -355,8 +361,10 @@ class VLLMBackend(Backend):
         if any(m == FLY_LOSSY_WARNING for m in msgs):
             info["fly_warning"] = {"message": FLY_LOSSY_WARNING, "logged": "by this engine"}
         elif self.config.mode == "fly" and FLY_LOSSY_WARNING in _SEEN_ONCE:
-            info["fly_warning"] = {"message": FLY_LOSSY_WARNING,
-                                   "logged": "earlier in this process (vLLM logs it once)"}
+            info["fly_warning"] = {
+                "message": FLY_LOSSY_WARNING,
+                "logged": "earlier in this process (vLLM logs it once)",
+            }
         else:
             info["fly_warning"] = None
         info["scheduler_overrides"] = [

@@ -141,19 +141,35 @@ class VLLMServerBackend(ServerIdentity, Backend):
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._rng = random.Random()
-        self._counts = {"requests": 0, "attempts": 0, "retried_429": 0, "retried_5xx": 0,
-                        "retried_timeout": 0, "retried_connection": 0, "retried_identity": 0,
-                        "failed": 0, "with_spec_metrics": 0}
+        self._counts = {
+            "requests": 0,
+            "attempts": 0,
+            "retried_429": 0,
+            "retried_5xx": 0,
+            "retried_timeout": 0,
+            "retried_connection": 0,
+            "retried_identity": 0,
+            "failed": 0,
+            "with_spec_metrics": 0,
+        }
         self.pool = ReplicaPool(self.base_urls, self.recheck_s, self._check_server, self._note)
         self.replicas = self.pool.replicas
         self._info: dict[str, Any] = {
-            "engine": self.engine, "versions": package_versions(), "base_urls": self.base_urls,
-            "proxies": proxies, "served_model": self.served_model,
-            "concurrency": self.concurrency, "timeout_s": self.timeout_s,
-            "max_retries": self.max_retries, "retry_backoff_s": self.backoff_s,
-            "max_wait_s": self.max_wait_s, "max_response_bytes": self.max_bytes,
+            "engine": self.engine,
+            "versions": package_versions(),
+            "base_urls": self.base_urls,
+            "proxies": proxies,
+            "served_model": self.served_model,
+            "concurrency": self.concurrency,
+            "timeout_s": self.timeout_s,
+            "max_retries": self.max_retries,
+            "retry_backoff_s": self.backoff_s,
+            "max_wait_s": self.max_wait_s,
+            "max_response_bytes": self.max_bytes,
             "chat_template_kwargs": self.chat_template_kwargs,
-            "servers": self.pool.servers, "replicas": {}, "checks": [],
+            "servers": self.pool.servers,
+            "replicas": {},
+            "checks": [],
             "requests": self._counts,
         }
         try:
@@ -198,8 +214,7 @@ class VLLMServerBackend(ServerIdentity, Backend):
     # -- option checks (the server identity: ServerIdentity) -------------------------------
 
     def _bad(self, key, value, message) -> DataError:
-        return DataError(message, file=self.config.path, field=f"engine_options.{key}",
-                         value=value)
+        return DataError(message, file=self.config.path, field=f"engine_options.{key}", value=value)
 
     def _positive(self, key, default, kind, minimum=None):
         value = self.config.engine_options.get(key, default)
@@ -208,9 +223,11 @@ class VLLMServerBackend(ServerIdentity, Backend):
             value = kind(value)
             ok = value >= minimum if minimum is not None else value > 0
         if not ok:
-            raise self._bad(key, self.config.engine_options.get(key),
-                            "must be a positive number" if minimum is None
-                            else f"must be a number >= {minimum}")
+            raise self._bad(
+                key,
+                self.config.engine_options.get(key),
+                "must be a positive number" if minimum is None else f"must be a number >= {minimum}",
+            )
         return value
 
     def _note(self, message: str) -> None:
@@ -277,8 +294,7 @@ class VLLMServerBackend(ServerIdentity, Backend):
     def _request(self, request: Request) -> Generation:
         self._count("requests")
         try:
-            body = json.dumps(request_body(self.served_model, request,
-                                           self.chat_template_kwargs)).encode()
+            body = json.dumps(request_body(self.served_model, request, self.chat_template_kwargs)).encode()
         except (ValueError, TypeError) as exc:
             return self._fail(f"{type(exc).__name__}: {exc}")
         max_tokens = int(request.sampling["max_tokens"])
@@ -298,8 +314,9 @@ class VLLMServerBackend(ServerIdentity, Backend):
                 self._count("attempts")
                 t0 = time.perf_counter()
                 try:
-                    resp = self._client.request("POST", url, "/v1/chat/completions", body,
-                                                timeout=self.timeout_s, max_bytes=self.max_bytes)
+                    resp = self._client.request(
+                        "POST", url, "/v1/chat/completions", body, timeout=self.timeout_s, max_bytes=self.max_bytes
+                    )
                 except TransportError as exc:
                     self.pool.release(replica)
                     if exc.kind == "too_large":
@@ -314,9 +331,13 @@ class VLLMServerBackend(ServerIdentity, Backend):
                     self.pool.release(replica)
                     if resp.status == 200:
                         try:
-                            gen = parse_completion(resp.body, model=self.served_model,
-                                                   k=self._k, max_tokens=max_tokens,
-                                                   latency=time.perf_counter() - t0)
+                            gen = parse_completion(
+                                resp.body,
+                                model=self.served_model,
+                                k=self._k,
+                                max_tokens=max_tokens,
+                                latency=time.perf_counter() - t0,
+                            )
                         except WrongIdentity as exc:
                             last, key = f"{url}: {exc}", "retried_identity"
                             self.pool.take_out(replica, str(exc), for_good=True)
@@ -346,8 +367,7 @@ class VLLMServerBackend(ServerIdentity, Backend):
             if retry_wait is not None:
                 delay = max(delay, retry_wait)
             if waited + delay > self.max_wait_s:
-                last += (f"; the next wait ({delay:.3g} s) would pass engine_options.max_wait_s"
-                         f" = {self.max_wait_s:g} s")
+                last += f"; the next wait ({delay:.3g} s) would pass engine_options.max_wait_s = {self.max_wait_s:g} s"
                 break
             waited += delay
             self._closed.wait(delay)

@@ -10,6 +10,8 @@
   request caps, and whether measured running requests plateau below ``max_num_seqs``.
 """
 
+from qualgate.vllm033.serving import ServingConfig, read_serving_config
+
 from ._admission import (
     AdmissionResult,
     PlateauReport,
@@ -19,12 +21,12 @@ from ._admission import (
     method_charge,
     parse_exposition,
     read_metrics,
+    render_admission,
     running_plateau,
 )
 from ._audit import AuditEvent, AuditReport, audit_log, audit_text
 from ._check import CheckResult, check, parse_age
 from ._lint import RULES, SEVERITIES, Finding, LintReport, lint, lint_config, max_topk_entropy
-from qualgate.vllm033.serving import ServingConfig, read_serving_config
 
 __all__ = [
     "RULES",
@@ -48,6 +50,7 @@ __all__ = [
     "max_topk_entropy",
     "method_charge",
     "parse_age",
+    "render_admission",
     "parse_exposition",
     "read_metrics",
     "read_serving_config",

@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from qualgate.records.strict import read_text
-from ..errors import DataError
 from qualgate.vllm033.rules import rule
+
+from ..errors import DataError
 
 __all__ = [
     "AdmissionResult",
@@ -82,8 +83,13 @@ class AdmissionResult:
         if cap is None or cap >= self.max_num_seqs:
             return None
         line = rule("override-line").data["format"] % (
-            self.method or "?", self.lookahead, self.budget, self.max_num_seqs, cap)
-        return line if self.method else "..." + line[line.index(" Overriding"):]
+            self.method or "?",
+            self.lookahead,
+            self.budget,
+            self.max_num_seqs,
+            cap,
+        )
+        return line if self.method else "..." + line[line.index(" Overriding") :]
 
     @property
     def binding(self) -> tuple[str, ...]:
@@ -110,8 +116,7 @@ class AdmissionResult:
 CAPPING_METHODS = ("dflash", "dspark")
 
 
-def method_charge(method: str, k: int, *, parallel_drafting: bool = False,
-                  fill_in: bool = False) -> tuple[int, int]:
+def method_charge(method: str, k: int, *, parallel_drafting: bool = False, fill_in: bool = False) -> tuple[int, int]:
     """``(charge, lookahead)`` of a decode request for ``method`` with K = ``k``.
 
     The charge is ``1 + K`` plus the drafting slots (rules ``draft-slots`` and
@@ -141,13 +146,15 @@ def method_charge(method: str, k: int, *, parallel_drafting: bool = False,
     elif method in ("ngram", "ngram_gpu", "suffix"):
         lookahead = 0
     else:
-        raise ValueError(f"method must be one of draft_model, eagle, eagle3, mtp, dflash, "
-                         f"dspark, ngram, suffix; got {method!r}")
+        raise ValueError(
+            f"method must be one of draft_model, eagle, eagle3, mtp, dflash, dspark, ngram, suffix; got {method!r}"
+        )
     return 1 + k + slots, lookahead
 
 
-def admission_for(method: str, k: int, budget: int, max_num_seqs: int, *,
-                  parallel_drafting: bool = False, fill_in: bool = False) -> AdmissionResult:
+def admission_for(
+    method: str, k: int, budget: int, max_num_seqs: int, *, parallel_drafting: bool = False, fill_in: bool = False
+) -> AdmissionResult:
     """:func:`admission` with the charge and lookahead of ``method`` (:func:`method_charge`).
 
     Raises ``ValueError`` with vLLM's message when vLLM refuses the budget (rule
@@ -157,22 +164,19 @@ def admission_for(method: str, k: int, budget: int, max_num_seqs: int, *,
     >>> r.admitted, r.binding, r.override.endswith("from 128 to 102.")
     (85, ('token_budget',), True)
     """
-    charge, lookahead = method_charge(method, k, parallel_drafting=parallel_drafting,
-                                      fill_in=fill_in)
+    charge, lookahead = method_charge(method, k, parallel_drafting=parallel_drafting, fill_in=fill_in)
     _positive_int("budget", budget)
     if budget <= lookahead:
         raise ValueError(
             "VllmConfig does not have enough slots to schedule a token and support the "
             f"speculative decoding settings. Got max_num_batched_tokens={budget} and "
-            f"num_lookahead_tokens={lookahead}.")
-    r = admission(budget, max_num_seqs, charge,
-                  lookahead=lookahead if method in CAPPING_METHODS else None)
-    return AdmissionResult(r.budget, r.max_num_seqs, r.charge, r.lookahead, r.bounds,
-                           r.admitted, method, k)
+            f"num_lookahead_tokens={lookahead}."
+        )
+    r = admission(budget, max_num_seqs, charge, lookahead=lookahead if method in CAPPING_METHODS else None)
+    return AdmissionResult(r.budget, r.max_num_seqs, r.charge, r.lookahead, r.bounds, r.admitted, method, k)
 
 
-def admission(budget: int, max_num_seqs: int, charge: int, *,
-              lookahead: int | None = None) -> AdmissionResult:
+def admission(budget: int, max_num_seqs: int, charge: int, *, lookahead: int | None = None) -> AdmissionResult:
     """Running requests admitted by a token budget.
 
     Parameters
@@ -218,8 +222,7 @@ class Scrape:
     waiting: dict[tuple, float]
 
 
-def parse_exposition(text: str, *, path: str = "<metrics>", fetched_at: float | None = None
-                     ) -> list[Scrape]:
+def parse_exposition(text: str, *, path: str = "<metrics>", fetched_at: float | None = None) -> list[Scrape]:
     """Parse Prometheus text exposition into scrapes of the running/waiting gauges.
 
     A file may hold several scrapes one after another: a new scrape starts when a sample's
@@ -236,11 +239,9 @@ def parse_exposition(text: str, *, path: str = "<metrics>", fetched_at: float | 
         if not line or line.startswith("#"):
             continue
         try:
-            samples = [s for fam in text_string_to_metric_families(line + "\n")
-                       for s in fam.samples]
+            samples = [s for fam in text_string_to_metric_families(line + "\n") for s in fam.samples]
         except (ValueError, IndexError) as exc:
-            raise DataError(f"not Prometheus text exposition: {exc}", file=path, line=n,
-                            value=raw[:120]) from exc
+            raise DataError(f"not Prometheus text exposition: {exc}", file=path, line=n, value=raw[:120]) from exc
         for s in samples:
             if s.name not in (RUNNING, WAITING):
                 continue
@@ -249,8 +250,7 @@ def parse_exposition(text: str, *, path: str = "<metrics>", fetched_at: float | 
             ts = float(ts) if ts is not None else None
             target = "running" if s.name == RUNNING else "waiting"
             new = cur is None or (
-                (s.timestamp is not None and cur.time is not None and ts != cur.time)
-                or key in getattr(cur, target)
+                (s.timestamp is not None and cur.time is not None and ts != cur.time) or key in getattr(cur, target)
             )
             if new:
                 cur = Scrape(ts, n, {}, {})
@@ -259,9 +259,15 @@ def parse_exposition(text: str, *, path: str = "<metrics>", fetched_at: float | 
     return scrapes
 
 
-def read_metrics(source: str, *, samples: int = 1, interval: float = 1.0,
-                 timeout: float = 10.0, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> list[Scrape]:
+def read_metrics(
+    source: str,
+    *,
+    samples: int = 1,
+    interval: float = 1.0,
+    timeout: float = 10.0,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[Scrape]:
     """Scrapes from a file (all it holds) or a URL (``samples`` fetches ``interval`` s apart)."""
     if source.startswith(("http://", "https://")):
         _positive_int("samples", samples)
@@ -273,13 +279,17 @@ def read_metrics(source: str, *, samples: int = 1, interval: float = 1.0,
                 with urllib.request.urlopen(source, timeout=timeout) as resp:
                     body = resp.read().decode("utf-8", errors="replace")
             except (urllib.error.URLError, OSError, ValueError) as exc:
-                raise DataError(f"cannot fetch metrics: {getattr(exc, 'reason', exc)}",
-                                file=source) from exc
+                raise DataError(f"cannot fetch metrics: {getattr(exc, 'reason', exc)}", file=source) from exc
             got = parse_exposition(body, path=source, fetched_at=clock())
             if len(got) > 1:  # one fetch is one scrape, whatever repeats inside it
-                got = [Scrape(got[0].time, None,
-                              {k: v for s in got for k, v in s.running.items()},
-                              {k: v for s in got for k, v in s.waiting.items()})]
+                got = [
+                    Scrape(
+                        got[0].time,
+                        None,
+                        {k: v for s in got for k, v in s.running.items()},
+                        {k: v for s in got for k, v in s.waiting.items()},
+                    )
+                ]
             out.extend(got)
         return out
     p = Path(source)
@@ -329,8 +339,7 @@ class PlateauReport:
         }
 
 
-def running_plateau(scrapes: list[Scrape], max_num_seqs: int, *, source: str = "<metrics>"
-                    ) -> PlateauReport:
+def running_plateau(scrapes: list[Scrape], max_num_seqs: int, *, source: str = "<metrics>") -> PlateauReport:
     """Judge whether running requests level off below ``max_num_seqs`` under load.
 
     A scrape is *under load* for an engine when its ``vllm:num_requests_waiting`` is above 0
@@ -350,13 +359,79 @@ def running_plateau(scrapes: list[Scrape], max_num_seqs: int, *, source: str = "
         runs = [(s.running[key], s.waiting.get(key)) for s in scrapes if key in s.running]
         loaded = [r for r, w in runs if (w is not None and w > 0) or not has_waiting]
         plateau = max(loaded) if loaded else None
-        series.append(SeriesPlateau(
-            labels=dict(key),
-            samples=len(runs),
-            loaded=len(loaded),
-            peak_running=max(r for r, _ in runs),
-            plateau=plateau,
-            plateau_count=loaded.count(plateau) if loaded else 0,
-            capped=bool(loaded) and max(loaded) < max_num_seqs,
-        ))
+        series.append(
+            SeriesPlateau(
+                labels=dict(key),
+                samples=len(runs),
+                loaded=len(loaded),
+                peak_running=max(r for r, _ in runs),
+                plateau=plateau,
+                plateau_count=loaded.count(plateau) if loaded else 0,
+                capped=bool(loaded) and max(loaded) < max_num_seqs,
+            )
+        )
     return PlateauReport(source, max_num_seqs, len(scrapes), has_waiting, tuple(series))
+
+
+_BOUND_TEXT = {
+    "max_num_seqs": "max_num_seqs",
+    "token_budget": "the token budget (budget // charge)",
+    "lookahead_cap": "the lookahead cap (budget // lookahead)",
+}
+
+
+def render_admission(admission=None, metrics=None) -> str:
+    """The text of ``qualgate admission``: the admitted running requests and which bound
+    binds (an :func:`admission_for` / :func:`admission` result), and the measured plateau
+    (a :func:`running_plateau` result)."""
+    lines = []
+    emit = lines.append
+    if admission is not None:
+        a = admission
+        if a.method:
+            emit(
+                f"{a.method}, K = {a.k}: charge {a.charge} tokens per decode request"
+                + (f", lookahead {a.lookahead}" if a.lookahead is not None else "")
+            )
+        terms = [f"max_num_seqs {a.max_num_seqs}", f"{a.budget} // {a.charge} = {a.bounds['token_budget']}"]
+        if a.lookahead is not None:
+            terms.append(f"{a.budget} // {a.lookahead} = {a.bounds['lookahead_cap']}")
+        emit(f"admitted running requests: {a.admitted} = min({', '.join(terms)})")
+        emit("binding: " + " and ".join(_BOUND_TEXT[b] for b in a.binding))
+        if a.override:
+            emit(f"vLLM logs (WARNING, vllm.config.vllm): {a.override}")
+    if metrics is not None:
+        m = metrics
+        emit(
+            f"metrics: {m.scrapes} scrape(s) from {m.source}; max_num_seqs "
+            f"{m.max_num_seqs}"
+            + ("" if m.has_waiting else "; no vllm:num_requests_waiting gauge, so every scrape counts as under load")
+        )
+        for s in m.series:
+            labels = ",".join(f'{k}="{v}"' for k, v in s.labels.items())
+            head = f"  {{{labels}}}: " if labels else "  "
+            if not s.loaded:
+                emit(f"{head}never under load in {s.samples} scrape(s); running peaked at {s.peak_running:g}")
+                continue
+            verdict = (
+                f"capped: running stays below max_num_seqs {m.max_num_seqs} while "
+                "requests wait, so another bound binds (token budget, "
+                "max_num_active_seqs override, KV cache)"
+                if s.capped
+                else f"reaches max_num_seqs {m.max_num_seqs} under load"
+            )
+            emit(
+                f"{head}under load in {s.loaded} of {s.samples} scrape(s); running "
+                f"plateaus at {s.plateau:g} ({s.plateau_count} loaded scrape(s)): "
+                f"{verdict}"
+            )
+            if admission is not None:
+                pred = admission.admitted
+                rel = "matches" if s.plateau == pred else ("is below" if s.plateau < pred else "is above")
+                emit(
+                    f"    the plateau {s.plateau:g} {rel} the predicted {pred}; vLLM "
+                    "can also run one request more as a partial chunk on leftover "
+                    "budget (scheduler.py:844-848, 1062-1074), and the KV cache can "
+                    "hold fewer"
+                )
+    return "\n".join(lines)

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qualgate.records.strict import read_bytes
 from qualgate.config.decoding import IDENTITY_OPTIONS, config_id
-from qualgate.vllm033.speculative import FLY_LOSSY_WARNING, LOSSLESS_METHODS, normalise_speculative
+from qualgate.records.strict import read_bytes
 from qualgate.vllm033.rules import rule
+from qualgate.vllm033.speculative import FLY_LOSSY_WARNING, LOSSLESS_METHODS, normalise_speculative
 
 __all__ = ["AuditEvent", "AuditReport", "audit_log", "audit_text"]
 
@@ -46,8 +46,10 @@ _ENGINE_SPEC = re.compile(
     r"speculative_config=SpeculativeConfig\(method=('[^']*'|None), model=('[^']*'|None), "
     r"num_spec_tokens=(\d+|None)\)"
 )
-_VERSION = re.compile(r"vLLM server version (\S+), serving model (\S+)|█\s+version (\S+)\s*$"
-                      r"|LLM engine \(v([^)\s]+)\)")
+_VERSION = re.compile(
+    r"vLLM server version (\S+), serving model (\S+)|█\s+version (\S+)\s*$"
+    r"|LLM engine \(v([^)\s]+)\)"
+)
 _LOGO_MODEL = re.compile(r"█\s+model\s+(\S+)\s*$")
 _PREFIX = re.compile(rule("log-format").data["pattern"])
 
@@ -80,22 +82,27 @@ class AuditReport:
     def lossy_lines(self) -> tuple[int, ...]:
         """Lines showing a lossy verifier: the FLy warning, or an echo with a lossy method."""
         return tuple(
-            e.line for e in self.events
+            e.line
+            for e in self.events
             if e.kind == "lossy_warning" or (e.kind == "speculative_config" and e.data.get("lossy"))
         )
 
     @property
     def config_ids(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(e.data["config_id"] for e in self.of("speculative_config")
-                                   if e.data.get("config_id")))
+        return tuple(
+            dict.fromkeys(e.data["config_id"] for e in self.of("speculative_config") if e.data.get("config_id"))
+        )
 
     @property
     def drift_lines(self) -> tuple[int, ...]:
         """Echoes whose config id differs from ``expected_id`` (when one was given)."""
         if self.expected_id is None:
             return ()
-        return tuple(e.line for e in self.of("speculative_config")
-                     if e.data.get("config_id") and e.data["config_id"] != self.expected_id)
+        return tuple(
+            e.line
+            for e in self.of("speculative_config")
+            if e.data.get("config_id") and e.data["config_id"] != self.expected_id
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -169,8 +176,7 @@ def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None
         m = _OVERRIDE.search(line)
         if m:
             a, b = int(m.group(1)), int(m.group(2))
-            events.append(AuditEvent(n, "scheduler_override", stripped,
-                                     {"from": a, "to": b, **where}))
+            events.append(AuditEvent(n, "scheduler_override", stripped, {"from": a, "to": b, **where}))
         m = _VERSION.search(line)
         if m:
             data = {"vllm_version": m.group(1) or m.group(3) or m.group(4)}
@@ -184,12 +190,14 @@ def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None
         if m:
             args = _args_echo(m.group(1))
             spec = args.get("speculative_config")
-            flags = {spec_flags[f]: args[f.lstrip("-").replace("-", "_")] for f in spec_flags
-                     if args.get(f.lstrip("-").replace("-", "_")) is not None}
+            flags = {
+                spec_flags[f]: args[f.lstrip("-").replace("-", "_")]
+                for f in spec_flags
+                if args.get(f.lstrip("-").replace("-", "_")) is not None
+            }
             if isinstance(spec, dict) or flags:  # rule cli-spec-flags-merge
                 spec = {**(spec if isinstance(spec, dict) else {}), **flags}
-                data: dict[str, Any] = {"source": "args", "speculative_config": spec,
-                                        "model": args.get("model")}
+                data: dict[str, Any] = {"source": "args", "speculative_config": spec, "model": args.get("model")}
                 try:
                     rsm = normalise_speculative(spec).get("rejection_sample_method", "standard")
                 except ValueError as exc:  # vLLM would refuse it; read the verifier anyway
@@ -208,11 +216,17 @@ def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None
         m = _ENGINE_SPEC.search(line)
         if m:
             method, model, k = (_literal(g) if g != "None" else None for g in m.groups())
-            events.append(AuditEvent(n, "speculative_config", m.group(0), {
-                "source": "engine",
-                "speculative_config": {"method": method, "model": model,
-                                       "num_speculative_tokens": k},
-            }))
+            events.append(
+                AuditEvent(
+                    n,
+                    "speculative_config",
+                    m.group(0),
+                    {
+                        "source": "engine",
+                        "speculative_config": {"method": method, "model": model, "num_speculative_tokens": k},
+                    },
+                )
+            )
     return AuditReport(path, tuple(events), expected_id)
 
 

@@ -35,10 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError
+from qualgate.evidence.contract import Verdict
 from qualgate.evidence.gate_report import KEY_ENV, LOSSLESS, Evidence, ReportError, resolved_method
-from qualgate.vllm033.speculative import SPECULATIVE_KEYS, normalise_speculative, resolve_speculative
 from qualgate.vllm033.serving import ServingConfig, read_serving_config
+from qualgate.vllm033.speculative import SPECULATIVE_KEYS, normalise_speculative, resolve_speculative
+
+from ..errors import DataError
 from ._verify import verify
 
 __all__ = ["DEFAULT_MAX_AGE", "DEFAULT_MAX_ALPHA", "DEFAULT_MAX_MARGIN", "CheckResult", "check", "parse_age"]
@@ -58,8 +60,7 @@ def parse_age(text: str) -> _dt.timedelta:
     """
     m = _AGE.match(str(text))
     if not m:
-        raise ValueError(f"max_age must be a number with a unit s, m, h, d or w (e.g. '30d'), "
-                         f"got {text!r}")
+        raise ValueError(f"max_age must be a number with a unit s, m, h, d or w (e.g. '30d'), got {text!r}")
     return _dt.timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
 
 
@@ -106,10 +107,8 @@ class CheckResult:
 
 def _describe(cfg: ServingConfig, allow_keys) -> str:
     """What this config's id is computed from, resolved, in one line."""
-    spec = resolve_speculative({k: v for k, v in (cfg.speculative or {}).items()
-                                if k not in allow_keys})
-    parts = [f"model {cfg.model}", "speculative_config "
-             + json.dumps(spec, separators=(", ", ": "))]
+    spec = resolve_speculative({k: v for k, v in (cfg.speculative or {}).items() if k not in allow_keys})
+    parts = [f"model {cfg.model}", "speculative_config " + json.dumps(spec, separators=(", ", ": "))]
     parts += [f"{k} {v}" for k, v in cfg.numerics.items()]
     return "; ".join(parts)
 
@@ -123,9 +122,12 @@ def _as_vllm_reads(cfg: ServingConfig) -> dict[str, Any] | None:
     try:
         return normalise_speculative(cfg.speculative)
     except ValueError as exc:
-        raise DataError(f"speculative_config cannot be resolved as vLLM 0.33 would: {exc}",
-                        file=cfg.path, line=cfg.line_of("speculative_config"),
-                        field="speculative_config") from exc
+        raise DataError(
+            f"speculative_config cannot be resolved as vLLM 0.33 would: {exc}",
+            file=cfg.path,
+            line=cfg.line_of("speculative_config"),
+            field="speculative_config",
+        ) from exc
 
 
 def check(
@@ -182,7 +184,7 @@ def check(
             raise ValueError(f"{name} must be in (0, {high}), got {v!r}")
     if isinstance(max_age, str):
         max_age = parse_age(max_age)
-    now = now or _dt.datetime.now(_dt.timezone.utc)
+    now = now or _dt.datetime.now(_dt.UTC)
     key = key if key is not None else os.environ.get(KEY_ENV) or None
     cfg = config if isinstance(config, ServingConfig) else read_serving_config(config)
     spec = _as_vllm_reads(cfg)
@@ -212,18 +214,34 @@ def check(
         return CheckResult(cfg, cid, False, method, (), None, tuple(notes))
 
     if unknown:
-        return CheckResult(cfg, None, True, method, (
-            f"the lossy config sets speculative_config key(s) {unknown} that qualgate's config "
-            "id does not model, so no gate report can be bound to it; remove them, or pass "
-            + " ".join(f"--allow-key {k}" for k in unknown)
-            + " if they do not change outputs",
-        ), None, tuple(notes))
+        return CheckResult(
+            cfg,
+            None,
+            True,
+            method,
+            (
+                f"the lossy config sets speculative_config key(s) {unknown} that qualgate's config "
+                "id does not model, so no gate report can be bound to it; remove them, or pass "
+                + " ".join(f"--allow-key {k}" for k in unknown)
+                + " if they do not change outputs",
+            ),
+            None,
+            tuple(notes),
+        )
     if evidence is None:
-        return CheckResult(cfg, cid, True, method, (
-            f"lossy verification (rejection_sample_method={method!r}) needs evidence: pass "
-            f"--evidence REPORT.json, a qualgate gate report with verdict PASS for a candidate "
-            f"with config id {cid}",
-        ), None, tuple(notes))
+        return CheckResult(
+            cfg,
+            cid,
+            True,
+            method,
+            (
+                f"lossy verification (rejection_sample_method={method!r}) needs evidence: pass "
+                f"--evidence REPORT.json, a qualgate gate report with verdict PASS for a candidate "
+                f"with config id {cid}",
+            ),
+            None,
+            tuple(notes),
+        )
 
     epath = str(evidence)
     try:
@@ -232,11 +250,21 @@ def check(
         return CheckResult(cfg, cid, True, method, (f"{epath} is not valid evidence: {exc}",), None, tuple(notes))
     s = report.settings
     info: dict[str, Any] = {
-        "path": epath, "created_at": report.created_at, "age_seconds": round((now - report.created).total_seconds()),
-        "design": report.design, "policy": s["policy"], "margin": s["margin"], "alpha": s["alpha"],
-        "baseline": {k: report.baseline.get(k) for k in ("config_id", "mode", "config")}, "candidate": None,
+        "path": epath,
+        "created_at": report.created_at,
+        "age_seconds": round((now - report.created).total_seconds()),
+        "design": report.design,
+        "policy": s.policy,
+        "margin": s.margin,
+        "alpha": s.alpha,
+        "baseline": {
+            "config_id": report.baseline.config_id,
+            "mode": report.baseline.mode,
+            "config": report.baseline.config,
+        },
+        "candidate": None,
         "verified": [],
-    }  # fmt: skip
+    }
     reasons = _binding(report, cfg, cid, allow_keys, epath, info, allow_missing_dependence, suite_policy)
     reasons += _limits(report, max_margin, max_alpha)
     verified, found_mtime, why = verify(report, Path(evidence), records, key, trust_unsigned)
@@ -244,68 +272,81 @@ def check(
     reasons += why
     reasons += _age(report, max_age, now, found_mtime)
     if "trusted-unsigned" in verified:
-        notes.append("the report was neither recomputed from its records nor signed: accepted only "
-                     "because of --trust-unsigned")
+        notes.append(
+            "the report was neither recomputed from its records nor signed: accepted only because of --trust-unsigned"
+        )
     return CheckResult(cfg, cid, True, method, tuple(reasons), info, tuple(notes))
 
 
-def _binding(report: Evidence, cfg, cid, allow_keys, epath, info, allow_missing_dependence,
-             suite_policy=None) -> list[str]:
+def _binding(
+    report: Evidence, cfg, cid, allow_keys, epath, info, allow_missing_dependence, suite_policy=None
+) -> list[str]:
     """This config is a candidate with PASS (not by dropping pairs); the baseline is lossless."""
     reasons = []
-    match = [c for c in report.candidates if c["config_id"] == cid]
-    if not match:
-        listed = "; ".join(f"{c['name']} {c['config_id']} (mode {c.get('mode')})" for c in report.candidates)
+    cand = report.candidate(cid)  # the reader refuses two candidates with one id
+    if cand is None:
+        listed = "; ".join(f"{c.name} {c.config_id} (mode {c.mode})" for c in report.candidates)
         reasons.append(
             f"no candidate in {epath} has this config's id {cid} (its candidates: {listed}); "
             f"the id is computed from: {_describe(cfg, allow_keys)}. Gate exactly this "
             "config: the harness config must resolve to the same model, speculative_config "
-            "(an unset fly_window_size is min(6, K - 1)) and dtype/quantization/kv_cache_dtype")
+            "(an unset fly_window_size is min(6, K - 1)) and dtype/quantization/kv_cache_dtype"
+        )
     else:
-        (cand,) = match  # the reader refuses two candidates with one id
-        info["candidate"] = {k: cand.get(k) for k in ("name", "config_id", "mode", "verdict", "reason",
-                                                      "loss_upper_bound", "missing")}
-        if cand["verdict"] != "PASS":
-            why = f": {cand['reason']}" if cand.get("reason") else ""
-            reasons.append(f"the gate's verdict for candidate {cand['name']} ({cid}) is {cand['verdict']}, not "
-                           f"PASS{why}")
-        elif cand["missing"]["verdict_worst_case"] != "PASS" and not allow_missing_dependence:
-            m = cand["missing"]
+        info["candidate"] = {
+            "name": cand.name,
+            "config_id": cand.config_id,
+            "mode": cand.mode,
+            "verdict": cand.verdict.value,
+            "reason": cand.reason,
+            "loss_upper_bound": cand.loss_upper_bound,
+            "missing": cand.missing.to_dict(),
+        }
+        if cand.verdict is not Verdict.PASS:
+            why = f": {cand.reason}" if cand.reason else ""
+            reasons.append(f"the gate's verdict for candidate {cand.name} ({cid}) is {cand.verdict}, not PASS{why}")
+        elif cand.missing.verdict_worst_case is not Verdict.PASS and not allow_missing_dependence:
+            m = cand.missing
             reasons.append(
-                f"the PASS depends on incomplete pairs: with the {m.get('imputed_as_lost')} candidate-side "
+                f"the PASS depends on incomplete pairs: with the {m.imputed_as_lost} candidate-side "
                 f"errors or gaps on baseline-correct questions counted as lost the verdict is "
-                f"{m['verdict_worst_case']} (gate without --missing drop, or pass --allow-missing-dependence)")
+                f"{m.verdict_worst_case} (gate without --missing drop, or pass --allow-missing-dependence)"
+            )
         if suite_policy is not None:
             from qualgate.verdict.policy import evidence_reasons
 
-            reasons += evidence_reasons(suite_policy, report.to_dict(), cand)
+            reasons += evidence_reasons(suite_policy, report, cand)
     base = report.baseline
-    if base["config_id"] == cid:
+    if base.config_id == cid:
         reasons.append(f"in {epath} this config is the baseline, not a candidate")
-    bmethod, problem = resolved_method(base.get("config"))
+    bmethod, problem = resolved_method(base.config)
     if problem:
         reasons.append(f"{problem}; gate with --baseline-config (qualgate gate) or from a plan (qualgate run)")
-    elif base.get("config", {}).get("config_id") != base["config_id"]:
-        reasons.append(f"baseline.config is config {base['config']['config_id']}, but the baseline records "
-                       f"carry {base['config_id']}")
+    elif base.config.get("config_id") != base.config_id:
+        reasons.append(
+            f"baseline.config is config {base.config['config_id']}, but the baseline records carry {base.config_id}"
+        )
     elif bmethod not in LOSSLESS:
-        reasons.append(f"the report's baseline {base['config_id']} is itself lossy (its resolved config uses "
-                       f"{bmethod!r} verification; mode label {base.get('mode')!r}): evidence must compare "
-                       "against a lossless baseline")
+        reasons.append(
+            f"the report's baseline {base.config_id} is itself lossy (its resolved config uses "
+            f"{bmethod!r} verification; mode label {base.mode!r}): evidence must compare "
+            "against a lossless baseline"
+        )
     return reasons
 
 
 def _limits(report: Evidence, max_margin, max_alpha) -> list[str]:
     s, reasons = report.settings, []
     if max_margin is not None:
-        if s["policy"] != "noninferiority":
-            reasons.append(f"--max-margin {max_margin} needs a non-inferiority gate; the report's policy is "
-                           f"{s['policy']!r} with margin {s['margin']!r}")
-        elif s["margin"] > max_margin + 1e-12:
-            reasons.append(f"the gate's non-inferiority margin {s['margin']} is looser than --max-margin "
-                           f"{max_margin}")
-    if max_alpha is not None and s["alpha"] > max_alpha + 1e-12:
-        reasons.append(f"the gate's alpha {s['alpha']} is larger than --max-alpha {max_alpha}")
+        if s.policy != "noninferiority":
+            reasons.append(
+                f"--max-margin {max_margin} needs a non-inferiority gate; the report's policy is "
+                f"{s.policy!r} with margin {s.margin!r}"
+            )
+        elif s.margin > max_margin + 1e-12:
+            reasons.append(f"the gate's non-inferiority margin {s.margin} is looser than --max-margin {max_margin}")
+    if max_alpha is not None and s.alpha > max_alpha + 1e-12:
+        reasons.append(f"the gate's alpha {s.alpha} is larger than --max-alpha {max_alpha}")
     return reasons
 
 
@@ -315,9 +356,13 @@ def _age(report: Evidence, max_age, now, found_mtime) -> list[str]:
         reasons.append(f"the report's created_at {report.created_at} is in the future")
     if max_age is not None:
         if now - created > max_age:
-            reasons.append(f"the report was created {report.created_at} ({_fmt_age(now - created)} ago), older "
-                           f"than --max-age {_fmt_age(max_age)}")
+            reasons.append(
+                f"the report was created {report.created_at} ({_fmt_age(now - created)} ago), older "
+                f"than --max-age {_fmt_age(max_age)}"
+            )
         elif found_mtime is not None and now - found_mtime > max_age:
-            reasons.append(f"its record files were last written {_fmt_age(now - found_mtime)} ago, longer than "
-                           f"--max-age {_fmt_age(max_age)} (the report's created_at {report.created_at} is later)")
+            reasons.append(
+                f"its record files were last written {_fmt_age(now - found_mtime)} ago, longer than "
+                f"--max-age {_fmt_age(max_age)} (the report's created_at {report.created_at} is later)"
+            )
     return reasons

@@ -28,9 +28,11 @@ about and its line in the file. The rules (:data:`RULES`):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from qualgate.vllm033.rules import cite, rule
+from qualgate.vllm033.serving import ServingConfig, read_serving_config
 from qualgate.vllm033.speculative import (
     FLY_DEFAULT_THRESHOLD,
     FLY_DEFAULT_TOP_K,
@@ -42,11 +44,8 @@ from qualgate.vllm033.speculative import (
     normalise_speculative,
     resolve_speculative,
 )
-from qualgate.vllm033.rules import cite, rule
-from qualgate.vllm033.serving import ServingConfig, read_serving_config
 
-__all__ = ["RULES", "SEVERITIES", "Finding", "LintReport", "lint", "lint_config",
-           "max_topk_entropy"]
+__all__ = ["RULES", "SEVERITIES", "Finding", "LintReport", "lint", "lint_config", "max_topk_entropy"]
 
 SEVERITIES = ("info", "warning", "error")
 
@@ -78,8 +77,13 @@ class Finding:
     line: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "severity": self.severity, "message": self.message,
-                "key": self.key, "line": self.line}
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "key": self.key,
+            "line": self.line,
+        }
 
 
 @dataclass(frozen=True)
@@ -135,198 +139,353 @@ def _positions(k: int, w: int) -> str:
 
 
 def lint_config(cfg: ServingConfig) -> LintReport:
-    """Lint one serving config (see the module docstring for the rules)."""
-    out: list[Finding] = []
-    spec = cfg.speculative
+    """Lint one serving config (see the module docstring for the rules).
 
-    def add(rule, severity, message, key=None):
-        out.append(Finding(rule, severity, message, key, cfg.line_of(key) if key else None))
-
-    def k_of(key):
-        return f"speculative_config.{key}"
-
-    resolved = cid = None
-    lossy = False
-    notes: list[str] = list(cfg.notes)
-    for note in cfg.notes:
-        if "--config" in note:  # rule cli-config-equals
-            add("no-effect", "warning", note, "--config=")
-    if spec:
-        raw = {str(k).replace("-", "_"): v for k, v in spec.items()}  # rule spec-key-hyphens
-        rsm = raw.get("rejection_sample_method", "standard")
-        lossy = rsm in LOSSY_METHODS
-        rejected = False
-        norm = None
-        needs = rule("spec-model-needed").data
-        no_k = raw.get("num_speculative_tokens") is None and raw.get("method") != "suffix"
-        if no_k and raw.get("model") is None and raw.get("method", "draft_model") not in (
-                *needs["self_drafting"], *needs["model_free"]):
-            rejected = True  # no drafter to take n_predict from (vllm/config/speculative.py)
-            add("vllm-rejects", "error",
-                "num_speculative_tokens must be provided with speculative model unless the "
-                "draft model config contains an n_predict parameter. (no drafter model: "
-                f"{cite('spec-model-needed')})", "speculative_config")
-        elif no_k:
-            rejected = True  # vLLM may take K from the drafter's n_predict (MTP, EAGLE heads)
-            add("not-modelled", "warning",
-                "num_speculative_tokens is not set: vLLM takes it from the draft model's "
-                "n_predict (block_size for dspark) if it has one and otherwise refuses the "
-                "config ('num_speculative_tokens must be provided with speculative model "
-                "unless the draft model config contains an n_predict parameter.'); qualgate "
-                "cannot resolve the config or compute its id without it. Set it explicitly "
-                f"({cite('spec-k-default')}).", "speculative_config")
-        else:
-            try:
-                norm = normalise_speculative(raw)
-            except ValueError as exc:  # rules spec-extra-forbid, spec-field-bounds, ...
-                rejected = True
-                msg = str(exc)
-                key = next((k for k in sorted(raw, key=len, reverse=True) if k in msg), None)
-                add("vllm-rejects", "error", msg if msg.endswith(")") or msg.endswith(".")
-                    else msg + ".", k_of(key) if key else "speculative_config")
-        spec = norm or raw
-        K = spec.get("num_speculative_tokens")
-        K = K if isinstance(K, int) and not isinstance(K, bool) else None
-        method = spec.get("method")
-        if norm is not None and raw.get("method") != method:
-            how = ("from the drafter's name" if raw.get("method") is None or
-                   raw.get("method") == "draft_model" else "as its alias")
-            notes.append(f"vLLM runs method {method!r} ({how}; {cite('spec-method-by-name')}); "
-                         "the config id is computed with it")
-        if norm is not None and method == "draft_model":
-            notes.append("vLLM 0.33 also switches a draft_model drafter to dflash, dspark or mtp "
-                         "by its config.json (architectures, model_type), which qualgate cannot "
-                         f"read ({cite('spec-method-by-arch')})")
-        if norm is not None and raw.get("num_speculative_tokens") is None:
-            notes.append(f"num_speculative_tokens is not set: vLLM uses {K} for {method} "
-                         f"({cite('spec-k-default')})")
-
-        # --- what vLLM 0.33 refuses, in its own words (rules fly-rules, synthetic-rates, ...)
-        fly_msgs = rule("fly-rules").data["messages"]
-        if norm is not None and rsm == "fly" and K is not None and K < 2:
-            rejected = True
-            add("vllm-rejects", "error", f"{fly_msgs[0]} (num_speculative_tokens = {K})",
-                k_of("num_speculative_tokens"))
-        w = spec.get("fly_window_size")
-        if norm is not None and rsm == "fly" and isinstance(w, int) and K is not None \
-                and K >= 2 and w >= K:
-            rejected = True
-            add("vllm-rejects", "error",
-                f"{fly_msgs[1]} (fly_window_size = {w}, num_speculative_tokens = {K})",
-                k_of("fly_window_size"))
-        synth = [k for k in SYNTHETIC_KEYS if spec.get(k) is not None]
-        if norm is None:
-            pass
-        elif rsm == "synthetic":
-            msg = _synthetic_problem(spec, K)
-            if msg:
-                rejected = True
-                add("vllm-rejects", "error", msg,
-                    k_of(synth[0]) if synth else k_of("rejection_sample_method"))
-        elif synth:
-            rejected = True
-            add("vllm-rejects", "error",
-                "synthetic_acceptance_rates / synthetic_acceptance_length are only valid with "
-                "rejection_sample_method='synthetic'.", k_of(synth[0]))
-        if norm is not None and spec.get("use_heterogeneous_vocab"):
-            for bad, msg in zip((
-                method != "draft_model",
-                spec.get("draft_sample_method", "greedy") != "greedy",
-                bool(spec.get("use_local_argmax_reduction")),
-            ), rule("hetero-vocab").data["messages"]):
-                if bad:
-                    rejected = True
-                    add("vllm-rejects", "error", msg, k_of("use_heterogeneous_vocab"))
-
-        # --- what qualgate's config id does not model
-        unknown = (sorted(set(spec) - set(SPECULATIVE_KEYS) - set(SYNTHETIC_KEYS))
-                   if norm is not None else [])
-        modelled = method in SPECULATIVE_METHODS
-        sev = "warning" if lossy else "info"
-        if norm is not None and not modelled:
-            add("not-modelled", sev,
-                f"method {method!r} is not one qualgate models {list(SPECULATIVE_METHODS)}: "
-                "qualgate check cannot bind evidence to this config.", k_of("method"))
-        for key in unknown:
-            add("not-modelled", sev,
-                f"{key!r} is not part of qualgate's config id: qualgate check refuses a lossy "
-                f"config with it unless told `--allow-key {key}` (an assertion that it does not "
-                "change outputs).", k_of(key))
-
-        # --- everything else vLLM refuses, as qualgate's resolver (which mirrors vLLM) says
-        if not rejected and modelled:
-            try:
-                resolved = resolve_speculative(raw, allow_unknown=True)
-            except ValueError as exc:
-                rejected = True
-                add("vllm-rejects", "error", f"{exc}.", "speculative_config")
-            else:
-                resolved = {k: v for k, v in resolved.items() if k not in unknown}
-
-        # --- lossy verifiers and what they really do
-        if rsm == "fly":
-            add("lossy-verification", "warning",
-                "FLy verification is lossy: outputs no longer follow the target model's "
-                "distribution. Deploy it only with paired evidence that exactly this config "
-                "keeps quality (qualgate check --evidence).", k_of("rejection_sample_method"))
-        elif rsm == "synthetic":
-            add("lossy-verification", "error",
-                "synthetic verification accepts drafts at preset rates and ignores the target "
-                "model: a benchmarking mode whose outputs are not the target's.",
-                k_of("rejection_sample_method"))
-        elif rsm == "block":
-            add("block-acts-as-standard", "info",
-                "block verification is lossless, but it runs only on the V2 model runner and "
-                "for sampled requests: on the V1 runner and for greedy requests (temperature "
-                "0) it silently behaves as standard verification, so its speed-up there is "
-                "standard's." + _greedy_note(cfg), k_of("rejection_sample_method"))
-
-        if rsm == "fly" and K is not None and K >= 2:
-            tau = spec.get("fly_entropy_threshold", FLY_DEFAULT_THRESHOLD)
-            top_k = spec.get("fly_entropy_top_k", FLY_DEFAULT_TOP_K)
-            if w is None:
-                W = default_fly_window(K)
-                add("fly-implicit-window", "warning",
-                    f"fly_window_size is not set: vLLM uses min(6, K - 1) = {W} for K = {K}, "
-                    f"not the W = {BENCHMARKED_FLY_WINDOW} of the published benchmarks, so "
-                    "evidence for W = 2 does not cover this config (another config id); and "
-                    f"since a rejection at position i is deferred only if i + W < K, "
-                    f"{_positions(K, W)} can ever be deferred"
-                    + (" (with the default window, for any K <= 7)." if K <= 7 else ".")
-                    + " Set fly_window_size explicitly.", k_of("rejection_sample_method"))
-            elif isinstance(w, int) and 1 <= w == K - 1:
-                add("fly-first-position-only", "info",
-                    f"fly_window_size = {w} = K - 1: {_positions(K, w)} can ever be deferred "
-                    "(a rejection at position i is deferred only if i + W < K).",
-                    k_of("fly_window_size"))
-            if (isinstance(tau, (int, float)) and not isinstance(tau, bool)
-                    and isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= 1
-                    and tau > max_topk_entropy(top_k)):
-                add("fly-threshold-unreachable", "warning",
-                    f"fly_entropy_threshold = {tau} exceeds the largest possible top-{top_k} "
-                    f"entropy ({max_topk_entropy(top_k):.4f} nats): FLy never defers a "
-                    "rejection, so it costs an entropy pass and behaves as standard.",
-                    k_of("fly_entropy_threshold"))
-
-        # --- settings with no effect
-        if rsm != "fly":
-            for key in FLY_KEYS:
-                if key in spec:
-                    add("no-effect", "warning",
-                        f"{key} has no effect: rejection_sample_method is {rsm!r}, not 'fly'.",
-                        k_of(key))
-
-        if resolved is not None and not unknown and modelled:
-            try:
-                cid = cfg.config_id() if cfg.model else None
-            except ValueError:
-                cid = None
+    Each step is one function, named for the rule it applies (a row of
+    :data:`qualgate.vllm033.rules.TABLE`, or one of :data:`RULES`), in the order of the findings.
+    """
+    lint = _Lint(cfg)
+    _cli_config_equals(lint)
+    if cfg.speculative:
+        _read_speculative(lint)
+        for step in (
+            _spec_method_by_name,
+            _spec_method_by_arch,
+            _spec_k_default,
+            _fly_rules,
+            _synthetic_rates,
+            _hetero_vocab,
+            _not_modelled,
+            _resolve,
+            _lossy_verification,
+            _fly_window,
+            _fly_threshold_unreachable,
+            _no_effect,
+            _config_id,
+        ):
+            step(lint)
     elif cfg.model:
-        cid = cfg.config_id()
-
+        lint.cid = cfg.config_id()
     order = {s: i for i, s in enumerate(SEVERITIES)}
-    findings = tuple(sorted(out, key=lambda f: (-order[f.severity], f.line or 0)))
-    return LintReport(cfg, findings, resolved, cid, lossy, tuple(dict.fromkeys(notes)))
+    findings = tuple(sorted(lint.out, key=lambda f: (-order[f.severity], f.line or 0)))
+    return LintReport(cfg, findings, lint.resolved, lint.cid, lint.lossy, tuple(dict.fromkeys(lint.notes)))
+
+
+@dataclass
+class _Lint:
+    """What :func:`lint_config` has found so far about one config."""
+
+    cfg: ServingConfig
+    out: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)  #: the speculative config, keys with underscores
+    norm: dict[str, Any] | None = None  #: as vLLM reads it (None: it cannot be read)
+    spec: dict[str, Any] = field(default_factory=dict)  #: ``norm`` where read, else ``raw``
+    rsm: str = "standard"
+    lossy: bool = False
+    rejected: bool = False  #: vLLM refuses it, or qualgate cannot resolve it
+    unknown: list[str] = field(default_factory=list)  #: keys outside qualgate's config id
+    modelled: bool = False
+    resolved: dict[str, Any] | None = None
+    cid: str | None = None
+
+    def __post_init__(self):
+        self.notes = list(self.cfg.notes)
+
+    def add(self, rule_id, severity, message, key=None):
+        self.out.append(Finding(rule_id, severity, message, key, self.cfg.line_of(key) if key else None))
+
+    def reject(self, message, key):
+        self.rejected = True
+        self.add("vllm-rejects", "error", message, key)
+
+    @property
+    def K(self) -> int | None:
+        K = self.spec.get("num_speculative_tokens")
+        return K if isinstance(K, int) and not isinstance(K, bool) else None
+
+    @property
+    def method(self):
+        return self.spec.get("method")
+
+
+def _k_of(key):
+    return f"speculative_config.{key}"
+
+
+def _cli_config_equals(lint: _Lint) -> None:
+    """Rule ``cli-config-equals``: a ``--config=FILE`` that vLLM never reads."""
+    for note in lint.cfg.notes:
+        if "--config" in note:
+            lint.add("no-effect", "warning", note, "--config=")
+
+
+def _read_speculative(lint: _Lint) -> None:
+    """The speculative config as vLLM reads it (rules spec-key-hyphens, spec-model-needed,
+    spec-k-default, spec-extra-forbid, spec-field-bounds, ...)."""
+    raw = lint.raw = {str(k).replace("-", "_"): v for k, v in lint.cfg.speculative.items()}  # rule spec-key-hyphens
+    lint.rsm = raw.get("rejection_sample_method", "standard")
+    lint.lossy = lint.rsm in LOSSY_METHODS
+    if not _spec_model_needed(lint):
+        try:
+            lint.norm = normalise_speculative(raw)
+        except ValueError as exc:  # rules spec-extra-forbid, spec-field-bounds, ...
+            msg = str(exc)
+            key = next((k for k in sorted(raw, key=len, reverse=True) if k in msg), None)
+            lint.reject(
+                msg if msg.endswith(")") or msg.endswith(".") else msg + ".",
+                _k_of(key) if key else "speculative_config",
+            )
+    lint.spec = lint.norm or raw
+
+
+def _spec_model_needed(lint: _Lint) -> bool:
+    """No ``num_speculative_tokens``: vLLM takes it from a drafter's ``n_predict``, or refuses
+    without one (rules spec-model-needed, spec-k-default); True when it is not set."""
+    raw, needs = lint.raw, rule("spec-model-needed").data
+    if raw.get("num_speculative_tokens") is not None or raw.get("method") == "suffix":
+        return False
+    if raw.get("model") is None and raw.get("method", "draft_model") not in (
+        *needs["self_drafting"],
+        *needs["model_free"],
+    ):
+        # no drafter to take n_predict from (vllm/config/speculative.py)
+        lint.reject(
+            "num_speculative_tokens must be provided with speculative model unless the "
+            "draft model config contains an n_predict parameter. (no drafter model: "
+            f"{cite('spec-model-needed')})",
+            "speculative_config",
+        )
+    else:  # vLLM may take K from the drafter's n_predict (MTP, EAGLE heads)
+        lint.rejected = True
+        lint.add(
+            "not-modelled",
+            "warning",
+            "num_speculative_tokens is not set: vLLM takes it from the draft model's "
+            "n_predict (block_size for dspark) if it has one and otherwise refuses the "
+            "config ('num_speculative_tokens must be provided with speculative model "
+            "unless the draft model config contains an n_predict parameter.'); qualgate "
+            "cannot resolve the config or compute its id without it. Set it explicitly "
+            f"({cite('spec-k-default')}).",
+            "speculative_config",
+        )
+    return True
+
+
+def _spec_method_by_name(lint: _Lint) -> None:
+    """Rule ``spec-method-by-name``: the method vLLM runs, from the drafter's name or an alias."""
+    if lint.norm is not None and lint.raw.get("method") != lint.method:
+        how = "from the drafter's name" if lint.raw.get("method") in (None, "draft_model") else "as its alias"
+        lint.notes.append(
+            f"vLLM runs method {lint.method!r} ({how}; {cite('spec-method-by-name')}); "
+            "the config id is computed with it"
+        )
+
+
+def _spec_method_by_arch(lint: _Lint) -> None:
+    """Rule ``spec-method-by-arch``: what vLLM decides from the drafter's config.json."""
+    if lint.norm is not None and lint.method == "draft_model":
+        lint.notes.append(
+            "vLLM 0.33 also switches a draft_model drafter to dflash, dspark or mtp "
+            "by its config.json (architectures, model_type), which qualgate cannot "
+            f"read ({cite('spec-method-by-arch')})"
+        )
+
+
+def _spec_k_default(lint: _Lint) -> None:
+    """Rule ``spec-k-default``: the K vLLM uses when the config leaves it out."""
+    if lint.norm is not None and lint.raw.get("num_speculative_tokens") is None:
+        lint.notes.append(
+            f"num_speculative_tokens is not set: vLLM uses {lint.K} for {lint.method} ({cite('spec-k-default')})"
+        )
+
+
+def _fly_rules(lint: _Lint) -> None:
+    """Rule ``fly-rules``: what vLLM 0.33 refuses of FLy's settings, in its own words."""
+    if lint.norm is None or lint.rsm != "fly" or lint.K is None:
+        return
+    K, w, fly_msgs = lint.K, lint.spec.get("fly_window_size"), rule("fly-rules").data["messages"]
+    if K < 2:
+        lint.reject(f"{fly_msgs[0]} (num_speculative_tokens = {K})", _k_of("num_speculative_tokens"))
+    elif isinstance(w, int) and w >= K:
+        lint.reject(f"{fly_msgs[1]} (fly_window_size = {w}, num_speculative_tokens = {K})", _k_of("fly_window_size"))
+
+
+def _synthetic_rates(lint: _Lint) -> None:
+    """Rule ``synthetic-rates``: the synthetic verifier's rates, and those keys without it."""
+    synth = [k for k in SYNTHETIC_KEYS if lint.spec.get(k) is not None]
+    if lint.norm is None:
+        return
+    if lint.rsm == "synthetic":
+        msg = _synthetic_problem(lint.spec, lint.K)
+        if msg:
+            lint.reject(msg, _k_of(synth[0]) if synth else _k_of("rejection_sample_method"))
+    elif synth:
+        lint.reject(
+            "synthetic_acceptance_rates / synthetic_acceptance_length are only valid with "
+            "rejection_sample_method='synthetic'.",
+            _k_of(synth[0]),
+        )
+
+
+def _hetero_vocab(lint: _Lint) -> None:
+    """Rule ``hetero-vocab``: what a heterogeneous-vocabulary drafter needs."""
+    spec = lint.spec
+    if lint.norm is None or not spec.get("use_heterogeneous_vocab"):
+        return
+    problems = (
+        lint.method != "draft_model",
+        spec.get("draft_sample_method", "greedy") != "greedy",
+        bool(spec.get("use_local_argmax_reduction")),
+    )
+    for bad, msg in zip(problems, rule("hetero-vocab").data["messages"]):
+        if bad:
+            lint.reject(msg, _k_of("use_heterogeneous_vocab"))
+
+
+def _not_modelled(lint: _Lint) -> None:
+    """What qualgate's config id does not model."""
+    if lint.norm is not None:
+        lint.unknown = sorted(set(lint.spec) - set(SPECULATIVE_KEYS) - set(SYNTHETIC_KEYS))
+    lint.modelled = lint.method in SPECULATIVE_METHODS
+    sev = "warning" if lint.lossy else "info"
+    if lint.norm is not None and not lint.modelled:
+        lint.add(
+            "not-modelled",
+            sev,
+            f"method {lint.method!r} is not one qualgate models {list(SPECULATIVE_METHODS)}: "
+            "qualgate check cannot bind evidence to this config.",
+            _k_of("method"),
+        )
+    for key in lint.unknown:
+        lint.add(
+            "not-modelled",
+            sev,
+            f"{key!r} is not part of qualgate's config id: qualgate check refuses a lossy "
+            f"config with it unless told `--allow-key {key}` (an assertion that it does not "
+            "change outputs).",
+            _k_of(key),
+        )
+
+
+def _resolve(lint: _Lint) -> None:
+    """Everything else vLLM refuses, as qualgate's resolver (which mirrors vLLM) says."""
+    if lint.rejected or not lint.modelled:
+        return
+    try:
+        resolved = resolve_speculative(lint.raw, allow_unknown=True)
+    except ValueError as exc:
+        lint.reject(f"{exc}.", "speculative_config")
+    else:
+        lint.resolved = {k: v for k, v in resolved.items() if k not in lint.unknown}
+
+
+def _lossy_verification(lint: _Lint) -> None:
+    """Lossy verifiers, and block verification, and what they really do."""
+    where = _k_of("rejection_sample_method")
+    if lint.rsm == "fly":
+        lint.add(
+            "lossy-verification",
+            "warning",
+            "FLy verification is lossy: outputs no longer follow the target model's "
+            "distribution. Deploy it only with paired evidence that exactly this config "
+            "keeps quality (qualgate check --evidence).",
+            where,
+        )
+    elif lint.rsm == "synthetic":
+        lint.add(
+            "lossy-verification",
+            "error",
+            "synthetic verification accepts drafts at preset rates and ignores the target "
+            "model: a benchmarking mode whose outputs are not the target's.",
+            where,
+        )
+    elif lint.rsm == "block":
+        lint.add(
+            "block-acts-as-standard",
+            "info",
+            "block verification is lossless, but it runs only on the V2 model runner and "
+            "for sampled requests: on the V1 runner and for greedy requests (temperature "
+            "0) it silently behaves as standard verification, so its speed-up there is "
+            "standard's." + _greedy_note(lint.cfg),
+            where,
+        )
+
+
+def _fly_window(lint: _Lint) -> None:
+    """Rules fly-implicit-window and fly-first-position-only."""
+    K, w = lint.K, lint.spec.get("fly_window_size")
+    if lint.rsm != "fly" or K is None or K < 2:
+        return
+    if w is None:
+        W = default_fly_window(K)
+        lint.add(
+            "fly-implicit-window",
+            "warning",
+            f"fly_window_size is not set: vLLM uses min(6, K - 1) = {W} for K = {K}, "
+            f"not the W = {BENCHMARKED_FLY_WINDOW} of the published benchmarks, so "
+            "evidence for W = 2 does not cover this config (another config id); and "
+            f"since a rejection at position i is deferred only if i + W < K, "
+            f"{_positions(K, W)} can ever be deferred"
+            + (" (with the default window, for any K <= 7)." if K <= 7 else ".")
+            + " Set fly_window_size explicitly.",
+            _k_of("rejection_sample_method"),
+        )
+    elif isinstance(w, int) and 1 <= w == K - 1:
+        lint.add(
+            "fly-first-position-only",
+            "info",
+            f"fly_window_size = {w} = K - 1: {_positions(K, w)} can ever be deferred "
+            "(a rejection at position i is deferred only if i + W < K).",
+            _k_of("fly_window_size"),
+        )
+
+
+def _fly_threshold_unreachable(lint: _Lint) -> None:
+    """An entropy threshold above the largest top-k entropy: FLy never defers."""
+    if lint.rsm != "fly" or lint.K is None or lint.K < 2:
+        return
+    tau = lint.spec.get("fly_entropy_threshold", FLY_DEFAULT_THRESHOLD)
+    top_k = lint.spec.get("fly_entropy_top_k", FLY_DEFAULT_TOP_K)
+    if (
+        isinstance(tau, (int, float))
+        and not isinstance(tau, bool)
+        and isinstance(top_k, int)
+        and not isinstance(top_k, bool)
+        and top_k >= 1
+        and tau > max_topk_entropy(top_k)
+    ):
+        lint.add(
+            "fly-threshold-unreachable",
+            "warning",
+            f"fly_entropy_threshold = {tau} exceeds the largest possible top-{top_k} "
+            f"entropy ({max_topk_entropy(top_k):.4f} nats): FLy never defers a "
+            "rejection, so it costs an entropy pass and behaves as standard.",
+            _k_of("fly_entropy_threshold"),
+        )
+
+
+def _no_effect(lint: _Lint) -> None:
+    """``fly_*`` keys without FLy."""
+    if lint.rsm == "fly":
+        return
+    for key in FLY_KEYS:
+        if key in lint.spec:
+            lint.add(
+                "no-effect",
+                "warning",
+                f"{key} has no effect: rejection_sample_method is {lint.rsm!r}, not 'fly'.",
+                _k_of(key),
+            )
+
+
+def _config_id(lint: _Lint) -> None:
+    """The config id, for a config qualgate resolves and models fully."""
+    if lint.resolved is not None and not lint.unknown and lint.modelled:
+        try:
+            lint.cid = lint.cfg.config_id() if lint.cfg.model else None
+        except ValueError:
+            lint.cid = None
 
 
 def _greedy_note(cfg: ServingConfig) -> str:
@@ -340,8 +499,10 @@ def _synthetic_problem(spec, K) -> str | None:
     """vLLM 0.33's checks of the synthetic verifier's rates, with its messages."""
     rates, length = spec.get("synthetic_acceptance_rates"), spec.get("synthetic_acceptance_length")
     if (rates is None) == (length is None):
-        return ("rejection_sample_method='synthetic' requires exactly one of "
-                "synthetic_acceptance_rates or synthetic_acceptance_length.")
+        return (
+            "rejection_sample_method='synthetic' requires exactly one of "
+            "synthetic_acceptance_rates or synthetic_acceptance_length."
+        )
     if K is None:
         return None
     if rates is not None:

@@ -15,8 +15,10 @@ import math
 import tempfile
 from pathlib import Path
 
-from ..errors import DataError
+from qualgate.evidence.contract import FixedSettings
 from qualgate.evidence.gate_report import KEY_ENV, Evidence
+
+from ..errors import DataError
 
 __all__ = ["verify"]
 
@@ -32,8 +34,7 @@ def verify(report: Evidence, where: Path, records, key, trust_unsigned):
             reasons.append("the verdicts recomputed from the record files differ from the report: " + mismatch)
         else:
             verified.append("records")
-        newest = max(_dt.datetime.fromtimestamp(Path(p).stat().st_mtime, _dt.timezone.utc)
-                     for p in located.values())
+        newest = max(_dt.datetime.fromtimestamp(Path(p).stat().st_mtime, _dt.UTC) for p in located.values())
     if key:
         problem = report.signature_problem(key)
         if problem:
@@ -46,13 +47,15 @@ def verify(report: Evidence, where: Path, records, key, trust_unsigned):
         else:
             reasons.append(
                 "the report cannot be verified: its record files are not available (pass --records DIR) "
-                f"and {KEY_ENV} is not set to check its signature; pass --trust-unsigned to accept it as it is")
+                f"and {KEY_ENV} is not set to check its signature; pass --trust-unsigned to accept it as it is"
+            )
     return verified, newest, reasons
 
 
 def _locate(report: Evidence, where: Path, records):
     """``({report path: local path} or None, reasons)``: every record file, by its SHA-256."""
     from qualgate.verdict.pairing import sha256_file
+
     from ..records import RECORD_SUFFIXES
 
     wanted = report.record_files()
@@ -66,9 +69,12 @@ def _locate(report: Evidence, where: Path, records):
                 by_digest.setdefault(sha256_file(f), str(f))
         missing = [p for _, p, h in wanted if h not in by_digest]
         if missing:
-            return None, [f"--records {root} holds no file with the SHA-256 the report gives for "
-                          f"{', '.join(missing[:3])}" + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-                          + " (changed or missing)"]
+            return None, [
+                f"--records {root} holds no file with the SHA-256 the report gives for "
+                f"{', '.join(missing[:3])}"
+                + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+                + " (changed or missing)"
+            ]
         return {p: by_digest[h] for _, p, h in wanted}, []
     found, changed = {}, []
     for side, p, h in wanted:
@@ -92,36 +98,53 @@ def _recompute(report: Evidence, located: dict[str, str]) -> str:
     from qualgate.verdict.sequential import sequential_gate
 
     s = report.settings
-    reading = {k: s[k] for k in ("on_missing", "max_errors", "drop_truncated", "allow_unknown")}
-    opts = {"drop_truncated": s["drop_truncated"], "allow_unknown": s["allow_unknown"]}
+    opts = {"drop_truncated": s.drop_truncated, "allow_unknown": s.allow_unknown}
     with tempfile.TemporaryDirectory(prefix="qualgate-check-") as tmp:
 
         def side(i, files):
             d = Path(tmp) / str(i)
             d.mkdir()
             for f in files:
-                (d / Path(f["path"]).name).symlink_to(Path(located[f["path"]]).resolve())
+                (d / Path(f.path).name).symlink_to(Path(located[f.path]).resolve())
             return load_side(d, **opts)
 
         try:
-            base = side("b", report.baseline["files"])
-            pairings = [pair_records(base, side(i, c["side"]["files"]), on_missing=s["on_missing"],
-                                     max_errors=s["max_errors"]) for i, c in enumerate(report.candidates)]
+            base = side("b", report.baseline.files)
+            pairings = [
+                pair_records(base, side(i, c.side.files), on_missing=s.on_missing, max_errors=s.max_errors)
+                for i, c in enumerate(report.candidates)
+            ]
         except DataError as exc:
             return f"the records cannot be gated with the report's settings: {exc}"
-        names = [c["name"] for c in report.candidates]
-        if report.design == "fixed":
-            rules = policy_from_dict(s["suite_policy"]) if s["suite_policy"] else None
-            again = gate(pairings, names=names, policy=s["policy"], margin=None if rules else s["margin"],
-                         alpha=s["alpha"], weighting=s["weighting"], inconclusive=s["inconclusive"],
-                         missing=s["missing"], suite_policy=rules)
+        names = [c.name for c in report.candidates]
+        if isinstance(s, FixedSettings):
+            rules = policy_from_dict(s.suite_policy) if s.suite_policy else None
+            again = gate(
+                pairings,
+                names=names,
+                policy=s.policy,
+                margin=None if rules else s.margin,
+                alpha=s.alpha,
+                weighting=s.weighting,
+                inconclusive=s.inconclusive,
+                missing=s.missing,
+                suite_policy=rules,
+            )
         else:
-            again = sequential_gate(pairings, names=names, margin=s["margin"], alpha=s["alpha"], power=s["power"],
-                                    order=s["order"], seed=s["order_seed"] or 0, max_questions=s["max_questions"],
-                                    inconclusive=s["inconclusive"], missing=s["missing"],
-                                    multiplicity=s["multiplicity"])
-        again = dataclasses.replace(again, reading=reading, baseline_config=report.baseline.get("config"),
-                                    plan=report.plan)
+            again = sequential_gate(
+                pairings,
+                names=names,
+                margin=s.margin,
+                alpha=s.alpha,
+                power=s.power,
+                order=s.order,
+                seed=s.order_seed or 0,
+                max_questions=s.max_questions,
+                inconclusive=s.inconclusive,
+                missing=s.missing,
+                multiplicity=s.multiplicity,
+            )
+        again = dataclasses.replace(again, reading=s.reading, baseline_config=report.baseline.config, plan=report.plan)
         diffs = _diff(again.to_dict(), report.to_dict(), "")
     return "; ".join(diffs[:3]) + (f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else "")
 
@@ -145,8 +168,13 @@ def _diff(a, b, where) -> list[str]:
         if len(a) != len(b):
             return [f"{where.rstrip('.')} has {len(b)} entries, recomputed {len(a)}"]
         return [d for i, (x, y) in enumerate(zip(a, b)) for d in _diff(x, y, f"{where.rstrip('.')}[{i}].")]
-    if (isinstance(a, float) or isinstance(b, float)) and not isinstance(a, bool) and not isinstance(b, bool) \
-            and isinstance(a, (int, float)) and isinstance(b, (int, float)):
+    if (
+        (isinstance(a, float) or isinstance(b, float))
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+        and isinstance(a, (int, float))
+        and isinstance(b, (int, float))
+    ):
         if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
             return []
     elif a == b and type(a) is type(b):

@@ -30,6 +30,7 @@ _COMMANDS = {
     "suites": "qualgate.cli.suites:suites",
     "run": "qualgate.cli.run:run",
     "report": "qualgate.cli.run:report",
+    "merge": "qualgate.cli.run:merge",
     "demo": "qualgate.cli.demo:demo",
     "sweep": "qualgate.cli.sweep:sweep",
     "reanalyze": "qualgate.cli.reanalyze:reanalyze",
@@ -40,6 +41,7 @@ _COMMANDS = {
     "import": "qualgate.cli.importing:import_",
     "flips": "qualgate.cli.importing:flips",
     "prompt-hash": "qualgate.cli.importing:prompt_hash",
+    "judge": "qualgate.cli.judge:judge",
 }
 
 

@@ -29,11 +29,21 @@ def _gh_escape(text: str, *, prop: bool = False) -> str:
 
 @click.command()
 @click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="warning",
-              show_default=True, help="Exit 1 when a finding is at or above this severity.")
-@click.option("--format", "fmt", type=click.Choice([*FORMATS, "github"]), default="text",
-              show_default=True,
-              help="text; json (a list of reports); github (workflow annotations).")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["info", "warning", "error"]),
+    default="warning",
+    show_default=True,
+    help="Exit 1 when a finding is at or above this severity.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice([*FORMATS, "github"]),
+    default="text",
+    show_default=True,
+    help="text; json (a list of reports); github (workflow annotations).",
+)
 def lint(configs, fail_on, fmt):
     """Report what vLLM serving configs really do: lossy verifiers, FLy windows, rejections.
 
@@ -73,8 +83,11 @@ def lint(configs, fail_on, fmt):
             click.echo(f"{path}: note: {note}", err=True)
         if fmt == "text":
             c = r.counts()
-            what = (f"{len(r.findings)} finding(s): {c['error']} error, {c['warning']} warning, "
-                    f"{c['info']} info" if r.findings else "clean")
+            what = (
+                f"{len(r.findings)} finding(s): {c['error']} error, {c['warning']} warning, {c['info']} info"
+                if r.findings
+                else "clean"
+            )
             cid = f", config id {r.config_id}" if r.config_id else ""
             click.echo(f"{path}: {r.config.format}{cid}{', lossy' if r.lossy else ''}: {what}")
     if unreadable:
@@ -89,14 +102,18 @@ def _check_markdown(result) -> str:
     from qualgate.formatting import markdown_table
 
     head = "allowed" if result.allowed else "refused"
-    rows = [["config", f"`{result.config.path}` ({result.config.format})"],
-            ["config id", f"`{result.config_id}`"],
-            ["verifier", f"{result.method} ({'lossy' if result.lossy else 'lossless'})"]]
+    rows = [
+        ["config", f"`{result.config.path}` ({result.config.format})"],
+        ["config id", f"`{result.config_id}`"],
+        ["verifier", f"{result.method} ({'lossy' if result.lossy else 'lossless'})"],
+    ]
     ev = result.evidence
     if ev:
         cand = ev.get("candidate") or {}
-        rows += [["evidence", f"`{ev['path']}` created {ev['created_at']}"],
-                 ["gate", f"{ev['policy']}, margin {ev['margin']}, alpha {ev['alpha']}"]]
+        rows += [
+            ["evidence", f"`{ev['path']}` created {ev['created_at']}"],
+            ["gate", f"{ev['policy']}, margin {ev['margin']}, alpha {ev['alpha']}"],
+        ]
         if cand:
             rows.append(["candidate", f"{cand.get('name')}: {cand.get('verdict')}"])
     out = [f"### qualgate check: {head}", "", markdown_table(rows, ["", ""])]
@@ -109,31 +126,72 @@ def _check_markdown(result) -> str:
 
 @click.command()
 @click.argument("config", type=click.Path(dir_okay=False))
-@click.option("--evidence", type=click.Path(dir_okay=False),
-              help="Gate report JSON (qualgate gate --output REPORT.json).")
-@click.option("--max-margin", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.02,
-              show_default=True, help="Loosest non-inferiority margin accepted (0.02 = 2 points).")
-@click.option("--max-alpha", type=click.FloatRange(0, 0.5, min_open=True, max_open=True), default=0.05,
-              show_default=True, help="Largest one-sided alpha accepted.")
-@click.option("--max-age", default="30d", show_default=True,
-              help="Oldest evidence accepted: 30d, 12h, 90m, 2w (bare number: days).")
-@click.option("--records", type=click.Path(file_okay=False),
-              help="Directory holding the report's record files (found by SHA-256): the verdicts are "
-                   "recomputed from them. Default: the paths in the report, when present.")
-@click.option("--trust-unsigned", is_flag=True,
-              help="Accept a report that can be verified neither from its records nor by its signature "
-                   "(QUALGATE_EVIDENCE_KEY).")
-@click.option("--allow-missing-dependence", is_flag=True,
-              help="Accept a PASS that holds only with incomplete pairs dropped (gate --missing drop).")
-@click.option("--allow-key", "allow_keys", multiple=True,
-              help="A speculative_config key outside qualgate's config id that does not change "
-                   "outputs (e.g. draft_tensor_parallel_size); repeatable.")
-@click.option("--policy-file", type=click.Path(exists=True, dir_okay=False),
-              help="Require the evidence to meet this gate policy file: every blocking suite PASS at a "
-                   "margin no looser than the policy's.")
+@click.option(
+    "--evidence", type=click.Path(dir_okay=False), help="Gate report JSON (qualgate gate --output REPORT.json)."
+)
+@click.option(
+    "--max-margin",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.02,
+    show_default=True,
+    help="Loosest non-inferiority margin accepted (0.02 = 2 points).",
+)
+@click.option(
+    "--max-alpha",
+    type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Largest one-sided alpha accepted.",
+)
+@click.option(
+    "--max-age",
+    default="30d",
+    show_default=True,
+    help="Oldest evidence accepted: 30d, 12h, 90m, 2w (bare number: days).",
+)
+@click.option(
+    "--records",
+    type=click.Path(file_okay=False),
+    help="Directory holding the report's record files (found by SHA-256): the verdicts are "
+    "recomputed from them. Default: the paths in the report, when present.",
+)
+@click.option(
+    "--trust-unsigned",
+    is_flag=True,
+    help="Accept a report that can be verified neither from its records nor by its signature (QUALGATE_EVIDENCE_KEY).",
+)
+@click.option(
+    "--allow-missing-dependence",
+    is_flag=True,
+    help="Accept a PASS that holds only with incomplete pairs dropped (gate --missing drop).",
+)
+@click.option(
+    "--allow-key",
+    "allow_keys",
+    multiple=True,
+    help="A speculative_config key outside qualgate's config id that does not change "
+    "outputs (e.g. draft_tensor_parallel_size); repeatable.",
+)
+@click.option(
+    "--policy-file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Require the evidence to meet this gate policy file: every blocking suite PASS at a "
+    "margin no looser than the policy's.",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-def check(config, evidence, max_margin, max_alpha, max_age, records, trust_unsigned, allow_missing_dependence,
-          allow_keys, policy_file, fmt):
+def check(
+    config,
+    evidence,
+    max_margin,
+    max_alpha,
+    max_age,
+    records,
+    trust_unsigned,
+    allow_missing_dependence,
+    allow_keys,
+    policy_file,
+    fmt,
+):
     """Block a lossy serving config unless a verified gate report passed exactly this config.
 
     A lossless CONFIG is allowed without evidence. A lossy one (fly, synthetic) is allowed
@@ -147,30 +205,38 @@ def check(config, evidence, max_margin, max_alpha, max_age, records, trust_unsig
     \b
     Exit codes: 0 allowed, 1 refused, 2 usage error, 3 unreadable config or evidence.
     """
+    from qualgate.verdict.policy import read_policy
+
     from ..ci import check as check_config
     from ..ci import parse_age
 
-    from qualgate.verdict.policy import read_policy
-
-    result = check_config(config, evidence, max_margin=max_margin, max_alpha=max_alpha,
-                          max_age=parse_age(max_age), allow_keys=tuple(allow_keys), records=records,
-                          trust_unsigned=trust_unsigned,
-                          allow_missing_dependence=allow_missing_dependence,
-                          suite_policy=read_policy(policy_file) if policy_file else None)
+    result = check_config(
+        config,
+        evidence,
+        max_margin=max_margin,
+        max_alpha=max_alpha,
+        max_age=parse_age(max_age),
+        allow_keys=tuple(allow_keys),
+        records=records,
+        trust_unsigned=trust_unsigned,
+        allow_missing_dependence=allow_missing_dependence,
+        suite_policy=read_policy(policy_file) if policy_file else None,
+    )
     if fmt == "json":
         _emit_json(result.to_dict())
     else:
         head = "allowed" if result.allowed else "refused"
         kind = "lossy" if result.lossy else "lossless"
-        click.echo(f"{result.config.path}: {head} ({result.method}, {kind}; config id "
-                   f"{result.config_id})")
+        click.echo(f"{result.config.path}: {head} ({result.method}, {kind}; config id {result.config_id})")
         ev = result.evidence
         if ev and ev.get("candidate"):
             c = ev["candidate"]
             how = ", ".join(ev["verified"]) or "not verified"
-            click.echo(f"  evidence {ev['path']}: candidate {c['name']} {c['verdict']}, policy "
-                       f"{ev['policy']}, margin {ev['margin']}, created {ev['created_at']}; "
-                       f"verified by: {how}")
+            click.echo(
+                f"  evidence {ev['path']}: candidate {c['name']} {c['verdict']}, policy "
+                f"{ev['policy']}, margin {ev['margin']}, created {ev['created_at']}; "
+                f"verified by: {how}"
+            )
         for reason in result.reasons:
             click.echo(f"  refused: {reason}")
         for note in result.notes:
@@ -191,8 +257,12 @@ def _describe_spec(spec) -> str:
 @click.command()
 @click.argument("logfile", type=click.Path(dir_okay=False))
 @click.option("--forbid-lossy", is_flag=True, help="Exit 1 when a lossy verifier appears.")
-@click.option("--expect", "expect", type=click.Path(dir_okay=False),
-              help="The reviewed serving config: exit 1 when an echoed config id differs.")
+@click.option(
+    "--expect",
+    "expect",
+    type=click.Path(dir_okay=False),
+    help="The reviewed serving config: exit 1 when an echoed config id differs.",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 def audit_log(logfile, forbid_lossy, expect, fmt):
     """Scan a vLLM server log for lossy verifiers, scheduler overrides and config echoes.
@@ -220,68 +290,74 @@ def audit_log(logfile, forbid_lossy, expect, fmt):
             elif e.kind == "lossy_warning":
                 click.echo(f"{where}: lossy verifier: {e.text}")
             elif e.kind == "scheduler_override":
-                click.echo(f"{where}: scheduler override: max_num_active_seqs "
-                           f"{e.data['from']} -> {e.data['to']}")
+                click.echo(f"{where}: scheduler override: max_num_active_seqs {e.data['from']} -> {e.data['to']}")
             else:
                 cid = e.data.get("config_id")
-                click.echo(f"{where}: speculative config ({e.data['source']}): "
-                           f"{_describe_spec(e.data['speculative_config'])}"
-                           + (f" -> {cid}" if cid else ""))
+                click.echo(
+                    f"{where}: speculative config ({e.data['source']}): "
+                    f"{_describe_spec(e.data['speculative_config'])}" + (f" -> {cid}" if cid else "")
+                )
         parts = []
         if report.lossy_lines:
-            parts.append("lossy verifier in use (lines "
-                         + ", ".join(map(str, report.lossy_lines)) + ")")
+            parts.append("lossy verifier in use (lines " + ", ".join(map(str, report.lossy_lines)) + ")")
         else:
             parts.append("no lossy verifier seen")
         if report.config_ids:
             parts.append("config ids: " + ", ".join(report.config_ids))
         if expected:
-            parts.append(f"expected {expected}: "
-                         + ("drift at lines " + ", ".join(map(str, report.drift_lines))
-                            if report.drift_lines else "matches" if report.config_ids
-                            else "no config id echoed"))
+            parts.append(
+                f"expected {expected}: "
+                + (
+                    "drift at lines " + ", ".join(map(str, report.drift_lines))
+                    if report.drift_lines
+                    else "matches"
+                    if report.config_ids
+                    else "no config id echoed"
+                )
+            )
         click.echo(f"{report.path}: " + "; ".join(parts))
     if expected and not report.config_ids:
-        click.echo("note: the log echoes no model with a speculative config, so the config id "
-                   "cannot be confirmed", err=True)
+        click.echo(
+            "note: the log echoes no model with a speculative config, so the config id cannot be confirmed", err=True
+        )
     bad = (forbid_lossy and report.lossy_lines) or report.drift_lines
     return ExitCode.FAIL if bad else ExitCode.OK
 
 
 # --------------------------------------------------------------------------- admission
 
-_BOUND_TEXT = {
-    "max_num_seqs": "max_num_seqs",
-    "token_budget": "the token budget (budget // charge)",
-    "lookahead_cap": "the lookahead cap (budget // lookahead)",
-}
-
 
 @click.command()
 @click.option("--budget", type=int, help="Tokens per scheduler step (max_num_batched_tokens).")
 @click.option("--max-seqs", "--max-num-seqs", "max_seqs", type=int, help="vLLM's max_num_seqs.")
-@click.option("--method", type=click.Choice(["draft_model", "eagle", "eagle3", "mtp", "dflash",
-                                             "dspark", "ngram", "suffix"]),
-              help="Speculative method: charge and lookahead as vLLM 0.33 computes them "
-                   "(with --k).")
+@click.option(
+    "--method",
+    type=click.Choice(["draft_model", "eagle", "eagle3", "mtp", "dflash", "dspark", "ngram", "suffix"]),
+    help="Speculative method: charge and lookahead as vLLM 0.33 computes them (with --k).",
+)
 @click.option("--k", "k", type=int, help="num_speculative_tokens (with --method).")
-@click.option("--parallel-drafting", is_flag=True,
-              help="PARD (draft_model) or P-EAGLE (eagle/eagle3) parallel drafting.")
-@click.option("--fill-in", is_flag=True,
-              help="A dspark drafter with sample_from_anchor: false (lookahead K + 1).")
-@click.option("--charge", type=int,
-              help="Tokens charged per running decode request, for cases --method does not "
-                   "cover (draft_model: K + 2; eagle/eagle3/mtp/dflash/dspark: K + 1).")
-@click.option("--lookahead", type=int,
-              help="num_lookahead_tokens of a dflash/dspark drafter: also caps at budget // N.")
+@click.option(
+    "--parallel-drafting", is_flag=True, help="PARD (draft_model) or P-EAGLE (eagle/eagle3) parallel drafting."
+)
+@click.option("--fill-in", is_flag=True, help="A dspark drafter with sample_from_anchor: false (lookahead K + 1).")
+@click.option(
+    "--charge",
+    type=int,
+    help="Tokens charged per running decode request, for cases --method does not "
+    "cover (draft_model: K + 2; eagle/eagle3/mtp/dflash/dspark: K + 1).",
+)
+@click.option(
+    "--lookahead", type=int, help="num_lookahead_tokens of a dflash/dspark drafter: also caps at budget // N."
+)
 @click.option("--metrics", help="Prometheus text exposition: a file of scrapes or a URL.")
-@click.option("--samples", type=int, default=10, show_default=True,
-              help="Fetches of a --metrics URL.")
-@click.option("--interval", type=float, default=1.0, show_default=True,
-              help="Seconds between fetches of a --metrics URL.")
+@click.option("--samples", type=int, default=10, show_default=True, help="Fetches of a --metrics URL.")
+@click.option(
+    "--interval", type=float, default=1.0, show_default=True, help="Seconds between fetches of a --metrics URL."
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-def admission(budget, max_seqs, method, k, parallel_drafting, fill_in, charge, lookahead,
-              metrics, samples, interval, fmt):
+def admission(
+    budget, max_seqs, method, k, parallel_drafting, fill_in, charge, lookahead, metrics, samples, interval, fmt
+):
     """Running requests a token budget admits, and whether measured ones plateau below it.
 
     With --budget, --max-seqs and --method/--k (or --charge, and --lookahead for a
@@ -302,10 +378,10 @@ def admission(budget, max_seqs, method, k, parallel_drafting, fill_in, charge, l
         raise click.UsageError("give --method/--k or --charge/--lookahead, not both")
     arith = budget is not None or charge is not None or lookahead is not None or method is not None
     if not arith and metrics is None:
-        raise click.UsageError("give --budget, --max-seqs and --method/--k (or --charge), or "
-                               "--metrics with --max-num-seqs")
-    missing = [n for n, v in (("--budget", budget), ("--charge or --method/--k", charge or k))
-               if arith and v is None]
+        raise click.UsageError(
+            "give --budget, --max-seqs and --method/--k (or --charge), or --metrics with --max-num-seqs"
+        )
+    missing = [n for n, v in (("--budget", budget), ("--charge or --method/--k", charge or k)) if arith and v is None]
     if max_seqs is None:
         missing.append("--max-seqs/--max-num-seqs")
     if missing:
@@ -313,9 +389,9 @@ def admission(budget, max_seqs, method, k, parallel_drafting, fill_in, charge, l
     out = {}
     if arith and method is not None:
         try:
-            out["admission"] = admission_for(method, k, budget, max_seqs,
-                                             parallel_drafting=parallel_drafting,
-                                             fill_in=fill_in)
+            out["admission"] = admission_for(
+                method, k, budget, max_seqs, parallel_drafting=parallel_drafting, fill_in=fill_in
+            )
         except ValueError as exc:
             raise click.UsageError(str(exc)) from exc
     elif arith:
@@ -326,45 +402,7 @@ def admission(budget, max_seqs, method, k, parallel_drafting, fill_in, charge, l
     if fmt == "json":
         _emit_json({k: v.to_dict() for k, v in out.items()})
         return ExitCode.OK
-    if "admission" in out:
-        a = out["admission"]
-        if a.method:
-            click.echo(f"{a.method}, K = {a.k}: charge {a.charge} tokens per decode request"
-                       + (f", lookahead {a.lookahead}" if a.lookahead is not None else ""))
-        terms = [f"max_num_seqs {a.max_num_seqs}", f"{a.budget} // {a.charge} = "
-                 f"{a.bounds['token_budget']}"]
-        if a.lookahead is not None:
-            terms.append(f"{a.budget} // {a.lookahead} = {a.bounds['lookahead_cap']}")
-        click.echo(f"admitted running requests: {a.admitted} = min({', '.join(terms)})")
-        click.echo("binding: " + " and ".join(_BOUND_TEXT[b] for b in a.binding))
-        if a.override:
-            click.echo(f"vLLM logs (WARNING, vllm.config.vllm): {a.override}")
-    if "metrics" in out:
-        m = out["metrics"]
-        click.echo(f"metrics: {m.scrapes} scrape(s) from {m.source}; max_num_seqs "
-                   f"{m.max_num_seqs}" + ("" if m.has_waiting else
-                                          "; no vllm:num_requests_waiting gauge, so every "
-                                          "scrape counts as under load"))
-        for s in m.series:
-            labels = ",".join(f'{k}="{v}"' for k, v in s.labels.items())
-            head = f"  {{{labels}}}: " if labels else "  "
-            if not s.loaded:
-                click.echo(f"{head}never under load in {s.samples} scrape(s); running peaked "
-                           f"at {s.peak_running:g}")
-                continue
-            verdict = (f"capped: running stays below max_num_seqs {m.max_num_seqs} while "
-                       "requests wait, so another bound binds (token budget, "
-                       "max_num_active_seqs override, KV cache)" if s.capped else
-                       f"reaches max_num_seqs {m.max_num_seqs} under load")
-            click.echo(f"{head}under load in {s.loaded} of {s.samples} scrape(s); running "
-                       f"plateaus at {s.plateau:g} ({s.plateau_count} loaded scrape(s)): "
-                       f"{verdict}")
-            if "admission" in out:
-                pred = out["admission"].admitted
-                rel = "matches" if s.plateau == pred else (
-                    "is below" if s.plateau < pred else "is above")
-                click.echo(f"    the plateau {s.plateau:g} {rel} the predicted {pred}; vLLM "
-                           "can also run one request more as a partial chunk on leftover "
-                           "budget (scheduler.py:844-848, 1062-1074), and the KV cache can "
-                           "hold fewer")
+    from ..ci import render_admission
+
+    click.echo(render_admission(out.get("admission"), out.get("metrics")))
     return ExitCode.OK

@@ -31,12 +31,17 @@ def speed_rows(report):
 
     rows = []
     for c in report.configs:
-        rows.append([
-            c.name, c.mode, fmt_pct(c.accuracy), fmt_pct(c.no_answer_rate),
-            "—" if c.acceptance_length is None else f"{c.acceptance_length:.2f}",
-            "—" if c.tokens_per_s is None else f"{c.tokens_per_s:,.0f}",
-            fmt_speedup(c.speedup, c.speedup_ci),
-        ])  # fmt: skip
+        rows.append(
+            [
+                c.name,
+                c.mode,
+                fmt_pct(c.accuracy),
+                fmt_pct(c.no_answer_rate),
+                "—" if c.acceptance_length is None else f"{c.acceptance_length:.2f}",
+                "—" if c.tokens_per_s is None else f"{c.tokens_per_s:,.0f}",
+                fmt_speedup(c.speedup, c.speedup_ci),
+            ]
+        )
     return rows
 
 
@@ -44,14 +49,26 @@ SPEED_HEADERS = ["config", "mode", "accuracy", "no-answer", "accept len", "tok/s
 
 
 @click.command()
-@click.option("--out", "-o", type=click.Path(file_okay=False),
-              help="Run directory (default: a new temporary directory).")
-@click.option("--questions", "-n", type=click.IntRange(min=1), default=None,
-              help="Questions of the synthetic suite  [default: the plan's, 1000]")
-@click.option("--seeds", "-s", type=_Seeds(), default=None,
-              help="A count of seeds, or a comma list  [default: the plan's, 1]")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
-              help="torch CPU threads (tiny models run fastest on one).")
+@click.option(
+    "--out", "-o", type=click.Path(file_okay=False), help="Run directory (default: a new temporary directory)."
+)
+@click.option(
+    "--questions",
+    "-n",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Questions of the synthetic suite  [default: the plan's, 1000]",
+)
+@click.option(
+    "--seeds", "-s", type=_Seeds(), default=None, help="A count of seeds, or a comma list  [default: the plan's, 1]"
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="torch CPU threads (tiny models run fastest on one).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
 def demo(out, questions, seeds, threads, quiet):
     """Run the embedded demo: target-only, standard speculative decoding, FLy (W=2, τ=0.3,
@@ -63,18 +80,17 @@ def demo(out, questions, seeds, threads, quiet):
 
     import torch
 
-    from qualgate.formatting import write_atomic
-    from ..demo.plan import demo_plan
+    from qualgate.formatting import text_table, write_atomic
     from qualgate.report.gate_text import render_text
-    from qualgate.run.runner import run_plan
     from qualgate.report.html import run_html
     from qualgate.report.run import summarize
+    from qualgate.run.runner import run_plan
     from qualgate.run.speed import SpeedSettings
-    from qualgate.formatting import text_table
-    from .run import progress_factory
 
     from .. import demo as demo_pkg
+    from ..demo.plan import demo_plan
     from ..errors import DataError, ExitCode
+    from .run import progress_factory
 
     t0 = time.perf_counter()
     for which in demo_pkg.MODELS:
@@ -89,21 +105,27 @@ def demo(out, questions, seeds, threads, quiet):
     out = out or tempfile.mkdtemp(prefix="qualgate-demo-")
     if not quiet:
         n = plan.suites[0].limit
-        click.echo(f"qualgate demo: {n} questions x {len(plan.seeds)} seed(s), "
-                   f"{len(plan.configs)} configs, records in {out}", err=True)
+        click.echo(
+            f"qualgate demo: {n} questions x {len(plan.seeds)} seed(s), {len(plan.configs)} configs, records in {out}",
+            err=True,
+        )
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
     result = run_plan(plan, out, progress=progress_factory(quiet), log=log, speed=SpeedSettings(rounds=7, questions=32))
     if result.gate is None:  # refused: errors in the records
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
         return ExitCode.DATA
     click.echo(render_text(result.gate))
-    click.echo("speed (output tokens per second of engine time over the run; speed-up: median of 7 interleaved "
-               "rounds' ratios to the baseline [95% interval])")
+    click.echo(
+        "speed (output tokens per second of engine time over the run; speed-up: median of 7 interleaved "
+        "rounds' ratios to the baseline [95% interval])"
+    )
     click.echo(text_table(speed_rows(summarize(out)), SPEED_HEADERS))
     page = os.path.join(out, "report.html")
     write_atomic(page, run_html(out))
-    click.echo(f"\ndemo finished in {time.perf_counter() - t0:.0f} s; records, manifest and "
-               f"gate.json in {out} (qualgate report {out})")
+    click.echo(
+        f"\ndemo finished in {time.perf_counter() - t0:.0f} s; records, manifest and "
+        f"gate.json in {out} (qualgate report {out})"
+    )
     click.echo(f"HTML report (plots and the questions that flipped): {page}")
     click.echo(demo_outcome(result.gate.verdict))
     return ExitCode.OK  # the demo's FAILs are its findings, not a failed command
@@ -111,12 +133,18 @@ def demo(out, questions, seeds, threads, quiet):
 
 def demo_outcome(verdict: str) -> str:
     """The demo's last line: its verdict is a finding to read, and the command succeeded."""
-    if verdict == "FAIL":
-        return ("The demo succeeded (exit 0). Its verdict FAIL is the expected finding: the aggressive FLy "
-                "config loses answer quality, and the gate catches it. In CI, `qualgate gate` and "
-                "`qualgate run` exit 1 on a FAIL; the demo always exits 0 when it ran.")
-    return (f"The demo succeeded (exit 0) with verdict {verdict}; the expected finding is a FAIL for the "
-            "aggressive FLy config, so a larger --questions may be needed to show it.")
+    from qualgate.evidence.contract import Verdict
+
+    if verdict == Verdict.FAIL:
+        return (
+            "The demo succeeded (exit 0). Its verdict FAIL is the expected finding: the aggressive FLy "
+            "config loses answer quality, and the gate catches it. In CI, `qualgate gate` and "
+            "`qualgate run` exit 1 on a FAIL; the demo always exits 0 when it ran."
+        )
+    return (
+        f"The demo succeeded (exit 0) with verdict {verdict}; the expected finding is a FAIL for the "
+        "aggressive FLy config, so a larger --questions may be needed to show it."
+    )
 
 
 def _on_cpu(plan):

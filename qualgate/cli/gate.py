@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import click
 
-from qualgate.config.options import INCONCLUSIVE_AS, MISSING, ON_MISSING, ON_PROMPT_MISMATCH, ORDERS, POLICIES, WEIGHTINGS
+from qualgate.config.options import (
+    INCONCLUSIVE_AS,
+    MISSING,
+    ON_MISSING,
+    ON_PROMPT_MISMATCH,
+    ORDERS,
+    POLICIES,
+    WEIGHTINGS,
+)
+
 from . import FiniteFloatRange
 from .importing import import_options, options_from
 
@@ -17,26 +26,54 @@ FORMATS = ("qualgate", "lm-eval", "inspect", "nemo-evaluator", "lighteval")
 
 def _records_options(f):
     """Options shared by ``gate`` and ``calibrate`` about reading and pairing records."""
-    for decorator in reversed([
-        click.option("--on-missing", type=click.Choice(ON_MISSING), default="error", show_default=True,
-                     help="Keys present on one side only: refuse (exit 3), or drop them and pair the rest."),
-        click.option("--max-errors", type=click.IntRange(min=0), default=0, show_default=True,
-                     help="Drop up to this many pairs with an 'error' outcome (engine failure); more is exit 3."),
-        click.option("--drop-truncated", is_flag=True,
-                     help="Drop an incomplete last line of a records file (a crashed writer) instead of refusing."),
-        click.option("--allow-unknown-fields", "allow_unknown", is_flag=True,
-                     help="Ignore record fields the schema does not define instead of refusing them."),
-        click.option("--input-format", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
-                     help="Format of the runs: qualgate records, or another tool's logs (auto: detected per path)."),
-        click.option("--prompt-mismatch", type=click.Choice(ON_PROMPT_MISMATCH), default="error",
-                     show_default=True,
-                     help="Pairs whose prompt hash or suite version differ: refuse (exit 3), or pair them by "
-                          "question id and report how many differ (a qualgate run against another tool's run)."),
-        import_options,
-        click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True),
-        click.option("--output", "-o", type=_OUT, help="Also write the JSON report to this file (atomically)."),
-        click.option("--markdown", type=_OUT, help="Also write the report as markdown to this file."),
-    ]):  # fmt: skip
+    for decorator in reversed(
+        [
+            click.option(
+                "--on-missing",
+                type=click.Choice(ON_MISSING),
+                default="error",
+                show_default=True,
+                help="Keys present on one side only: refuse (exit 3), or drop them and pair the rest.",
+            ),
+            click.option(
+                "--max-errors",
+                type=click.IntRange(min=0),
+                default=0,
+                show_default=True,
+                help="Drop up to this many pairs with an 'error' outcome (engine failure); more is exit 3.",
+            ),
+            click.option(
+                "--drop-truncated",
+                is_flag=True,
+                help="Drop an incomplete last line of a records file (a crashed writer) instead of refusing.",
+            ),
+            click.option(
+                "--allow-unknown-fields",
+                "allow_unknown",
+                is_flag=True,
+                help="Ignore record fields the schema does not define instead of refusing them.",
+            ),
+            click.option(
+                "--input-format",
+                type=click.Choice(["auto", *FORMATS]),
+                default="auto",
+                show_default=True,
+                help="Format of the runs: qualgate records, or another tool's logs (auto: detected per path).",
+            ),
+            click.option(
+                "--prompt-mismatch",
+                type=click.Choice(ON_PROMPT_MISMATCH),
+                default="error",
+                show_default=True,
+                help="Pairs whose prompt hash or suite version differ: refuse (exit 3), or pair them by "
+                "question id and report how many differ (a qualgate run against another tool's run).",
+            ),
+            import_options,
+            click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True),
+            click.option("--output", "-o", type=_OUT, help="Also write the JSON report to this file (atomically)."),
+            click.option("--markdown", type=_OUT, help="Also write the report as markdown to this file."),
+        ]
+    ):
         f = decorator(f)
     return f
 
@@ -65,43 +102,119 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("baseline", type=_PATH)
 @click.argument("candidates", nargs=-1, required=True, type=_PATH)
-@click.option("--margin", type=_FRACTION,
-              help="Largest tolerable loss as a fraction (0.02 = 2 accuracy points); required unless --policy-file.")
-@click.option("--policy-file", type=click.Path(exists=True, dir_okay=False, path_type=str),
-              help="Per-suite margins (absolute or relative drops) and tiers (blocking / warning / advisory) "
-                   "instead of one --margin: see qualgate.verdict.policy.")
+@click.option(
+    "--margin",
+    type=_FRACTION,
+    help="Largest tolerable loss as a fraction (0.02 = 2 accuracy points); required unless --policy-file.",
+)
+@click.option(
+    "--policy-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=str),
+    help="Per-suite margins (absolute or relative drops) and tiers (blocking / warning / advisory) "
+    "instead of one --margin: see qualgate.verdict.policy.",
+)
 @click.option("--alpha", type=_ALPHA, default=0.05, show_default=True, help="One-sided significance level.")
-@click.option("--policy", type=click.Choice(POLICIES), default="noninferiority",
-              show_default=True, help="Non-inferiority (PASS/FAIL/INCONCLUSIVE) or the McNemar gate (PASS/FAIL).")
-@click.option("--inconclusive", type=click.Choice(INCONCLUSIVE_AS), default="inconclusive",
-              show_default=True, help="Exit code of an INCONCLUSIVE verdict: 4, or that of FAIL (1) or PASS (0).")
-@click.option("--weighting", type=click.Choice(WEIGHTINGS), default="pooled", show_default=True,
-              help="Pooled decision over suites: counts summed, or suites weighted equally.")
-@click.option("--sequential", is_flag=True,
-              help="Decide as the questions arrive (always-valid e-process test), stopping at PASS, FAIL, "
-                   "futility or the budget.")
-@click.option("--order", type=click.Choice(ORDERS), default="seeded", show_default=True,
-              help="With --sequential: arrival order of the questions (as qualgate run --sequential "
-                   "schedules them, or the baseline's record order).")
-@click.option("--order-seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="With --sequential --order seeded: the seed of the arrival order.")
-@click.option("--max-questions", type=click.IntRange(min=1), default=None,
-              help="With --sequential: question budget per candidate.")
-@click.option("--power", type=_FRACTION, default=0.8, show_default=True,
-              help="With --sequential and no --max-questions: target power against no loss (sets the futility boundary).")
-@click.option("--missing", type=click.Choice(MISSING), default="worst-case", show_default=True,
-              help="Which verdict decides when pairs are incomplete (--on-missing drop, --max-errors): with "
-                   "candidate-side gaps and errors on baseline-correct questions counted as lost, or with them "
-                   "dropped. Both are reported; qualgate check refuses a PASS that needs 'drop'.")
-@click.option("--baseline-config", type=click.Path(exists=True, dir_okay=False, path_type=str),
-              help="The baseline's serving or decoding config (any format qualgate check reads); its config id "
-                   "must be the baseline records'. Written into the report: qualgate check refuses evidence "
-                   "whose baseline config it cannot resolve to a lossless one.")
+@click.option(
+    "--policy",
+    type=click.Choice(POLICIES),
+    default="noninferiority",
+    show_default=True,
+    help="Non-inferiority (PASS/FAIL/INCONCLUSIVE) or the McNemar gate (PASS/FAIL).",
+)
+@click.option(
+    "--inconclusive",
+    type=click.Choice(INCONCLUSIVE_AS),
+    default="inconclusive",
+    show_default=True,
+    help="Exit code of an INCONCLUSIVE verdict: 4, or that of FAIL (1) or PASS (0).",
+)
+@click.option(
+    "--weighting",
+    type=click.Choice(WEIGHTINGS),
+    default="pooled",
+    show_default=True,
+    help="Pooled decision over suites: counts summed, or suites weighted equally.",
+)
+@click.option(
+    "--sequential",
+    is_flag=True,
+    help="Decide as the questions arrive (always-valid e-process test), stopping at PASS, FAIL, "
+    "futility or the budget.",
+)
+@click.option(
+    "--order",
+    type=click.Choice(ORDERS),
+    default="seeded",
+    show_default=True,
+    help="With --sequential: arrival order of the questions (as qualgate run --sequential "
+    "schedules them, or the baseline's record order).",
+)
+@click.option(
+    "--order-seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="With --sequential --order seeded: the seed of the arrival order.",
+)
+@click.option(
+    "--max-questions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --sequential: question budget per candidate.",
+)
+@click.option(
+    "--power",
+    type=_FRACTION,
+    default=0.8,
+    show_default=True,
+    help="With --sequential and no --max-questions: target power against no loss (sets the futility boundary).",
+)
+@click.option(
+    "--missing",
+    type=click.Choice(MISSING),
+    default="worst-case",
+    show_default=True,
+    help="Which verdict decides when pairs are incomplete (--on-missing drop, --max-errors): with "
+    "candidate-side gaps and errors on baseline-correct questions counted as lost, or with them "
+    "dropped. Both are reported; qualgate check refuses a PASS that needs 'drop'.",
+)
+@click.option(
+    "--baseline-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=str),
+    help="The baseline's serving or decoding config (any format qualgate check reads); its config id "
+    "must be the baseline records'. Written into the report: qualgate check refuses evidence "
+    "whose baseline config it cannot resolve to a lossless one.",
+)
 @_records_options
 @click.option("--html", type=_OUT, help="Also write a self-contained HTML page (plots, flips) to this file.")
-def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive, weighting, sequential, order,
-         order_seed, max_questions, power, missing, baseline_config, on_missing, max_errors, drop_truncated,
-         allow_unknown, input_format, prompt_mismatch, fmt, output, markdown, html, **kwargs):  # fmt: skip
+def gate(
+    baseline,
+    candidates,
+    margin,
+    policy_file,
+    alpha,
+    policy,
+    inconclusive,
+    weighting,
+    sequential,
+    order,
+    order_seed,
+    max_questions,
+    power,
+    missing,
+    baseline_config,
+    on_missing,
+    max_errors,
+    drop_truncated,
+    allow_unknown,
+    input_format,
+    prompt_mismatch,
+    fmt,
+    output,
+    markdown,
+    html,
+    **kwargs,
+):
     """Decide whether each CANDIDATE loses quality against BASELINE.
 
     BASELINE and each CANDIDATE are record files (.jsonl, .parquet, .csv) or directories of
@@ -118,17 +231,28 @@ def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive,
     """
     if (margin is None) == (policy_file is None):
         raise click.UsageError("give --margin or --policy-file (one of them)")
-    records = dict(on_missing=on_missing, max_errors=max_errors, drop_truncated=drop_truncated,
-                   allow_unknown=allow_unknown, missing=missing, baseline_config=_describe(baseline_config))
+    records = dict(
+        on_missing=on_missing,
+        max_errors=max_errors,
+        drop_truncated=drop_truncated,
+        allow_unknown=allow_unknown,
+        missing=missing,
+        baseline_config=_describe(baseline_config),
+    )
     foreign = dict(input_format=input_format, import_options=options_from(kwargs), on_prompt_mismatch=prompt_mismatch)
     if sequential and (policy_file or input_format != "auto" or prompt_mismatch != "error"):
-        raise click.UsageError("--sequential reads qualgate records at one margin: no --policy-file, "
-                               "--input-format or --prompt-mismatch")
+        raise click.UsageError(
+            "--sequential reads qualgate records at one margin: no --policy-file, --input-format or --prompt-mismatch"
+        )
     if html:
         from qualgate.report.html import gate_html
 
-        read = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown, fmt=input_format,
-                    options=foreign["import_options"])
+        read = dict(
+            drop_truncated=drop_truncated,
+            allow_unknown=allow_unknown,
+            fmt=input_format,
+            options=foreign["import_options"],
+        )
         html = (html, lambda doc: gate_html(doc, baseline, list(candidates), **read))
     if sequential:
         from qualgate.verdict import sequential as seq
@@ -136,20 +260,36 @@ def gate(baseline, candidates, margin, policy_file, alpha, policy, inconclusive,
         if policy != "noninferiority":
             raise click.UsageError("--sequential decides non-inferiority; it cannot be combined with --policy mcnemar")
         report = seq.run_sequential_gate(
-            baseline, list(candidates), margin=margin, alpha=alpha, power=power, order=order, seed=order_seed,
-            max_questions=max_questions, inconclusive=inconclusive, **records,
-        )  # fmt: skip
+            baseline,
+            list(candidates),
+            margin=margin,
+            alpha=alpha,
+            power=power,
+            order=order,
+            seed=order_seed,
+            max_questions=max_questions,
+            inconclusive=inconclusive,
+            **records,
+        )
         return _emit(report, fmt, output, markdown, seq.render_text, seq.render_markdown, html)
 
-    from qualgate.verdict.fixed import run_gate
     from qualgate.report.gate_text import render_markdown, render_text
+    from qualgate.verdict.fixed import run_gate
     from qualgate.verdict.policy import read_policy
 
     suite_policy = read_policy(policy_file) if policy_file else None
     report = run_gate(
-        baseline, list(candidates), policy=policy, margin=margin, alpha=alpha, weighting=weighting,
-        inconclusive=inconclusive, suite_policy=suite_policy, **records, **foreign,
-    )  # fmt: skip
+        baseline,
+        list(candidates),
+        policy=policy,
+        margin=margin,
+        alpha=alpha,
+        weighting=weighting,
+        inconclusive=inconclusive,
+        suite_policy=suite_policy,
+        **records,
+        **foreign,
+    )
     return _emit(report, fmt, output, markdown, render_text, render_markdown, html)
 
 
@@ -157,8 +297,9 @@ def _describe(path):
     """:func:`qualgate.evidence.gate_report.describe_config` of a serving or decoding config file."""
     if path is None:
         return None
-    from ..ci import read_serving_config
     from qualgate.evidence.gate_report import describe_config
+
+    from ..ci import read_serving_config
 
     cfg = read_serving_config(path)
     cfg.config_id()  # a DataError naming the file when it cannot be resolved
@@ -183,15 +324,46 @@ class _Losses(click.ParamType):
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("run_a", type=_PATH)
 @click.argument("run_b", type=_PATH)
-@click.option("--loss", "losses", type=_Losses(), default="0.01,0.02,0.03", show_default=True,
-              help="Losses to size a gate for (fractions).")
-@click.option("--alpha", type=_ALPHA, default=0.05, show_default=True,
-              help="Level of the A/A test (two-sided) and of the gates sized; 1 - alpha intervals.")
-@click.option("--power", type=FiniteFloatRange(0.5, 1, max_open=True), default=0.8, show_default=True,
-              help="Power of the gates sized.")
+@click.option(
+    "--loss",
+    "losses",
+    type=_Losses(),
+    default="0.01,0.02,0.03",
+    show_default=True,
+    help="Losses to size a gate for (fractions).",
+)
+@click.option(
+    "--alpha",
+    type=_ALPHA,
+    default=0.05,
+    show_default=True,
+    help="Level of the A/A test (two-sided) and of the gates sized; 1 - alpha intervals.",
+)
+@click.option(
+    "--power",
+    type=FiniteFloatRange(0.5, 1, max_open=True),
+    default=0.8,
+    show_default=True,
+    help="Power of the gates sized.",
+)
 @_records_options
-def calibrate(run_a, run_b, losses, alpha, power, on_missing, max_errors, drop_truncated, allow_unknown,
-              input_format, prompt_mismatch, fmt, output, markdown, **kwargs):  # fmt: skip
+def calibrate(
+    run_a,
+    run_b,
+    losses,
+    alpha,
+    power,
+    on_missing,
+    max_errors,
+    drop_truncated,
+    allow_unknown,
+    input_format,
+    prompt_mismatch,
+    fmt,
+    output,
+    markdown,
+    **kwargs,
+):
     """A/A calibration: two runs that should be equivalent (RUN_A, RUN_B: files or directories).
 
     Reports the discordant fraction with its confidence interval, tests that the net
@@ -209,8 +381,17 @@ def calibrate(run_a, run_b, losses, alpha, power, on_missing, max_errors, drop_t
     )
 
     report = run_calibration(
-        run_a, run_b, losses=losses, alpha=alpha, power=power, on_missing=on_missing, max_errors=max_errors,
-        drop_truncated=drop_truncated, allow_unknown=allow_unknown, input_format=input_format,
-        import_options=options_from(kwargs), on_prompt_mismatch=prompt_mismatch,
-    )  # fmt: skip
+        run_a,
+        run_b,
+        losses=losses,
+        alpha=alpha,
+        power=power,
+        on_missing=on_missing,
+        max_errors=max_errors,
+        drop_truncated=drop_truncated,
+        allow_unknown=allow_unknown,
+        input_format=input_format,
+        import_options=options_from(kwargs),
+        on_prompt_mismatch=prompt_mismatch,
+    )
     return _emit(report, fmt, output, markdown, render_calibration_text, render_calibration_markdown)

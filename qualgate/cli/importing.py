@@ -17,21 +17,49 @@ _TOOLS = ["lm-eval", "inspect", "nemo-evaluator", "lighteval"]
 
 def import_options(f):
     """Options of the importers, shared by ``import``, ``gate``, ``calibrate`` and ``flips``."""
-    for decorator in reversed([
-        click.option("--suite", "imp_suite", help="Imported logs: suite name to give (default: the tool's task name)."),
-        click.option("--suite-version", "imp_suite_version",
-                     help="Imported logs: suite version to give (default: the tool's task version)."),
-        click.option("--id-field", "imp_id_field",
-                     help="Imported logs: a field of the tool's document to use as question id "
-                          "(default: the tool's question key: lm-eval doc_id, inspect sample id, "
-                          "NeMo problem_idx, lighteval doc id)."),
-        click.option("--filter", "imp_filter", help="lm-eval: the filter whose answers decide (default: the task's first)."),
-        click.option("--metric", "imp_metric",
-                     help="The 0/1 metric (lm-eval, lighteval) or scorer (inspect) that decides (default: the first)."),
-        click.option("--config-id", "imp_config_id",
-                     help="Imported logs: config id to give (default: derived from the model arguments the tool recorded)."),
-        click.option("--seed", "imp_seed", type=int, help="Imported logs: seed to give (default: the tool's, else 0)."),
-    ]):  # fmt: skip
+    for decorator in reversed(
+        [
+            click.option(
+                "--suite", "imp_suite", help="Imported logs: suite name to give (default: the tool's task name)."
+            ),
+            click.option(
+                "--suite-version",
+                "imp_suite_version",
+                help="Imported logs: suite version to give (default: the tool's task version).",
+            ),
+            click.option(
+                "--id-field",
+                "imp_id_field",
+                help="Imported logs: a field of the tool's document to use as question id "
+                "(default: the tool's question key: lm-eval doc_id, inspect sample id, "
+                "NeMo problem_idx, lighteval doc id).",
+            ),
+            click.option(
+                "--filter", "imp_filter", help="lm-eval: the filter whose answers decide (default: the task's first)."
+            ),
+            click.option(
+                "--metric",
+                "imp_metric",
+                help="The 0/1 metric (lm-eval, lighteval) or scorer (inspect; scorer.key for a scorer whose "
+                "value is a dict) that decides (default: the first).",
+            ),
+            click.option(
+                "--config-id",
+                "imp_config_id",
+                help="Imported logs: config id to give (default: derived from the model arguments the tool recorded).",
+            ),
+            click.option(
+                "--seed", "imp_seed", type=int, help="Imported logs: seed to give (default: the tool's, else 0)."
+            ),
+            click.option(
+                "--allow-partial",
+                "imp_partial",
+                is_flag=True,
+                help="Imported logs: read a log holding fewer samples than its run reports (lm-eval n-samples, "
+                "an inspect log cancelled or failed) instead of refusing it.",
+            ),
+        ]
+    ):
         f = decorator(f)
     return f
 
@@ -62,14 +90,17 @@ def import_(fmt, paths, out, **kwargs):
     Anything that cannot be mapped is refused (exit 3) naming the file, line and field.
     `qualgate gate` and `calibrate` also read these formats directly (--input-format).
     """
-    from qualgate.records.importers import import_records
+    from qualgate.records.importers import check_runs, import_records
+
     from ..records import RecordWriter
 
     options = options_from(kwargs)
     target = Path(out)
     if target.exists():
         raise click.UsageError(f"{out} exists: qualgate import writes a new file (records are never overwritten)")
-    records = [x.record for p in paths for x in import_records(fmt, p, options)]
+    located = [x for p in paths for x in import_records(fmt, p, options)]
+    check_runs(fmt, located, ", ".join(paths))  # several paths: still one configuration
+    records = [x.record for x in located]
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with RecordWriter(tmp) as w:
@@ -88,27 +119,43 @@ def import_(fmt, paths, out, **kwargs):
 @click.argument("candidate", type=_PATH)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
 @click.option("--output", "-o", type=_OUT, help="Also write the flips in this format to this file (atomically).")
-@click.option("--input-format", type=click.Choice(["auto", "qualgate", *_TOOLS]), default="auto", show_default=True,
-              help="Format of BASELINE and CANDIDATE (auto: detected per path).")
+@click.option(
+    "--input-format",
+    type=click.Choice(["auto", "qualgate", *_TOOLS]),
+    default="auto",
+    show_default=True,
+    help="Format of BASELINE and CANDIDATE (auto: detected per path).",
+)
 @click.option("--on-missing", type=click.Choice(ON_MISSING), default="error", show_default=True)
 @click.option("--max-errors", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--prompt-mismatch", type=click.Choice(ON_PROMPT_MISMATCH), default="error", show_default=True,
-              help="Pairs whose prompt hash or suite version differ: refuse, or pair by question id and report.")
+@click.option(
+    "--prompt-mismatch",
+    type=click.Choice(ON_PROMPT_MISMATCH),
+    default="error",
+    show_default=True,
+    help="Pairs whose prompt hash or suite version differ: refuse, or pair by question id and report.",
+)
 @import_options
 def flips(baseline, candidate, fmt, output, input_format, on_missing, max_errors, prompt_mismatch, **kwargs):
     """Every question CANDIDATE lost or gained against BASELINE, with both outputs, both
     extracted answers and the gold (pairs are checked as `qualgate gate` checks them)."""
     from qualgate.formatting import to_json, write_atomic
-    from qualgate.verdict.flips import find_flips, render_csv, render_text
     from qualgate.records.importers import load_records
+    from qualgate.verdict.flips import find_flips, render_csv, render_text
     from qualgate.verdict.pairing import pair_records
 
     options = options_from(kwargs)
     base, cand = (load_records(p, fmt=input_format, options=options) for p in (baseline, candidate))
     pair_records(base, cand, on_missing=on_missing, max_errors=max_errors, on_prompt_mismatch=prompt_mismatch)
     result = find_flips(base, cand)
-    text = {"json": lambda: to_json(result) + "\n", "csv": lambda: render_csv(result),
-            "text": lambda: render_text(result, title=f"{candidate} against {baseline}: ")}[fmt]()  # fmt: skip
+    from qualgate.judge import judged_reasons
+
+    reasons = judged_reasons(candidate)  # records of `qualgate judge`: the judge's text
+    text = {
+        "json": lambda: to_json(result) + "\n",
+        "csv": lambda: render_csv(result),
+        "text": lambda: render_text(result, title=f"{candidate} against {baseline}: ", reasons=reasons),
+    }[fmt]()
     click.echo(text, nl=False)
     if output:
         write_atomic(output, text)
@@ -117,16 +164,20 @@ def flips(baseline, candidate, fmt, output, input_format, on_missing, max_errors
 
 @click.command(name="prompt-hash", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("file", type=click.File("r", encoding="utf-8"))
-@click.option("--messages", is_flag=True,
-              help="FILE holds chat messages as a JSON list of {role, content} objects (else: the exact prompt text).")
+@click.option(
+    "--messages",
+    is_flag=True,
+    help="FILE holds chat messages as a JSON list of {role, content} objects (else: the exact prompt text).",
+)
 def prompt_hash(file, messages):
     """Print the prompt hash records carry (qualgate.records.prompts.prompt_hash) of the prompt in FILE ('-': stdin).
 
     Without --messages the file's text is hashed exactly as it is (no trailing newline is
     removed); with --messages, the canonical JSON of the messages.
     """
-    from ..errors import DataError
     from qualgate.records.prompts import prompt_hash as hash_prompt
+
+    from ..errors import DataError
 
     text = file.read()
     prompt = text

@@ -25,18 +25,33 @@ def _fractions(ctx, param, value):
 
 @click.command()
 @click.argument("table")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Report format on stdout.")
-@click.option("--markdown", type=click.Path(dir_okay=False, writable=True),
-              help="Also write the report as markdown to this file.")
-@click.option("--reference", default="target", show_default=True,
-              help="Mode every other mode is compared with (<reference>_correct).")
-@click.option("--discordance", default="0.05,0.1,0.2", show_default=True, callback=_fractions,
-              help="Discordant fractions at which the McNemar sample size is stated.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Report format on stdout.",
+)
+@click.option(
+    "--markdown", type=click.Path(dir_okay=False, writable=True), help="Also write the report as markdown to this file."
+)
+@click.option(
+    "--reference",
+    default="target",
+    show_default=True,
+    help="Mode every other mode is compared with (<reference>_correct).",
+)
+@click.option(
+    "--discordance",
+    default="0.05,0.1,0.2",
+    show_default=True,
+    callback=_fractions,
+    help="Discordant fractions at which the McNemar sample size is stated.",
+)
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Of the McNemar test.")
 @click.option("--power", type=float, default=0.8, show_default=True, help="Of the McNemar test.")
-@click.option("--confidence-level", type=float, default=0.95, show_default=True,
-              help="Of the unpaired band.")
+@click.option("--confidence-level", type=float, default=0.95, show_default=True, help="Of the unpaired band.")
 def reanalyze(table, fmt, markdown, reference, discordance, alpha, power, confidence_level):
     """Reanalyse a published accuracy table (CSV, one row per model/platform/dataset cell).
 
@@ -58,8 +73,15 @@ def reanalyze(table, fmt, markdown, reference, discordance, alpha, power, confid
                 param_hint="TABLE",
             )
         path, source = str(published_path(name)), name
-    result = run(path, reference=reference, confidence_level=confidence_level, discordance=discordance,
-                 alpha=alpha, power=power, source=source)
+    result = run(
+        path,
+        reference=reference,
+        confidence_level=confidence_level,
+        discordance=discordance,
+        alpha=alpha,
+        power=power,
+        source=source,
+    )
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -1,7 +1,8 @@
-"""``qualgate run PLAN --out DIR`` and ``qualgate report DIR``."""
+"""``qualgate run PLAN --out DIR``, ``qualgate merge SHARD... --out DIR`` and ``qualgate report DIR``."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -12,7 +13,7 @@ import click
 from ..errors import ExitCode
 from . import FiniteFloatRange
 
-__all__ = ["report", "run"]
+__all__ = ["merge", "report", "run"]
 
 
 def progress_factory(quiet: bool):
@@ -61,50 +62,163 @@ def write_html(path: str, page: str) -> None:
     click.echo(f"HTML report: {path}", err=True)
 
 
-_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-                       show_default=True, help="Report format on stdout.")
-_MARKDOWN = click.option("--markdown", type=click.Path(dir_okay=False, writable=True),
-                         help="Also write the report as markdown to this file.")
-_HTML = click.option("--html", type=click.Path(dir_okay=False, writable=True),
-                     help="Also write a self-contained HTML page (plots, flips, provenance) to this file.")
+_FORMAT = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Report format on stdout.",
+)
+_MARKDOWN = click.option(
+    "--markdown", type=click.Path(dir_okay=False, writable=True), help="Also write the report as markdown to this file."
+)
+_HTML = click.option(
+    "--html",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write a self-contained HTML page (plots, flips, provenance) to this file.",
+)
+
+
+def _shard_option(ctx, param, value):
+    from qualgate.run.shards import Shard
+
+    if value is None:
+        return None
+    try:
+        return Shard.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command()
 @click.argument("plan", type=click.Path(exists=True, dir_okay=False))
-@click.option("--out", "-o", required=True, type=click.Path(file_okay=False),
-              help="Run directory (must be absent or empty unless --resume).")
-@click.option("--resume", is_flag=True,
-              help="Continue the run in OUT: skip records already written, retry 'error' records.")
-@click.option("--keep-errors", is_flag=True,
-              help="With --resume: keep 'error' records instead of retrying them.")
+@click.option(
+    "--out",
+    "-o",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Run directory (must be absent or empty unless --resume).",
+)
+@click.option(
+    "--resume", is_flag=True, help="Continue the run in OUT: skip records already written, retry 'error' records."
+)
+@click.option("--keep-errors", is_flag=True, help="With --resume: keep 'error' records instead of retrying them.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or diagnostics on stderr.")
-@click.option("--max-errors", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Pairs with an 'error' outcome (engine failure) the gate may drop; more is exit 3.")
-@click.option("--sequential", is_flag=True,
-              help="Run in rounds of questions (seeded order) and stop each candidate as soon as the "
-                   "sequential non-inferiority gate decides.")
-@click.option("--batch-questions", type=click.IntRange(min=1), default=100, show_default=True,
-              help="With --sequential: questions per round (each with all its seeds and samples).")
-@click.option("--max-questions", type=click.IntRange(min=1), default=None,
-              help="With --sequential: question budget per candidate (INCONCLUSIVE when reached).")
-@click.option("--power", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.8,
-              show_default=True, help="With --sequential: target power against no loss (futility boundary).")
-@click.option("--order-seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Seed of the order in which questions are run (the same for every config).")
-@click.option("--speed-rounds", type=click.IntRange(min=0), default=0, show_default=True,
-              help="After the run, measure each config's speed-up over the baseline in this many interleaved "
-                   "rounds (the same questions under every config back to back, order rotated); 0: off.")
-@click.option("--speed-questions", type=click.IntRange(min=1), default=64, show_default=True,
-              help="With --speed-rounds: requests per round.")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="torch CPU threads of the reference engine, on CUDA of each GPU's worker (default: torch's "
-                   "own choice, shared out between the workers; tiny models run fastest on 1, and speed tables are "
-                   "only comparable at a fixed count).")
+@click.option(
+    "--max-errors",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Pairs with an 'error' outcome (engine failure) the gate may drop; more is exit 3.",
+)
+@click.option(
+    "--sequential",
+    is_flag=True,
+    help="Run in rounds of questions (seeded order) and stop each candidate as soon as the "
+    "sequential non-inferiority gate decides.",
+)
+@click.option(
+    "--batch-questions",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="With --sequential: questions per round (each with all its seeds and samples).",
+)
+@click.option(
+    "--max-questions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --sequential: question budget per candidate (INCONCLUSIVE when reached).",
+)
+@click.option(
+    "--power",
+    type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
+    default=0.8,
+    show_default=True,
+    help="With --sequential: target power against no loss (futility boundary).",
+)
+@click.option(
+    "--order-seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the order in which questions are run (the same for every config).",
+)
+@click.option(
+    "--speed-rounds",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="After the run, measure each config's speed-up over the baseline in this many interleaved "
+    "rounds (the same questions under every config back to back, order rotated); 0: off.",
+)
+@click.option(
+    "--speed-questions",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="With --speed-rounds: requests per round.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="torch CPU threads of the reference engine, on CUDA of each GPU's worker (default: torch's "
+    "own choice, shared out between the workers; tiny models run fastest on 1, and speed tables are "
+    "only comparable at a fixed count).",
+)
+@click.option(
+    "--shard",
+    "shard",
+    default=None,
+    metavar="I/N",
+    callback=_shard_option,
+    help="Decode only shard I of N of every config (a hash of each question's key; 0 <= I < N), for a "
+    "batch scheduler's array job; merge the N shard directories with qualgate merge.",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Decode the batches on Ray actors (one engine per GPU the cluster offers): the cluster at "
+    "ADDRESS, else RAY_ADDRESS's, else a local instance. Needs the ray extra. Write --ray=ADDRESS "
+    "or put --ray after PLAN.",
+)
+@click.option(
+    "--ray-actors",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --ray: actors per config (default: as many as the cluster has GPUs, or CPUs, for).",
+)
 @_FORMAT
 @_MARKDOWN
 @_HTML
-def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_questions, max_questions, power,
-        order_seed, speed_rounds, speed_questions, threads, fmt, markdown, html):
+def run(
+    plan,
+    out,
+    resume,
+    keep_errors,
+    quiet,
+    max_errors,
+    sequential,
+    batch_questions,
+    max_questions,
+    power,
+    order_seed,
+    speed_rounds,
+    speed_questions,
+    threads,
+    shard,
+    ray_address,
+    ray_actors,
+    fmt,
+    markdown,
+    html,
+):
     """Run every config of PLAN over the same seeded questions, then gate and report.
 
     Writes OUT/manifest.json, OUT/records/<config>.jsonl (appended as requests finish) and
@@ -118,16 +232,21 @@ def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_que
     supersedes it; the error is kept in OUT/retried_errors/) unless --keep-errors. An engine
     that stops the run is reported in one line (QUALGATE_DEBUG=1 adds the traceback).
 
+    --shard I/N decodes one shard of every config for an array job (docs/scale-out.md; it
+    prints one line, and qualgate merge gates the shards together); --ray decodes the batches
+    on Ray actors, this process writing the records.
+
     \b
     Exit codes: the gate's, 0 PASS, 1 FAIL, 4 INCONCLUSIVE; 2 usage error;
                 3 invalid data or configuration, records the gate refuses,
                 or an engine that stopped the run (continue it with --resume).
     """
-    from ..backends._devices import open_on_devices
     from qualgate.config.decoding import load_plan
     from qualgate.run.runner import run_plan
     from qualgate.run.sequential import SequentialSettings
     from qualgate.run.speed import SpeedSettings
+
+    from ..backends import open_on_devices
 
     if threads is not None:
         import torch
@@ -136,20 +255,117 @@ def run(plan, out, resume, keep_errors, quiet, max_errors, sequential, batch_que
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
     settings = SequentialSettings(batch_questions, max_questions, power) if sequential else None
     speed = SpeedSettings(speed_rounds, speed_questions) if speed_rounds else None
+    if ray_actors is not None and ray_address is None:
+        raise click.UsageError("--ray-actors needs --ray")
+    if shard is not None and (sequential or speed_rounds):
+        raise click.UsageError("--shard runs a part of a plain run: not with --sequential or --speed-rounds")
+    factory = functools.partial(open_on_devices, threads=threads)
     try:
-        result = run_plan(load_plan(plan), out, resume=resume, progress=progress_factory(quiet),
-                          log=log, max_errors=max_errors, sequential=settings, order_seed=order_seed, speed=speed,
-                          keep_errors=keep_errors, backend_factory=functools.partial(open_on_devices, threads=threads))
+        with contextlib.ExitStack() as stack:
+            if ray_address is not None:
+                from qualgate.run.ray_backend import RayCluster
+
+                factory = stack.enter_context(
+                    RayCluster(ray_address or None, actors=ray_actors, threads=threads, log=log)
+                ).open
+            result = run_plan(
+                load_plan(plan),
+                out,
+                resume=resume,
+                progress=progress_factory(quiet),
+                log=log,
+                max_errors=max_errors,
+                sequential=settings,
+                order_seed=order_seed,
+                speed=speed,
+                keep_errors=keep_errors,
+                backend_factory=factory,
+                shard=shard,
+            )
     except (ValueError, click.ClickException, KeyboardInterrupt):
         raise
     except Exception as exc:  # the engine broke: not a gate FAIL (exit 1) for CI
         if os.environ.get("QUALGATE_DEBUG"):
             traceback.print_exc(file=sys.stderr)
         written = _records_written(out)
-        click.echo(f"the run stopped: {type(exc).__name__}: {exc}; "
-                   + (f"the {written} records written so far are kept; continue with --resume"
-                      if written else "no record was written"), err=True)
+        click.echo(
+            f"the run stopped: {type(exc).__name__}: {exc}; "
+            + (
+                f"the {written} records written so far are kept; continue with --resume"
+                if written
+                else "no record was written"
+            ),
+            err=True,
+        )
         return ExitCode.DATA
+    if shard is not None:  # the gate and the report are the merge's
+        counts = ", ".join(f"{name} {n}" for name, n in _records_per_config(out).items())
+        click.echo(
+            f"shard {shard} of plan {result.manifest['plan']['name']}: complete in {out} ({counts} records); "
+            f"merge the {shard.count} shards with: qualgate merge DIR_0 ... DIR_{shard.count - 1} --out DIR"
+        )
+        return ExitCode.OK
+    emit_report(out, fmt, markdown, html if result.manifest["gate"]["status"] == "ok" else None)
+    if result.manifest["gate"]["status"] == "refused":
+        click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
+    return ExitCode(result.exit_code)
+
+
+def _records_per_config(out) -> dict[str, int]:
+    from pathlib import Path
+
+    return {f.stem: f.read_bytes().count(b"\n") for f in sorted(Path(out, "records").glob("*.jsonl"))}
+
+
+@click.command()
+@click.argument("shards", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option(
+    "--out", "-o", required=True, type=click.Path(file_okay=False), help="The merged run directory (absent or empty)."
+)
+@click.option(
+    "--plan",
+    "plan_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="The plan the shards ran (default: the plan file named in the first shard's manifest).",
+)
+@click.option(
+    "--max-errors",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Pairs with an 'error' outcome the gate may drop; more is exit 3.",
+)
+@click.option(
+    "--order-seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="The run order the merged records are written in (the shards' --order-seed).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No diagnostics on stderr.")
+@_FORMAT
+@_MARKDOWN
+@_HTML
+def merge(shards, out, plan_path, max_errors, order_seed, quiet, fmt, markdown, html):
+    """Merge the run directories of shards 0/N .. N-1/N (qualgate run --shard) into OUT, then gate
+    and report as qualgate run does.
+
+    Refused (exit 3, naming the shard) when a shard is missing, given twice, unfinished or torn,
+    ran another plan, fingerprint or config id, or holds requests of another shard; nothing is
+    written then. OUT holds the records in the plan's run order, manifest.json (each shard's
+    provenance under 'shards') and gate.json.
+
+    \b
+    Exit codes: the gate's, 0 PASS, 1 FAIL, 4 INCONCLUSIVE; 2 usage error;
+                3 shards refused, or records the gate refuses.
+    """
+    from qualgate.config.decoding import load_plan
+    from qualgate.run.shards import merge_shards
+
+    log = None if quiet else (lambda msg: click.echo(msg, err=True))
+    plan = load_plan(plan_path) if plan_path else None
+    result = merge_shards(shards, out, plan=plan, max_errors=max_errors, order_seed=order_seed, log=log)
     emit_report(out, fmt, markdown, html if result.manifest["gate"]["status"] == "ok" else None)
     if result.manifest["gate"]["status"] == "refused":
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)

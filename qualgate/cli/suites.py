@@ -8,9 +8,7 @@ import click
 
 from ..errors import ExitCode
 
-_FORMAT = click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 
 
 @click.group()
@@ -19,6 +17,18 @@ def suites():
 
 
 def _source_text(source: dict) -> str:
+    if "traffic" in source:
+        files = source["traffic"] if isinstance(source["traffic"], list) else [source["traffic"]]
+        text = "traffic " + ", ".join(files)
+        if "lines" in source:  # a loaded suite: what was read
+            sample = source["sample"]
+            text += (
+                f" ({source['lines']} lines, {source['duplicates']} duplicates removed, "
+                f"{source['distinct']} distinct requests"
+                + (f", a sample of {sample['n']} with seed {sample['seed']}" if sample else "")
+                + f"; sampling: {source['sampling']})"
+            )
+        return text
     if "generator" in source:
         params = ", ".join(f"{k}={v!r}" for k, v in (source.get("params") or {}).items())
         return f"generator {source['generator']}({params})"
@@ -32,16 +42,21 @@ def _source_text(source: dict) -> str:
 @_FORMAT
 def list_(fmt):
     """List the built-in suites: name, version, source, deciding extraction."""
-    from ..suites import list_suites, suite_path
-    from ..suites._spec import read_spec
+    from ..suites import list_suites, read_spec, suite_path
 
     specs = [read_spec(suite_path(name)) for name in list_suites()]
     if fmt == "json":
         out = [
-            {"name": s.name, "version": s.version, "source": s.source, "decides": s.decides,
-             "description": s.description, "path": s.path}
+            {
+                "name": s.name,
+                "version": s.version,
+                "source": s.source,
+                "decides": s.decides,
+                "description": s.description,
+                "path": s.path,
+            }
             for s in specs
-        ]  # fmt: skip
+        ]
         click.echo(json.dumps(out, indent=2))
         return ExitCode.OK
     rows = [("NAME", "VERSION", "DECIDES", "SOURCE")]
@@ -54,10 +69,16 @@ def list_(fmt):
 
 @suites.command("show")
 @click.argument("name")
-@click.option("--limit", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Number of questions to render.")  # fmt: skip
-@click.option("--data-file", "data_files", multiple=True, type=click.Path(dir_okay=False),
-              help="Local JSONL/Parquet/CSV copy of the data (repeatable); default: the Hub.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=3, show_default=True, help="Number of questions to render."
+)
+@click.option(
+    "--data-file",
+    "data_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Local JSONL/Parquet/CSV copy of the data (repeatable); default: the Hub.",
+)
 @click.option("--revision", default=None, help="Hub revision instead of the pinned one.")
 @_FORMAT
 def show(name, limit, data_files, revision, fmt):
@@ -71,9 +92,7 @@ def show(name, limit, data_files, revision, fmt):
 
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
-    suite = load_suite(
-        name, data_files=list(data_files) or None, revision=revision, limit=limit
-    )
+    suite = load_suite(name, data_files=list(data_files) or None, revision=revision, limit=limit)
     if fmt == "json":
         click.echo(json.dumps(suite.to_dict(), indent=2, ensure_ascii=False))
         return ExitCode.OK
@@ -87,7 +106,11 @@ def show(name, limit, data_files, revision, fmt):
         for m in q.prompt:
             click.echo(f"[{m['role']}]")
             click.echo(m["content"])
+            for call in m.get("tool_calls") or ():
+                click.echo(f"(tool call {call['id']}: {json.dumps(call['function'], ensure_ascii=False)})")
         if q.meta:
             click.echo("meta: " + ", ".join(f"{k}={v}" for k, v in q.meta.items()))
-        click.echo(f"gold: {q.gold}")
+        if q.sampling:
+            click.echo("sampling: " + ", ".join(f"{k}={v}" for k, v in q.sampling.items()))
+        click.echo(f"gold: {'(none: graded without gold)' if q.gold is None else q.gold}")
     return ExitCode.OK

@@ -9,28 +9,76 @@ __all__ = ["sweep"]
 
 @click.command()
 @click.argument("plan", type=click.Path(exists=True, dir_okay=False))
-@click.option("--grid", "grid_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Grid file: base config, speculative keys and their values, order.")
-@click.option("--out", "-o", required=True, type=click.Path(file_okay=False),
-              help="Run directory (must be absent or empty unless --resume).")
+@click.option(
+    "--grid",
+    "grid_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Grid file: base config, speculative keys and their values, order.",
+)
+@click.option(
+    "--out",
+    "-o",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Run directory (must be absent or empty unless --resume).",
+)
 @click.option("--resume", is_flag=True, help="Continue the sweep in OUT.")
-@click.option("--batch-questions", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Questions per round of the sequential gate.")
-@click.option("--max-questions", type=click.IntRange(min=1), default=None,
-              help="Question budget per candidate (default: every question of the plan but the pilot's).")
-@click.option("--power", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.8,
-              show_default=True, help="Target power against no loss (the sequential gate's futility boundary).")
-@click.option("--order-seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Seed of the order in which questions are run.")
-@click.option("--speed-rounds", type=click.IntRange(min=1), default=7, show_default=True,
-              help="Interleaved rounds timing the candidates that passed against the baseline.")
-@click.option("--speed-questions", type=click.IntRange(min=1), default=64, show_default=True,
-              help="Requests per speed round.")
+@click.option(
+    "--batch-questions",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Questions per round of the sequential gate.",
+)
+@click.option(
+    "--max-questions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Question budget per candidate (default: every question of the plan but the pilot's).",
+)
+@click.option(
+    "--power",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.8,
+    show_default=True,
+    help="Target power against no loss (the sequential gate's futility boundary).",
+)
+@click.option(
+    "--order-seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the order in which questions are run.",
+)
+@click.option(
+    "--speed-rounds",
+    type=click.IntRange(min=1),
+    default=7,
+    show_default=True,
+    help="Interleaved rounds timing the candidates that passed against the baseline.",
+)
+@click.option(
+    "--speed-questions", type=click.IntRange(min=1), default=64, show_default=True, help="Requests per speed round."
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Also write the result as markdown to this file.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or diagnostics on stderr.")
-def sweep(plan, grid_path, out, resume, batch_questions, max_questions, power, order_seed, speed_rounds,
-          speed_questions, fmt, markdown, quiet):  # fmt: skip
+def sweep(
+    plan,
+    grid_path,
+    out,
+    resume,
+    batch_questions,
+    max_questions,
+    power,
+    order_seed,
+    speed_rounds,
+    speed_questions,
+    fmt,
+    markdown,
+    quiet,
+):
     """Find the fastest setting of a grid that loses less than the plan's margin.
 
     The grid's points are tested as a fixed sequence, least aggressive first, each with the
@@ -43,18 +91,29 @@ def sweep(plan, grid_path, out, resume, batch_questions, max_questions, power, o
     Exit codes: 0 a config was chosen, 1 none passes, 2 usage error,
                 3 invalid plan, grid or records.
     """
-    from qualgate.formatting import to_json, write_atomic
     from qualgate.config.decoding import load_plan
+    from qualgate.formatting import to_json, write_atomic
     from qualgate.run.speed import SpeedSettings
     from qualgate.run.sweep import load_grid, render_markdown, render_text, run_sweep
+
     from .run import progress_factory
 
     p = load_plan(plan)
     grid = load_grid(grid_path, p)
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
-    result = run_sweep(p, grid, out, batch_questions=batch_questions, max_questions=max_questions, power=power,
-                       order_seed=order_seed, speed=SpeedSettings(speed_rounds, speed_questions),
-                       progress=progress_factory(quiet), log=log, resume=resume)  # fmt: skip
+    result = run_sweep(
+        p,
+        grid,
+        out,
+        batch_questions=batch_questions,
+        max_questions=max_questions,
+        power=power,
+        order_seed=order_seed,
+        speed=SpeedSettings(speed_rounds, speed_questions),
+        progress=progress_factory(quiet),
+        log=log,
+        resume=resume,
+    )
     click.echo(to_json(result) if fmt == "json" else render_text(result), nl=fmt == "json")
     if markdown:
         write_atomic(markdown, render_markdown(result))

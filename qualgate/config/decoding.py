@@ -62,15 +62,15 @@ from typing import Any
 
 import yaml
 
-from qualgate.records import strict as _strict
-from qualgate.errors import DataError
+from qualgate.config.engines import BACKENDS
 from qualgate.config.options import INCONCLUSIVE_AS, POLICIES, WEIGHTINGS
-from qualgate.vllm033.speculative import is_lossy, resolve_speculative
+from qualgate.errors import DataError
+from qualgate.records import strict as _strict
 from qualgate.vllm033.rules import cite, rule
+from qualgate.vllm033.speculative import is_lossy, resolve_speculative
 
 __all__ = [
     "DecodingConfig",
-    "ENGINES",
     "IDENTITY_OPTIONS",
     "Plan",
     "SuiteRef",
@@ -81,7 +81,6 @@ __all__ = [
     "parse_config",
 ]
 
-ENGINES = ("reference", "vllm", "vllm-server")
 #: Engine options that change the numerics of the served model and so enter the config id.
 IDENTITY_OPTIONS = ("dtype", "quantization", "kv_cache_dtype")
 SAMPLING_KEYS = (
@@ -175,14 +174,12 @@ def _line_of(path, dotted: str) -> int | None:
 
 
 def _err(msg, *, path=None, key=None, value=None) -> DataError:
-    return DataError(msg, file=path, line=_line_of(path, key) if key else None, field=key,
-                     value=value)
+    return DataError(msg, file=path, line=_line_of(path, key) if key else None, field=key, value=value)
 
 
 def _check_keys(mapping, allowed, *, path, where):
     if not isinstance(mapping, Mapping):
-        raise _err(f"{where or 'the document'} must be a mapping", path=path, key=where or None,
-                   value=mapping)
+        raise _err(f"{where or 'the document'} must be a mapping", path=path, key=where or None, value=mapping)
     for key in mapping:
         if key not in allowed:
             name = f"{where}.{key}" if where else str(key)
@@ -264,26 +261,30 @@ def _check_vllm_sampling(sampling: dict, *, path) -> None:
         v = sampling.get(key)
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                or v > high or (v < low if closed_low else v <= low):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or not math.isfinite(v)
+            or v > high
+            or (v < low if closed_low else v <= low)
+        ):
             span = f"{'[' if closed_low else '('}{low:g}, {high:g}]"
-            raise _err(f"must be a finite number in {span}: {where}", path=path,
-                       key=f"sampling.{key}", value=v)
+            raise _err(f"must be a finite number in {span}: {where}", path=path, key=f"sampling.{key}", value=v)
     rp = sampling.get("repetition_penalty")
-    if rp is not None and (isinstance(rp, bool) or not isinstance(rp, (int, float))
-                           or not math.isfinite(rp) or rp <= 0):
-        raise _err(f"must be a finite number > 0: {where}", path=path,
-                   key="sampling.repetition_penalty", value=rp)
+    if rp is not None and (
+        isinstance(rp, bool) or not isinstance(rp, (int, float)) or not math.isfinite(rp) or rp <= 0
+    ):
+        raise _err(f"must be a finite number > 0: {where}", path=path, key="sampling.repetition_penalty", value=rp)
     stop = sampling.get("stop")
-    if stop is not None and not (isinstance(stop, str) or (
-            isinstance(stop, list) and all(isinstance(x, str) for x in stop))):
-        raise _err("must be a string or a list of strings", path=path, key="sampling.stop",
-                   value=stop)
+    if stop is not None and not (
+        isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(x, str) for x in stop))
+    ):
+        raise _err("must be a string or a list of strings", path=path, key="sampling.stop", value=stop)
     ids = sampling.get("stop_token_ids")
-    if ids is not None and not (isinstance(ids, list) and all(
-            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ids)):
-        raise _err("must be a list of token ids", path=path, key="sampling.stop_token_ids",
-                   value=ids)
+    if ids is not None and not (
+        isinstance(ids, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ids)
+    ):
+        raise _err("must be a list of token ids", path=path, key="sampling.stop_token_ids", value=ids)
 
 
 def _check_parallel(options: Mapping, *, path) -> None:
@@ -292,30 +293,41 @@ def _check_parallel(options: Mapping, *, path) -> None:
     for key in ("tensor_parallel_size", "data_parallel_size"):
         v = options.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise _err("must be a positive integer", path=path, key=f"engine_options.{key}",
-                       value=v)
+            raise _err("must be a positive integer", path=path, key=f"engine_options.{key}", value=v)
     backends = rule("cli-parallel").data["backends"]
     backend = options.get("distributed_executor_backend")
     if backend is not None and backend not in backends:
-        raise _err(f"must be one of {list(backends)} ({cite('cli-parallel')})", path=path,
-                   key="engine_options.distributed_executor_backend", value=backend)
+        raise _err(
+            f"must be one of {list(backends)} ({cite('cli-parallel')})",
+            path=path,
+            key="engine_options.distributed_executor_backend",
+            value=backend,
+        )
     if (options.get("data_parallel_size") or 1) > 1 and backend != "external_launcher":
-        raise _err("vLLM 0.33's offline LLM refuses data_parallel_size > 1 unless "
-                   "distributed_executor_backend is 'external_launcher' (one process per "
-                   f"rank, started by torchrun) ({cite('llm-data-parallel')})", path=path,
-                   key="engine_options.data_parallel_size", value=options["data_parallel_size"])
+        raise _err(
+            "vLLM 0.33's offline LLM refuses data_parallel_size > 1 unless "
+            "distributed_executor_backend is 'external_launcher' (one process per "
+            f"rank, started by torchrun) ({cite('llm-data-parallel')})",
+            path=path,
+            key="engine_options.data_parallel_size",
+            value=options["data_parallel_size"],
+        )
 
 
 def parse_config(data: Any, *, path: str | Path | None = None, name: str | None = None) -> DecodingConfig:
     """Validate a decoding config mapping and resolve its defaults."""
     _check_keys(data, CONFIG_KEYS, path=path, where="")
     engine = data.get("engine")
-    if engine not in ENGINES:
-        raise _err(f"must be one of {list(ENGINES)}", path=path, key="engine", value=engine)
+    if not isinstance(engine, str) or engine not in BACKENDS:
+        raise _err(
+            f"must be a registered engine, one of {sorted(BACKENDS)} (qualgate.backends.register_backend)",
+            path=path,
+            key="engine",
+            value=engine,
+        )
     model = data.get("model")
     if not isinstance(model, str) or not model:
-        raise _err("the target model (hub id or path) is required", path=path, key="model",
-                   value=model)
+        raise _err("the target model (hub id or path) is required", path=path, key="model", value=model)
 
     raw_spec = data.get("speculative")
     try:
@@ -325,14 +337,17 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
 
     sampling = data.get("sampling")
     if sampling is None:
-        raise _err("required (with max_tokens: vLLM's default of 16 truncates answers)",
-                   path=path, key="sampling")
+        raise _err("required (with max_tokens: vLLM's default of 16 truncates answers)", path=path, key="sampling")
     _check_keys(sampling, SAMPLING_KEYS, path=path, where="sampling")
     sampling = dict(sampling)
     mt = sampling.get("max_tokens")
     if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
-        raise _err("required, a positive integer (vLLM's default of 16 truncates answers)",
-                   path=path, key="sampling.max_tokens", value=mt)
+        raise _err(
+            "required, a positive integer (vLLM's default of 16 truncates answers)",
+            path=path,
+            key="sampling.max_tokens",
+            value=mt,
+        )
     temp = sampling.setdefault("temperature", 1.0)
     if isinstance(temp, bool) or not isinstance(temp, (int, float)) or temp < 0:
         raise _err("must be a number >= 0", path=path, key="sampling.temperature", value=temp)
@@ -341,8 +356,7 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
         raise _err("must be in (0, 1]", path=path, key="sampling.top_p", value=top_p)
     top_k = sampling.setdefault("top_k", 0)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < -1:
-        raise _err("must be an integer >= -1 (0 or -1: off)", path=path, key="sampling.top_k",
-                   value=top_k)
+        raise _err("must be an integer >= -1 (0 or -1: off)", path=path, key="sampling.top_k", value=top_k)
     if top_k == -1:
         sampling["top_k"] = 0
     _check_vllm_sampling(sampling, path=path)
@@ -351,8 +365,7 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
     _check_keys(options, ENGINE_OPTION_KEYS, path=path, where="engine_options")
     _check_parallel(options, path=path)
     if engine == "vllm-server" and not options.get("base_urls"):
-        raise _err("engine 'vllm-server' needs engine_options.base_urls", path=path,
-                   key="engine_options.base_urls")
+        raise _err("engine 'vllm-server' needs engine_options.base_urls", path=path, key="engine_options.base_urls")
 
     if data.get("name") is not None and (not isinstance(data["name"], str) or not data["name"]):
         raise _err("must be a non-empty string", path=path, key="name", value=data["name"])
@@ -428,53 +441,87 @@ def _resolve_relative(base: Path, value: str) -> str:
 
 
 def load_plan(path: str | Path) -> Plan:
-    """Load and validate an evaluation plan, with every config it names."""
+    """Load and validate an evaluation plan, with every config it names (in this order: the
+    suites, seeds, samples, configs, baseline and candidates, gate settings, name)."""
     path = Path(path)
     data = load_yaml(path)
     _check_keys(data, PLAN_KEYS, path=path, where="")
-    base = path.parent
+    suites = _plan_suites(data, path)
+    seeds = _plan_seeds(data, path)
+    samples = _plan_samples(data, path)
+    configs = _plan_configs(data, path)
+    baseline, candidates = _plan_roles(data, configs, path)
+    gate = _plan_gate(data, path)
+    name = data.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise _err("must be a non-empty string", path=path, key="name", value=name)
+    return Plan(
+        name=name or path.stem,
+        suites=suites,
+        seeds=seeds,
+        samples=samples,
+        configs=configs,
+        baseline=baseline,
+        candidates=candidates,
+        **gate,
+        path=str(path),
+    )
 
+
+def _plan_suites(data, path: Path) -> tuple[SuiteRef, ...]:
     suites_raw = data.get("suites")
     if not isinstance(suites_raw, list) or not suites_raw:
-        raise _err("a non-empty list of suites is required", path=path, key="suites",
-                   value=suites_raw)
-    suites = []
-    for i, item in enumerate(suites_raw):
-        if isinstance(item, str):
-            item = {"suite": item}
-        _check_keys(item, SUITE_REF_KEYS, path=path, where=f"suites[{i}]")
-        if not isinstance(item.get("suite"), str):
-            raise _err("needs 'suite' (a built-in name or a YAML path)", path=path,
-                       key=f"suites[{i}].suite", value=item.get("suite"))
-        limit = item.get("limit")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise _err("must be a positive integer", path=path, key=f"suites[{i}].limit",
-                       value=limit)
-        suite = item["suite"]
-        if suite.endswith((".yaml", ".yml")):
-            suite = _resolve_relative(base, suite)
-        for key in ("data_file", "revision"):
-            if item.get(key) is not None and (not isinstance(item[key], str) or not item[key]):
-                raise _err("must be a non-empty string", path=path, key=f"suites[{i}].{key}",
-                           value=item[key])
-        data_file = item.get("data_file")
-        if data_file and Path(_resolve_relative(base, data_file)).exists() and not _strict.is_regular_file(
-            _resolve_relative(base, data_file)
-        ):
-            raise _err("not a regular file (a FIFO, a device or a directory): refused", path=path,
-                       key=f"suites[{i}].data_file", value=data_file)
-        suites.append(
-            SuiteRef(
-                suite=suite,
-                limit=limit,
-                data_file=_resolve_relative(base, data_file) if data_file else None,
-                revision=item.get("revision"),
-            )
-        )
+        raise _err("a non-empty list of suites is required", path=path, key="suites", value=suites_raw)
+    suites = tuple(_suite_ref(item, i, path) for i, item in enumerate(suites_raw))
     names = [s.suite for s in suites]
     if len(set(names)) != len(names):
         raise _err("a suite is listed twice", path=path, key="suites", value=names)
+    return suites
 
+
+def _suite_ref(item, i: int, path: Path) -> SuiteRef:
+    """``suites[i]`` of a plan: a name or a mapping (paths relative to the plan's folder)."""
+    base = path.parent
+    if isinstance(item, str):
+        item = {"suite": item}
+    _check_keys(item, SUITE_REF_KEYS, path=path, where=f"suites[{i}]")
+    if not isinstance(item.get("suite"), str):
+        raise _err(
+            "needs 'suite' (a built-in name or a YAML path)",
+            path=path,
+            key=f"suites[{i}].suite",
+            value=item.get("suite"),
+        )
+    limit = item.get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise _err("must be a positive integer", path=path, key=f"suites[{i}].limit", value=limit)
+    suite = item["suite"]
+    if suite.endswith((".yaml", ".yml")):
+        suite = _resolve_relative(base, suite)
+    for key in ("data_file", "revision"):
+        if item.get(key) is not None and (not isinstance(item[key], str) or not item[key]):
+            raise _err("must be a non-empty string", path=path, key=f"suites[{i}].{key}", value=item[key])
+    data_file = item.get("data_file")
+    if (
+        data_file
+        and Path(_resolve_relative(base, data_file)).exists()
+        and not _strict.is_regular_file(_resolve_relative(base, data_file))
+    ):
+        raise _err(
+            "not a regular file (a FIFO, a device or a directory): refused",
+            path=path,
+            key=f"suites[{i}].data_file",
+            value=data_file,
+        )
+    return SuiteRef(
+        suite=suite,
+        limit=limit,
+        data_file=_resolve_relative(base, data_file) if data_file else None,
+        revision=item.get("revision"),
+    )
+
+
+def _plan_seeds(data, path: Path) -> tuple[int, ...]:
     seeds = data.get("seeds", [0])
     if isinstance(seeds, int) and not isinstance(seeds, bool) and 0 < seeds <= MAX_SEEDS:
         seeds = list(range(seeds))
@@ -484,56 +531,84 @@ def load_plan(path: str | Path) -> Plan:
         or any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED for s in seeds)
         or len(set(seeds)) != len(seeds)
     ):
-        raise _err(f"a count (1 to {MAX_SEEDS}) or a list of at most {MAX_SEEDS} distinct integers "
-                   f"in [0, 2**63)", path=path, key="seeds", value=seeds)
+        raise _err(
+            f"a count (1 to {MAX_SEEDS}) or a list of at most {MAX_SEEDS} distinct integers in [0, 2**63)",
+            path=path,
+            key="seeds",
+            value=seeds,
+        )
+    return tuple(seeds)
+
+
+def _plan_samples(data, path: Path) -> int:
     samples = data.get("samples", 1)
     if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
-        raise _err(f"must be an integer from 1 to {MAX_SAMPLES}", path=path, key="samples",
-                   value=samples)
+        raise _err(f"must be an integer from 1 to {MAX_SAMPLES}", path=path, key="samples", value=samples)
+    return samples
 
+
+def _plan_configs(data, path: Path) -> dict[str, DecodingConfig]:
+    """The plan's configs, each loaded from its file and named by the plan's key."""
+    base = path.parent
     configs_raw = data.get("configs")
     if not isinstance(configs_raw, Mapping) or not configs_raw:
-        raise _err("a mapping of name -> config YAML path is required", path=path,
-                   key="configs", value=configs_raw)
+        raise _err("a mapping of name -> config YAML path is required", path=path, key="configs", value=configs_raw)
     configs = {}
     for cname, cpath in configs_raw.items():
         if not isinstance(cname, str) or not CONFIG_NAME.fullmatch(cname):
-            raise _err("a config name must be a plain name (letters, digits, '.', '_', '-'; "
-                       "starting with a letter or digit; at most 64): it names the records file",
-                       path=path, key="configs", value=cname)
+            raise _err(
+                "a config name must be a plain name (letters, digits, '.', '_', '-'; "
+                "starting with a letter or digit; at most 64): it names the records file",
+                path=path,
+                key="configs",
+                value=cname,
+            )
         if not isinstance(cpath, str):
-            raise _err("must be a path to a decoding config YAML", path=path,
-                       key=f"configs.{cname}", value=cpath)
+            raise _err("must be a path to a decoding config YAML", path=path, key=f"configs.{cname}", value=cpath)
         if not Path(_resolve_relative(base, cpath)).exists():
             raise _err("no such decoding config file", path=path, key=f"configs.{cname}", value=cpath)
         # the plan's key is the label, whatever the file calls itself
         loaded = load_config(_resolve_relative(base, cpath))
         configs[str(cname)] = dataclasses.replace(loaded, name=str(cname))
+    return configs
 
+
+def _plan_roles(data, configs: Mapping[str, DecodingConfig], path: Path) -> tuple[str, tuple[str, ...]]:
+    """``(baseline, candidates)``: names of configs, each serving another configuration."""
     baseline = data.get("baseline")
     if not isinstance(baseline, str) or baseline not in configs:
-        raise _err(f"must name one of the configs {list(configs)}", path=path, key="baseline",
-                   value=baseline)
+        raise _err(f"must name one of the configs {list(configs)}", path=path, key="baseline", value=baseline)
     candidates = data.get("candidates") or [c for c in configs if c != baseline]
     if not isinstance(candidates, list):
-        raise _err("must be a list of config names", path=path, key="candidates",
-                   value=candidates)
+        raise _err("must be a list of config names", path=path, key="candidates", value=candidates)
     if len(set(map(str, candidates))) != len(candidates):
         raise _err("a candidate is listed twice", path=path, key="candidates", value=candidates)
     for c in candidates:
         if not isinstance(c, str) or c not in configs or c == baseline:
-            raise _err(f"candidates must name configs other than the baseline {list(configs)}",
-                       path=path, key="candidates", value=c)
+            raise _err(
+                f"candidates must name configs other than the baseline {list(configs)}",
+                path=path,
+                key="candidates",
+                value=c,
+            )
     gated: dict[str, str] = {}  # config id -> the first gated config serving it
     for c in (baseline, *candidates):
         cid = configs[c].config_id
         if cid in gated:  # the gate report would refuse it (qualgate.evidence.gate_report), after every decode
-            raise _err(f"gates {c!r} and {gated[cid]!r}, which serve one configuration ({cid}; options "
-                       "that change only the reference engine's noise, such as 'coupled', are not part of "
-                       "it): the gate's evidence names each config by what it serves, so list one of them",
-                       path=path, key="candidates", value=c)
+            raise _err(
+                f"gates {c!r} and {gated[cid]!r}, which serve one configuration ({cid}; options "
+                "that change only the reference engine's noise, such as 'coupled', are not part of "
+                "it): the gate's evidence names each config by what it serves, so list one of them",
+                path=path,
+                key="candidates",
+                value=c,
+            )
         gated[cid] = c
+    return baseline, tuple(candidates)
 
+
+def _plan_gate(data, path: Path) -> dict[str, Any]:
+    """The plan's ``gate`` settings: policy, margin, alpha, inconclusive, weighting."""
     gate = data.get("gate") or {}
     _check_keys(gate, GATE_KEYS, path=path, where="gate")
     policy = gate.get("policy", "noninferiority")
@@ -547,28 +622,14 @@ def load_plan(path: str | Path) -> Plan:
         raise _err("must be in (0, 0.5)", path=path, key="gate.alpha", value=alpha)
     inconclusive = gate.get("inconclusive", "inconclusive")
     if inconclusive not in INCONCLUSIVE_AS:
-        raise _err(f"must be one of {list(INCONCLUSIVE_AS)}", path=path,
-                   key="gate.inconclusive", value=inconclusive)
+        raise _err(f"must be one of {list(INCONCLUSIVE_AS)}", path=path, key="gate.inconclusive", value=inconclusive)
     weighting = gate.get("weighting", "pooled")
     if weighting not in WEIGHTINGS:
-        raise _err(f"must be one of {list(WEIGHTINGS)}", path=path, key="gate.weighting",
-                   value=weighting)
-
-    name = data.get("name")
-    if name is not None and (not isinstance(name, str) or not name):
-        raise _err("must be a non-empty string", path=path, key="name", value=name)
-    return Plan(
-        name=name or path.stem,
-        suites=tuple(suites),
-        seeds=tuple(seeds),
-        samples=samples,
-        configs=configs,
-        baseline=baseline,
-        candidates=tuple(candidates),
-        policy=policy,
-        margin=float(margin),
-        alpha=float(alpha),
-        inconclusive=inconclusive,
-        weighting=weighting,
-        path=str(path),
-    )
+        raise _err(f"must be one of {list(WEIGHTINGS)}", path=path, key="gate.weighting", value=weighting)
+    return {
+        "policy": policy,
+        "margin": float(margin),
+        "alpha": float(alpha),
+        "inconclusive": inconclusive,
+        "weighting": weighting,
+    }

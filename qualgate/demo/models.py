@@ -23,8 +23,7 @@ def parse_shape(spec: str | dict) -> dict:
             shape = {k.strip(): int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
         except ValueError:
             raise ValueError(
-                f"shape must be one of {sorted(SHAPES)} or 'layers=L,hidden=H,heads=A,ff=F', "
-                f"got {spec!r}"
+                f"shape must be one of {sorted(SHAPES)} or 'layers=L,hidden=H,heads=A,ff=F', got {spec!r}"
             ) from None
     if set(shape) != {"layers", "hidden", "heads", "ff"}:
         raise ValueError(f"shape needs exactly layers, hidden, heads, ff; got {spec!r}")

@@ -25,8 +25,10 @@ def demo_plan(*, questions: int | None = None, seeds: int | Sequence[int] | None
         changes["suites"] = tuple(dataclasses.replace(s, limit=questions) for s in plan.suites)
     if seeds is not None:
         seeds = list(range(seeds)) if isinstance(seeds, int) and not isinstance(seeds, bool) else list(seeds)
-        if not seeds or len(set(seeds)) != len(seeds) or any(
-            isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds
+        if (
+            not seeds
+            or len(set(seeds)) != len(seeds)
+            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
         ):
             raise ValueError(f"seeds must be a count or distinct non-negative integers, got {seeds!r}")
         changes["seeds"] = tuple(seeds)

@@ -59,8 +59,7 @@ def _split_of(question: str) -> str:
     return _SPLIT_OF_BUCKET.get(zlib.crc32(question.encode()) % 8, "train")
 
 
-def _terms(rng: random.Random, *, min_terms: int, max_terms: int, p_product: float,
-           max_addend: int, max_factor: int):
+def _terms(rng: random.Random, *, min_terms: int, max_terms: int, p_product: float, max_addend: int, max_factor: int):
     """Draw signed terms (sign, factors) whose running total never goes negative."""
     while True:
         terms = []
@@ -299,8 +298,7 @@ def generate(
         raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
     if not 2 <= min_terms <= max_terms:
         raise ValueError(
-            f"min_terms and max_terms must satisfy 2 <= min_terms <= max_terms, "
-            f"got {min_terms!r} and {max_terms!r}"
+            f"min_terms and max_terms must satisfy 2 <= min_terms <= max_terms, got {min_terms!r} and {max_terms!r}"
         )
     if not 0.0 <= p_product <= 1.0:
         raise ValueError(f"p_product must be in [0, 1], got {p_product!r}")
@@ -312,17 +310,25 @@ def generate(
     for i in range(n):
         rng = random.Random(f"qualgate-demo:{split}:{seed}:{i}")
         while True:
-            terms = _terms(rng, min_terms=min_terms, max_terms=max_terms, p_product=p_product,
-                           max_addend=max_addend, max_factor=max_factor)
+            terms = _terms(
+                rng,
+                min_terms=min_terms,
+                max_terms=max_terms,
+                p_product=p_product,
+                max_addend=max_addend,
+                max_factor=max_factor,
+            )
             question = _question(terms)
             if _split_of(question) == split and question not in seen:
                 seen.add(question)
                 break
-        rows.append({
-            "id": f"{split}-{seed}-{i}",
-            "question": question,
-            "answer": str(solve(question)),
-            "reference": _sample_chain(terms, rng),
-            "steps": _shape(terms)[2],
-        })
+        rows.append(
+            {
+                "id": f"{split}-{seed}-{i}",
+                "question": question,
+                "answer": str(solve(question)),
+                "reference": _sample_chain(terms, rng),
+                "steps": _shape(terms)[2],
+            }
+        )
     return rows

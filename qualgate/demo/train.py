@@ -64,8 +64,7 @@ def encode_rows(rows, tokenizer):
     from .task import messages
 
     fulls = tokenizer.apply_chat_template(
-        [messages(r["question"]) + [{"role": "assistant", "content": r["reference"]}]
-         for r in rows],
+        [messages(r["question"]) + [{"role": "assistant", "content": r["reference"]}] for r in rows],
         tokenize=False,
     )
     ids = tokenizer(fulls, add_special_tokens=False)["input_ids"]
@@ -110,8 +109,9 @@ def weights_sha256(model) -> str:
     return h.hexdigest()
 
 
-def generate_texts(model, tokenizer, rows, *, temperature: float, seed: int,
-                   max_new_tokens: int = 128, batch_size: int = 512):
+def generate_texts(
+    model, tokenizer, rows, *, temperature: float, seed: int, max_new_tokens: int = 128, batch_size: int = 512
+):
     """Answer each row's prompt with HF ``generate``; temperature 0 means greedy.
 
     Returns the generated texts and the generated token ids (without the prompt).
@@ -127,20 +127,27 @@ def generate_texts(model, tokenizer, rows, *, temperature: float, seed: int,
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
         enc = tokenizer.apply_chat_template(
-            [messages(r["question"]) for r in chunk], add_generation_prompt=True,
-            padding=True, return_tensors="pt", return_dict=True,
+            [messages(r["question"]) for r in chunk],
+            add_generation_prompt=True,
+            padding=True,
+            return_tensors="pt",
+            return_dict=True,
         ).to(device)
         sampling = (
             {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
-            if temperature > 0 else {"do_sample": False}
+            if temperature > 0
+            else {"do_sample": False}
         )
         torch.manual_seed(seed + start)
         with torch.no_grad():
             out = model.generate(
-                **enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                eos_token_id=tokenizer.eos_token_id, **sampling,
+                **enc,
+                max_new_tokens=max_new_tokens,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                **sampling,
             )
-        new = out[:, enc["input_ids"].shape[1]:].cpu().tolist()
+        new = out[:, enc["input_ids"].shape[1] :].cpu().tolist()
         for seq in new:
             seq = [t for t in seq if t != tokenizer.pad_token_id]
             token_ids.append(seq)
@@ -160,16 +167,17 @@ def _accuracy(rows, texts) -> dict:
     }
 
 
-def evaluate(model, tokenizer, rows, *, temperature: float, seed: int,
-             max_new_tokens: int = 128, batch_size: int = 512) -> dict:
+def evaluate(
+    model, tokenizer, rows, *, temperature: float, seed: int, max_new_tokens: int = 128, batch_size: int = 512
+) -> dict:
     """Strict-format accuracy and no-answer rate of a model on rows."""
-    texts, _ = generate_texts(model, tokenizer, rows, temperature=temperature, seed=seed,
-                              max_new_tokens=max_new_tokens, batch_size=batch_size)
+    texts, _ = generate_texts(
+        model, tokenizer, rows, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, batch_size=batch_size
+    )
     return _accuracy(rows, texts)
 
 
-def agreement(target, drafter, tokenizer, rows, completions, *, k: int = 8,
-              batch_size: int = 256) -> dict:
+def agreement(target, drafter, tokenizer, rows, completions, *, k: int = 8, batch_size: int = 256) -> dict:
     """The drafter's greedy agreement with the target along the target's own outputs.
 
     Both models read each prompt followed by the target's completion (teacher forcing);
@@ -187,8 +195,7 @@ def agreement(target, drafter, tokenizer, rows, completions, *, k: int = 8,
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
         prompts = [
-            tokenizer.apply_chat_template(messages(r["question"]), add_generation_prompt=True,
-                                          return_dict=False)
+            tokenizer.apply_chat_template(messages(r["question"]), add_generation_prompt=True, return_dict=False)
             for r in chunk
         ]
         seqs = [p + c for p, c in zip(prompts, completions[start : start + batch_size])]
@@ -223,11 +230,25 @@ def agreement(target, drafter, tokenizer, rows, completions, *, k: int = 8,
     }
 
 
-def train_model(shape, *, tokenizer, data, steps: int, batch_size: int, lr: float,
-                seed: int, device: str = "cpu", eval_rows=None, eval_every: int = 0,
-                stop_at: float | None = None, temperature: float = 1.0,
-                warmup: int = 100, log_every: int = 50, eval_batch_size: int = 512,
-                log=print):
+def train_model(
+    shape,
+    *,
+    tokenizer,
+    data,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    device: str = "cpu",
+    eval_rows=None,
+    eval_every: int = 0,
+    stop_at: float | None = None,
+    temperature: float = 1.0,
+    warmup: int = 100,
+    log_every: int = 50,
+    eval_batch_size: int = 512,
+    log=print,
+):
     """Train one model; returns ``(model, history)``.
 
     ``data`` is the output of :func:`encode_rows`. With ``eval_rows`` and ``eval_every``,
@@ -278,31 +299,26 @@ def train_model(shape, *, tokenizer, data, steps: int, batch_size: int, lr: floa
         history["steps"] = step + 1
         if (step + 1) % log_every == 0:
             history["loss"].append([step + 1, round(running / log_every, 5)])
-            log(f"  step {step + 1:5d}  loss {running / log_every:.4f}  "
-                f"{time.perf_counter() - t0:6.1f}s")
+            log(f"  step {step + 1:5d}  loss {running / log_every:.4f}  {time.perf_counter() - t0:6.1f}s")
             running = 0.0
         if eval_rows and eval_every and (step + 1) % eval_every == 0:
             t_eval = time.perf_counter()
-            res = evaluate(model, tokenizer, eval_rows, temperature=temperature, seed=seed,
-                           batch_size=eval_batch_size)
+            res = evaluate(model, tokenizer, eval_rows, temperature=temperature, seed=seed, batch_size=eval_batch_size)
             eval_seconds += time.perf_counter() - t_eval
             history["evals"].append({"step": step + 1, **res})
-            log(f"  step {step + 1:5d}  val sampled accuracy {res['accuracy']:.3f}  "
-                f"no-answer {res['no_answer']:.3f}")
+            log(f"  step {step + 1:5d}  val sampled accuracy {res['accuracy']:.3f}  no-answer {res['no_answer']:.3f}")
             if stop_at is not None and res["accuracy"] >= stop_at:
                 history["stopped_at"] = step + 1
                 break
     history["train_seconds"] = round(time.perf_counter() - t0, 2)  # evaluations included
     history["eval_seconds"] = round(eval_seconds, 2)
-    history["seconds_per_step"] = round(
-        (history["train_seconds"] - eval_seconds) / max(history["steps"], 1), 5)
+    history["seconds_per_step"] = round((history["train_seconds"] - eval_seconds) / max(history["steps"], 1), 5)
     model.eval()
     return model, history
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m qualgate.demo.train",
-                                description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m qualgate.demo.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:0, ... (default cpu)")
     p.add_argument("--seed", type=int, default=0)
@@ -314,21 +330,26 @@ def _parser():
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--train-size", type=int, default=150_000, help="distinct training rows")
-    p.add_argument("--temperature", type=float, default=1.0,
-                   help="sampling temperature of the evaluations")
-    p.add_argument("--target-eval-every", type=int, default=250,
-                   help="steps between the target's validation evaluations")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the evaluations")
+    p.add_argument(
+        "--target-eval-every", type=int, default=250, help="steps between the target's validation evaluations"
+    )
     p.add_argument("--drafter-eval-every", type=int, default=500)
     p.add_argument("--eval-n", type=int, default=512, help="validation questions per evaluation")
-    p.add_argument("--target-stop", type=float, default=0.82,
-                   help="stop the target at this sampled validation accuracy")
-    p.add_argument("--drafter-stop", type=float, default=0.45,
-                   help="stop the drafter at this sampled validation accuracy")
-    p.add_argument("--final-n", type=int, default=1000,
-                   help="test questions of the final evaluation")
+    p.add_argument(
+        "--target-stop", type=float, default=0.82, help="stop the target at this sampled validation accuracy"
+    )
+    p.add_argument(
+        "--drafter-stop", type=float, default=0.45, help="stop the drafter at this sampled validation accuracy"
+    )
+    p.add_argument("--final-n", type=int, default=1000, help="test questions of the final evaluation")
     p.add_argument("--eval-batch-size", type=int, default=512)
-    p.add_argument("--only", choices=["target", "drafter"], default=None,
-                   help="train one model only (the other, if already in --out, is evaluated too)")
+    p.add_argument(
+        "--only",
+        choices=["target", "drafter"],
+        default=None,
+        help="train one model only (the other, if already in --out, is evaluated too)",
+    )
     return p
 
 
@@ -354,13 +375,14 @@ def main(argv=None) -> int:
         data = encode_rows(rows, tokenizer)
         val = generate(n=args.eval_n, seed=args.seed, split="val")
         test = generate(n=args.final_n, seed=0, split="test")
-        log(f"data: {args.train_size} training rows, max length {data[0].shape[1]}, "
-            f"{time.perf_counter() - t_start:.1f}s")
+        log(
+            f"data: {args.train_size} training rows, max length {data[0].shape[1]}, "
+            f"{time.perf_counter() - t_start:.1f}s"
+        )
         metrics = {
             "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
-            "device_name": (torch.cuda.get_device_name(args.device)
-                            if args.device.startswith("cuda") else "cpu"),
+            "device_name": (torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"),
             "data_seconds": round(time.perf_counter() - t_start, 2),
         }
         models = {}
@@ -371,19 +393,30 @@ def main(argv=None) -> int:
                 if (args.out / which / "config.json").is_file() and previous.is_file():
                     from transformers import AutoModelForCausalLM
 
-                    models[which] = AutoModelForCausalLM.from_pretrained(
-                        args.out / which, dtype=torch.float32).to(args.device).eval()
+                    models[which] = (
+                        AutoModelForCausalLM.from_pretrained(args.out / which, dtype=torch.float32)
+                        .to(args.device)
+                        .eval()
+                    )
                     metrics[which] = json.loads(previous.read_text())[which]
                 continue
             shape = parse_shape(getattr(args, f"{which}_shape"))
             log(f"{which}: {shape}")
             model, history = train_model(
-                shape, tokenizer=tokenizer, data=data, steps=getattr(args, f"{which}_steps"),
-                batch_size=args.batch_size, lr=args.lr,
-                seed=args.seed + (0 if which == "target" else 1), device=args.device,
-                eval_rows=val, eval_every=getattr(args, f"{which}_eval_every"),
-                stop_at=getattr(args, f"{which}_stop"), temperature=args.temperature,
-                eval_batch_size=args.eval_batch_size, log=log,
+                shape,
+                tokenizer=tokenizer,
+                data=data,
+                steps=getattr(args, f"{which}_steps"),
+                batch_size=args.batch_size,
+                lr=args.lr,
+                seed=args.seed + (0 if which == "target" else 1),
+                device=args.device,
+                eval_rows=val,
+                eval_every=getattr(args, f"{which}_eval_every"),
+                stop_at=getattr(args, f"{which}_stop"),
+                temperature=args.temperature,
+                eval_batch_size=args.eval_batch_size,
+                log=log,
             )
             models[which] = model
             out = args.out / which
@@ -400,11 +433,11 @@ def main(argv=None) -> int:
         for which, model in models.items():
             t0 = time.perf_counter()
             greedy_texts, greedy_ids = generate_texts(
-                model, tokenizer, test, temperature=0.0, seed=args.seed,
-                batch_size=args.eval_batch_size)
+                model, tokenizer, test, temperature=0.0, seed=args.seed, batch_size=args.eval_batch_size
+            )
             sampled_texts, _ = generate_texts(
-                model, tokenizer, test, temperature=args.temperature, seed=args.seed,
-                batch_size=args.eval_batch_size)
+                model, tokenizer, test, temperature=args.temperature, seed=args.seed, batch_size=args.eval_batch_size
+            )
             completions[which] = greedy_ids
             metrics[which]["test"] = {
                 "n": len(test),
@@ -416,11 +449,11 @@ def main(argv=None) -> int:
             log(f"{which}: {json.dumps(metrics[which]['test'])}")
         if len(models) == 2:
             metrics["drafter_vs_target"] = agreement(
-                models["target"], models["drafter"], tokenizer, test, completions["target"])
+                models["target"], models["drafter"], tokenizer, test, completions["target"]
+            )
             log(f"drafter vs target: {json.dumps(metrics['drafter_vs_target'])}")
         metrics["total_seconds"] = round(time.perf_counter() - t_start, 2)
-    metrics["nondeterministic_warnings"] = sorted(
-        {str(w.message) for w in caught if "deterministic" in str(w.message)})
+    metrics["nondeterministic_warnings"] = sorted({str(w.message) for w in caught if "deterministic" in str(w.message)})
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     print(json.dumps(metrics))

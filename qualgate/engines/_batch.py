@@ -43,9 +43,28 @@ logger = logging.getLogger(__name__)
 
 #: per-row tensors (row r of each is request ``rid[r]``); selected together when rows drop
 ROW_FIELDS = (
-    "rid", "seed_lo", "seed_hi", "greedy", "temp", "top_k", "top_p", "max_tok", "stop_ids", "off",
-    "pos", "pending", "dpend", "dpend_ok",
-    "finished", "reason_stop", "finish_step", "n_out", "steps", "accepted", "deferred", "hist",
+    "rid",
+    "seed_lo",
+    "seed_hi",
+    "greedy",
+    "temp",
+    "top_k",
+    "top_p",
+    "max_tok",
+    "stop_ids",
+    "off",
+    "pos",
+    "pending",
+    "dpend",
+    "dpend_ok",
+    "finished",
+    "reason_stop",
+    "finish_step",
+    "n_out",
+    "steps",
+    "accepted",
+    "deferred",
+    "hist",
 )
 #: per-row results copied to the full batch before rows drop and at the end
 FINAL_FIELDS = ("finished", "reason_stop", "finish_step", "n_out", "steps", "accepted", "deferred", "hist")
@@ -77,8 +96,9 @@ class Batch:
     must. Graph mode implies static shapes; static shapes alone run on any device.
     """
 
-    def __init__(self, engine, indices, prompt_ids, params, seeds, spec: Spec | None, t0,
-                 *, graphs=False, static=False):
+    def __init__(
+        self, engine, indices, prompt_ids, params, seeds, spec: Spec | None, t0, *, graphs=False, static=False
+    ):
         self.engine = engine
         self.tgt, self.drf = engine._target, engine._drafter
         self.tokenizer = engine.tokenizer
@@ -115,7 +135,11 @@ class Batch:
         self.max_tok = torch.tensor([p.max_tokens for p in params], **long)
         self.stop_ids = torch.tensor([s + [-1] * (width - len(s)) for s in stop_lists], **long)
         for name in FINAL_FIELDS:
-            setattr(self, name, torch.zeros(b0, dtype=torch.bool if name in ("finished", "reason_stop") else torch.long, device=dev))
+            setattr(
+                self,
+                name,
+                torch.zeros(b0, dtype=torch.bool if name in ("finished", "reason_stop") else torch.long, device=dev),
+            )
         self.hist = torch.zeros(b0, k + 1, **long)
         self.final = {name: getattr(self, name).clone() for name in FINAL_FIELDS}
         self.stepno = torch.zeros((), **long)  # the step being decoded, on the device (graphs)
@@ -138,8 +162,12 @@ class Batch:
             return logits.softmax(dim=-1)
         rep = lambda x: x.unsqueeze(1).expand(b, t).reshape(b * t)  # noqa: E731 (repeat_interleave syncs)
         probs = process_logits(
-            logits.reshape(b * t, v), rep(self.temp), rep(self.top_k), rep(self.top_p),
-            use_top_k=self.use_top_k, use_top_p=self.use_top_p,
+            logits.reshape(b * t, v),
+            rep(self.temp),
+            rep(self.top_k),
+            rep(self.top_p),
+            use_top_k=self.use_top_k,
+            use_top_p=self.use_top_p,
         )
         return probs.view(b, t, v)
 
@@ -252,8 +280,9 @@ class Batch:
         for j in range(k):
             if j:
                 at = (pos + j).unsqueeze(1)
-                dl = self._forward(self.drf, self.dcache, drafts[-1].unsqueeze(1), at, at + off.unsqueeze(1),
-                                   reach=j, last_only=True)[:, 0]
+                dl = self._forward(
+                    self.drf, self.dcache, drafts[-1].unsqueeze(1), at, at + off.unsqueeze(1), reach=j, last_only=True
+                )[:, 0]
             dl = fit_vocab(dl, vocab)
             d = dl.argmax(dim=-1)
             if spec.probabilistic and sampled_noise:
@@ -279,8 +308,14 @@ class Batch:
         elif self.any_sampled:
             uniforms = uniform(self._keys(STREAM_ACCEPT, pos.unsqueeze(1) + 1 + ar[:k], step))
         acc = accept_drafts(
-            draft, tl, tp, self.greedy, draft_probs=q, uniform=uniforms,
-            coupled_sample=coupled_sample, fly=spec.fly,
+            draft,
+            tl,
+            tp,
+            self.greedy,
+            draft_probs=q,
+            uniform=uniforms,
+            coupled_sample=coupled_sample,
+            fly=spec.fly,
         )
         a = acc.num_accepted
         noise = None
@@ -389,8 +424,18 @@ class Batch:
 
     def _key(self) -> tuple:
         """What a captured step depends on besides the values in its tensors."""
-        return (self.rows, self.b0, self.buf_w, self.capacity, self.spec, self.any_sampled,
-                self.use_top_k, self.use_top_p, self.has_stop_ids, self.stop_ids.shape[1])
+        return (
+            self.rows,
+            self.b0,
+            self.buf_w,
+            self.capacity,
+            self.spec,
+            self.any_sampled,
+            self.use_top_k,
+            self.use_top_p,
+            self.has_stop_ids,
+            self.stop_ids.shape[1],
+        )
 
     def _state(self) -> dict[str, torch.Tensor]:
         """Every tensor a step reads or writes (a captured graph's inputs and outputs)."""

@@ -76,9 +76,7 @@ class Model:
         kwargs = {self.cache_kw: cache}
         if last_only and self.keep_kw:
             kwargs["logits_to_keep"] = 1
-        out = self.model(
-            input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True, **kwargs
-        )
+        out = self.model(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True, **kwargs)
         logits = out.logits[:, -1:] if last_only else out.logits
         return logits.float()
 

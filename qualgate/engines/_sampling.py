@@ -121,8 +121,7 @@ def resolve_sampling(sampling: Mapping[str, Any]) -> SamplingParams:
         raise ValueError(f"unknown sampling field(s) {unknown}; valid fields: {list(SAMPLING_KEYS)}")
     if sampling.get("max_tokens") is None:
         raise ValueError(
-            "sampling needs 'max_tokens' (vLLM's default of 16 silently truncates answers; "
-            "set it explicitly)"
+            "sampling needs 'max_tokens' (vLLM's default of 16 silently truncates answers; set it explicitly)"
         )
     max_tokens = _integer("max_tokens", sampling["max_tokens"])
     if max_tokens < 1:

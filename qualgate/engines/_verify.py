@@ -160,9 +160,7 @@ def accept_drafts(
         # window_ok[i]: NAT_{i+1} .. NAT_{i+W} all hold (sum over the window equals W)
         csum = torch.nn.functional.pad(native.long().cumsum(dim=1), (1, 0))
         window = csum[:, (i + w + 1).clamp(max=k)] - csum[:, (i + 1).clamp(max=k)]
-        deferred = (
-            ~native & in_draft & (entropy >= fly.threshold) & unmasked & (window == w)
-        )
+        deferred = ~native & in_draft & (entropy >= fly.threshold) & unmasked & (window == w)
         accepted = native | deferred
     num_accepted = accepted.long().cumprod(dim=1).sum(dim=1)
     emitted = torch.arange(k, device=d.device) < num_accepted.unsqueeze(1)

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING, resolve_speculative
+
 from ._batch import Batch, Spec
 from ._models import load_model
 from ._results import Generation, GenerationOutput, RequestMetrics
@@ -164,15 +165,12 @@ class ReferenceEngine:
             # coordinate-descent tuning of the generated kernels' launch settings: a 134M Llama
             # at batch 1 on an H200 decodes 1,749 tokens/s with it, 1,296 without
             # (benchmarks/results/bench_engine-h200-compile.txt)
-            self.compiled_step = torch.compile(Batch._step, dynamic=None,
-                                               options={"coordinate_descent_tuning": True})
+            self.compiled_step = torch.compile(Batch._step, dynamic=None, options={"coordinate_descent_tuning": True})
             # every kind of step a run uses is one more compilation of the same function; past
             # the default limit (8) dynamo would quietly decode the rest eagerly
             cfg = torch._dynamo.config
             cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILE_LIMIT)
-        if isinstance(tokenizer, (str, os.PathLike)) or (
-            tokenizer is None and isinstance(target, (str, os.PathLike))
-        ):
+        if isinstance(tokenizer, (str, os.PathLike)) or (tokenizer is None and isinstance(target, (str, os.PathLike))):
             from transformers import AutoTokenizer
 
             path = os.fspath(tokenizer if tokenizer is not None else target)
@@ -221,8 +219,7 @@ class ReferenceEngine:
         resolved = resolve_speculative(raw)
         if resolved["method"] != "draft_model":
             raise ValueError(
-                f"the reference engine supports speculative method 'draft_model' only, "
-                f"got {resolved['method']!r}"
+                f"the reference engine supports speculative method 'draft_model' only, got {resolved['method']!r}"
             )
         rsm = resolved["rejection_sample_method"]
         if rsm not in SUPPORTED_REJECTION_METHODS:
@@ -237,8 +234,7 @@ class ReferenceEngine:
             "drafter",
         ):
             raise ValueError(
-                f"speculative_config model {resolved['model']!r} is not this engine's drafter "
-                f"({self._drafter.name!r})"
+                f"speculative_config model {resolved['model']!r} is not this engine's drafter ({self._drafter.name!r})"
             )
         resolved["coupled"] = coupled
         spec = Spec(
@@ -329,10 +325,7 @@ class ReferenceEngine:
                     )
             if sp.stop and self.tokenizer is None:
                 raise ValueError("sampling stop strings need a tokenizer")
-        seeds = [
-            sp.seed if sp.seed is not None else int(torch.randint(0, 2**62, ()).item())
-            for sp in params
-        ]
+        seeds = [sp.seed if sp.seed is not None else int(torch.randint(0, 2**62, ()).item()) for sp in params]
         mode = "target" if spec is None else ("fly" if spec.fly else "standard")
         t0 = time.perf_counter()
         timing = self._timing
@@ -343,8 +336,17 @@ class ReferenceEngine:
             for lo in range(0, n, self.max_num_seqs):
                 hi = min(n, lo + self.max_num_seqs)
                 t_batch = time.perf_counter()
-                batch = Batch(self, list(range(lo, hi)), ids[lo:hi], params[lo:hi], seeds[lo:hi], spec, t0,
-                              graphs=self.cuda_graphs, static=self._static_shapes or self.compile)
+                batch = Batch(
+                    self,
+                    list(range(lo, hi)),
+                    ids[lo:hi],
+                    params[lo:hi],
+                    seeds[lo:hi],
+                    spec,
+                    t0,
+                    graphs=self.cuda_graphs,
+                    static=self._static_shapes or self.compile,
+                )
                 outputs += batch.decode()
                 times = batch.times  # [prefill done, step 1 done, ...]
                 timing["rows"] += hi - lo

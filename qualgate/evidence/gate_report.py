@@ -2,6 +2,8 @@
 
 One writer (:meth:`Evidence.to_dict`, used by the fixed and the sequential gate) and one
 reader (:meth:`Evidence.from_dict`, :meth:`Evidence.read`) of ``"kind": "qualgate.gate_report"``,
+whose parts are the typed classes of :mod:`qualgate.evidence.contract` (settings, sides,
+candidates, missingness, :class:`~qualgate.evidence.contract.Verdict`),
 version 2 (documented in the README, "The gate report"). The reader refuses anything the
 writer would not write: duplicate JSON keys, ``NaN``/``Infinity``, unknown top-level or
 settings keys, verdicts outside ``PASS``/``FAIL``/``INCONCLUSIVE`` (case included), two
@@ -38,8 +40,17 @@ from pathlib import Path
 from typing import Any
 
 from qualgate import __version__
-from qualgate.errors import DataError, ExitCode
 from qualgate.config.options import INCONCLUSIVE_AS, MISSING, MULTIPLICITIES, ON_MISSING, ORDERS, POLICIES, WEIGHTINGS
+from qualgate.errors import DataError, ExitCode
+from qualgate.evidence.contract import (
+    CANDIDATES,
+    SETTINGS,
+    Baseline,
+    Candidate,
+    FixedSettings,
+    SequentialSettings,
+    Verdict,
+)
 
 __all__ = [
     "DESIGNS",
@@ -48,6 +59,7 @@ __all__ = [
     "REPORT_VERSION",
     "VERDICTS",
     "Evidence",
+    "Verdict",
     "ReportError",
     "canonical",
     "decide_exit",
@@ -58,19 +70,26 @@ __all__ = [
 
 REPORT_KIND = "qualgate.gate_report"
 REPORT_VERSION = 2
-VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE")
-DESIGNS = ("fixed", "sequential")
+VERDICTS = tuple(v.value for v in Verdict)  #: as written: ``PASS``, ``FAIL``, ``INCONCLUSIVE``
+DESIGNS = tuple(SETTINGS)
 KEY_ENV = "QUALGATE_EVIDENCE_KEY"
 LOSSLESS = ("target", "standard", "block")
 _ALGORITHM = "hmac-sha256"
-_TOP = ("kind", "version", "created_at", "qualgate_version", "design", "settings", "plan", "baseline",
-        "candidates", "verdict", "exit_code", "signature")  # fmt: skip
-_SETTINGS = {
-    "fixed": ("policy", "margin", "alpha", "weighting", "inconclusive", "missing", "on_missing", "max_errors",
-              "drop_truncated", "allow_unknown", "suite_policy"),
-    "sequential": ("policy", "margin", "alpha", "power", "order", "order_seed", "max_questions", "multiplicity",
-                   "inconclusive", "missing", "on_missing", "max_errors", "drop_truncated", "allow_unknown"),
-}  # fmt: skip
+_TOP = (
+    "kind",
+    "version",
+    "created_at",
+    "qualgate_version",
+    "design",
+    "settings",
+    "plan",
+    "baseline",
+    "candidates",
+    "verdict",
+    "exit_code",
+    "signature",
+)
+_SETTINGS = {design: cls.keys() for design, cls in SETTINGS.items()}
 
 
 class ReportError(DataError):
@@ -79,30 +98,33 @@ class ReportError(DataError):
 
 def now() -> str:
     """The current UTC time, ISO 8601 to the second with a ``Z``: every timestamp qualgate writes."""
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def names(paths) -> list[str]:
     """Candidate labels from their paths: the file stems, or the paths when stems collide."""
+    paths = [getattr(p, "path", p) for p in paths]  # a RecordSet names its path
     stems = [Path(p).stem if Path(p).suffix else Path(p).name for p in paths]
     return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
 
 
-def decide_exit(verdicts: Sequence[str], inconclusive: str = "inconclusive") -> tuple[str, ExitCode]:
+def decide_exit(verdicts: Sequence[str], inconclusive: str = "inconclusive") -> tuple[Verdict, ExitCode]:
     """The overall verdict (the worst of ``verdicts``) and the exit code it maps to.
 
     PASS 0, FAIL 1, INCONCLUSIVE 4, or 1 / 0 with ``inconclusive='fail'`` / ``'pass'``.
 
     >>> decide_exit(["PASS", "INCONCLUSIVE"])
-    ('INCONCLUSIVE', <ExitCode.INCONCLUSIVE: 4>)
+    (<Verdict.INCONCLUSIVE: 'INCONCLUSIVE'>, <ExitCode.INCONCLUSIVE: 4>)
     >>> decide_exit(["PASS", "INCONCLUSIVE"], "fail")[1]
     <ExitCode.FAIL: 1>
     """
     if not verdicts or any(v not in VERDICTS for v in verdicts):
         raise ValueError(f"verdicts must be a non-empty list of {VERDICTS}, got {list(verdicts)!r}")
-    overall = "FAIL" if "FAIL" in verdicts else "INCONCLUSIVE" if "INCONCLUSIVE" in verdicts else "PASS"
-    code = {"PASS": ExitCode.OK, "FAIL": ExitCode.FAIL, "INCONCLUSIVE": ExitCode.INCONCLUSIVE}[overall]
-    if overall == "INCONCLUSIVE" and inconclusive != "inconclusive":
+    overall = Verdict.worst(verdicts)
+    code = {Verdict.PASS: ExitCode.OK, Verdict.FAIL: ExitCode.FAIL, Verdict.INCONCLUSIVE: ExitCode.INCONCLUSIVE}[
+        overall
+    ]
+    if overall is Verdict.INCONCLUSIVE and inconclusive != "inconclusive":
         code = ExitCode.FAIL if inconclusive == "fail" else ExitCode.OK
     return overall, code
 
@@ -134,8 +156,10 @@ def resolved_method(description: Any) -> tuple[str | None, str]:
     except (KeyError, TypeError, ValueError) as exc:
         return None, f"baseline.config cannot be resolved: {exc}"
     if again["config_id"] != description.get("config_id"):
-        return None, (f"baseline.config resolves to config id {again['config_id']}, not the "
-                      f"{description.get('config_id')!r} it states")
+        return None, (
+            f"baseline.config resolves to config id {again['config_id']}, not the "
+            f"{description.get('config_id')!r} it states"
+        )
     return again["method"], ""
 
 
@@ -156,33 +180,62 @@ def _hmac(document, key: str) -> str:
 class Evidence:
     """A gate report, as written to and read from ``REPORT.json``.
 
-    ``baseline`` and ``candidates`` are JSON-ready mappings: a candidate has ``name``,
-    ``config_id``, ``mode``, ``verdict``, ``reason``, ``loss_upper_bound``, ``side`` (its
-    record files with their SHA-256) and ``missing`` (the verdict without imputation and what
-    was incomplete), plus the design's statistics.
+    Its parts are typed (:mod:`qualgate.evidence.contract`): ``settings`` the design's
+    (:class:`~qualgate.evidence.contract.FixedSettings` or ``SequentialSettings``),
+    ``baseline`` a :class:`~qualgate.evidence.contract.Baseline`, each of ``candidates`` the
+    design's candidate (``name``, ``config_id``, ``mode``, ``verdict``, ``reason``,
+    ``loss_upper_bound``, ``side`` with its record files and their SHA-256, ``missing`` with
+    the verdict without imputation and what was incomplete, plus the design's statistics).
+    Parts given as mappings (a parsed document) are read into their classes.
     """
 
     created_at: str
     design: str
-    settings: dict
-    baseline: dict
-    candidates: tuple[dict, ...]
-    verdict: str
+    settings: FixedSettings | SequentialSettings
+    baseline: Baseline
+    candidates: tuple[Candidate, ...]
+    verdict: Verdict
     exit_code: int
     plan: dict | None = None
     qualgate_version: str = __version__
     signature: dict | None = None
 
+    def __post_init__(self):
+        if self.design not in SETTINGS:
+            raise ValueError(f"design must be one of {list(SETTINGS)}, got {self.design!r}")
+        read = {
+            "settings": SETTINGS[self.design].from_dict(self.settings),
+            "baseline": Baseline.from_dict(self.baseline),
+            "candidates": tuple(CANDIDATES[self.design].from_dict(c) for c in self.candidates),
+            "verdict": Verdict(self.verdict),
+        }
+        for name, value in read.items():
+            object.__setattr__(self, name, value)
+
+    def candidate(self, config_id: str) -> Candidate | None:
+        """The candidate with this config id (the reader refuses two), or ``None``."""
+        return next((c for c in self.candidates if c.config_id == config_id), None)
+
     def to_dict(self) -> dict[str, Any]:
         """The report file's content (JSON-ready; NaN written as ``null``)."""
         from qualgate.formatting import json_ready
 
-        return json_ready({
-            "kind": REPORT_KIND, "version": REPORT_VERSION, "created_at": self.created_at,
-            "qualgate_version": self.qualgate_version, "design": self.design, "settings": self.settings,
-            "plan": self.plan, "baseline": self.baseline, "candidates": list(self.candidates),
-            "verdict": self.verdict, "exit_code": int(self.exit_code), "signature": self.signature,
-        })  # fmt: skip
+        return json_ready(
+            {
+                "kind": REPORT_KIND,
+                "version": REPORT_VERSION,
+                "created_at": self.created_at,
+                "qualgate_version": self.qualgate_version,
+                "design": self.design,
+                "settings": self.settings,
+                "plan": self.plan,
+                "baseline": self.baseline,
+                "candidates": list(self.candidates),
+                "verdict": self.verdict.value,
+                "exit_code": int(self.exit_code),
+                "signature": self.signature,
+            }
+        )
 
     def signed(self, key: str | None = None) -> Evidence:
         """This report with an HMAC under ``key`` (default: ``$QUALGATE_EVIDENCE_KEY``; unsigned when unset)."""
@@ -226,11 +279,17 @@ class Evidence:
         """Validate a parsed report (see the module docstring)."""
         _Check(path).document(data)
         return cls(
-            created_at=data["created_at"], design=data["design"], settings=dict(data["settings"]),
-            baseline=dict(data["baseline"]), candidates=tuple(dict(c) for c in data["candidates"]),
-            verdict=data["verdict"], exit_code=data["exit_code"], plan=data["plan"],
-            qualgate_version=data["qualgate_version"], signature=data["signature"],
-        )  # fmt: skip
+            created_at=data["created_at"],
+            design=data["design"],
+            settings=data["settings"],
+            baseline=data["baseline"],
+            candidates=tuple(data["candidates"]),
+            verdict=data["verdict"],
+            exit_code=data["exit_code"],
+            plan=data["plan"],
+            qualgate_version=data["qualgate_version"],
+            signature=data["signature"],
+        )
 
     @property
     def created(self) -> datetime.datetime:
@@ -238,9 +297,9 @@ class Evidence:
 
     def record_files(self) -> list[tuple[str, str, str]]:
         """``(side, path, sha256)`` of every record file the report was computed from."""
-        out = [("baseline", f["path"], f["sha256"]) for f in self.baseline["files"]]
+        out = [("baseline", f.path, f.sha256) for f in self.baseline.files]
         for c in self.candidates:
-            out += [(c["name"], f["path"], f["sha256"]) for f in c["side"]["files"]]
+            out += [(c.name, f.path, f.sha256) for f in c.side.files]
         return out
 
 
@@ -264,11 +323,19 @@ class _Check:
         if not isinstance(d, dict):
             self.fail("a gate report is a JSON object", value=type(d).__name__)
         if d.get("kind") != REPORT_KIND:
-            self.fail(f"not a qualgate gate report (expected kind {REPORT_KIND!r}; produce one with "
-                      "`qualgate gate ... --output REPORT.json`)", "kind", d.get("kind"))
+            self.fail(
+                f"not a qualgate gate report (expected kind {REPORT_KIND!r}; produce one with "
+                "`qualgate gate ... --output REPORT.json`)",
+                "kind",
+                d.get("kind"),
+            )
         if d.get("version") != REPORT_VERSION or isinstance(d.get("version"), bool):
-            self.fail(f"gate report version {d.get('version')!r}; this qualgate reads version {REPORT_VERSION} "
-                      "(gate the records again)", "version", d.get("version"))
+            self.fail(
+                f"gate report version {d.get('version')!r}; this qualgate reads version {REPORT_VERSION} "
+                "(gate the records again)",
+                "version",
+                d.get("version"),
+            )
         for key in _TOP:
             if key not in d:
                 self.fail("missing", key)
@@ -304,8 +371,12 @@ class _Check:
         if d["exit_code"] != int(code) or isinstance(d["exit_code"], bool):
             self.fail(f"verdict {overall} exits {int(code)}", "exit_code", d["exit_code"])
         sig = d["signature"]
-        if sig is not None and (not isinstance(sig, dict) or set(sig) != {"algorithm", "value"}
-                                or sig["algorithm"] != _ALGORITHM or not isinstance(sig["value"], str)):
+        if sig is not None and (
+            not isinstance(sig, dict)
+            or set(sig) != {"algorithm", "value"}
+            or sig["algorithm"] != _ALGORITHM
+            or not isinstance(sig["value"], str)
+        ):
             self.fail(f"must be null or {{'algorithm': {_ALGORITHM!r}, 'value': HEX}}", "signature")
 
     def string(self, v, field):
@@ -329,8 +400,7 @@ class _Check:
         keys = _SETTINGS[design]
         if set(s) != set(keys):
             self.fail(f"must have exactly the keys {list(keys)}", "settings", sorted(s))
-        self.choice(s["policy"], POLICIES if design == "fixed" else ("noninferiority",),
-                    "settings.policy")
+        self.choice(s["policy"], POLICIES if design == "fixed" else ("noninferiority",), "settings.policy")
         for name, high in (("margin", 1), ("alpha", 0.5)):
             self.number(s[name], f"settings.{name}", 0, high)
             if s[name] in (0, high):
@@ -363,8 +433,13 @@ class _Check:
         if not isinstance(files, list) or not files:
             self.fail("must list the record files read", f"{field}.files")
         for j, f in enumerate(files):
-            if (not isinstance(f, dict) or not isinstance(f.get("path"), str) or not isinstance(f.get("sha256"), str)
-                    or len(f["sha256"]) != 64 or any(ch not in "0123456789abcdef" for ch in f["sha256"])):
+            if (
+                not isinstance(f, dict)
+                or not isinstance(f.get("path"), str)
+                or not isinstance(f.get("sha256"), str)
+                or len(f["sha256"]) != 64
+                or any(ch not in "0123456789abcdef" for ch in f["sha256"])
+            ):
                 self.fail("must be {'path': ..., 'sha256': 64 hex digits}", f"{field}.files[{j}]", f)
 
     def candidate(self, c, field, d):
@@ -399,8 +474,9 @@ class _Check:
         self.number(p_holm, f"{field}.pvalue_holm", 0, 1)
         self.number(pooled.get("pvalue_loss"), f"{field}.pooled.pvalue_loss", 0, 1)
         if s["policy"] == "noninferiority":
-            v = decide("noninferiority", pvalue_noninferiority=p_holm, pvalue_loss=pooled["pvalue_loss"],
-                       alpha=s["alpha"])
+            v = decide(
+                "noninferiority", pvalue_noninferiority=p_holm, pvalue_loss=pooled["pvalue_loss"], alpha=s["alpha"]
+            )
         else:
             v = decide("mcnemar", pvalue_noninferiority=None, pvalue_loss=p_holm, alpha=s["alpha"])
         if v != c["verdict"]:

@@ -9,12 +9,19 @@ Three registries map the names a suite file may use to functions:
                       last box is read to the end of its line; ``take: number`` reads its result)
     ``after_marker``  what follows the last ``marker`` (``take``: number, letter or line; a
                       number is the result of an equation on that line)
+    ``json_answer``   the value of the last ``"answer"`` member of a JSON object (``take`` as
+                      for ``after_marker``)
     ``last_number``   the last number in the text
-    ``last_letter``   the last standalone letter among ``letters`` (default ``ABCD``)
+    ``last_letter``   the last letter among ``letters`` (default ``ABCD``) named as an option,
+                      not a symbol or the article "A"; none after a hedge, list or refusal
     ``final_choice``  the option letter the text commits to ("the answer is (B)", ``\\boxed{B}``,
-                      "I choose B", a restated option), not a letter of a later discussion
+                      "I choose B", a restated option), not a letter of a later discussion;
+                      none for a hedge ("either B or C") or a letter beyond the options
+    ``code_block``    the first fenced Python (else untagged) code block
+    ``code``          ``code_block``, else the whole text (a program given without a fence)
 
-``GRADERS`` -- ``(pred, gold, **params) -> bool``: whether an extracted answer is right.
+``GRADERS`` -- ``(pred, gold, **params) -> bool``: whether an extracted answer is right, or
+    a :class:`Verdict` (``outcome`` correct/incorrect/error and a short ``detail``).
 
     ``numeric``      exact numeric equality after normalising commas, currency, units,
                      ``%``, signs, trailing ``.0`` and Unicode digits (GSM8K)
@@ -24,6 +31,9 @@ Three registries map the names a suite file may use to functions:
                      numbers; ``canonical`` demands the form a problem asks for (MATH)
     ``choice``       letter equality (multiple choice)
     ``exact``        string equality (``case_sensitive`` param)
+    ``unit_tests``   runs the program with the question's tests in a sandbox (own process,
+                     CPU, memory, output, file, process and wall-clock limits, no network:
+                     :mod:`qualgate.graders._sandbox`); ``detail`` says why it failed
 
 ``GOLD_PARSERS`` -- ``(value, **params) -> str``: the gold answer from a dataset field;
     raises ``ValueError`` on a malformed value.
@@ -31,6 +41,8 @@ Three registries map the names a suite file may use to functions:
     ``text``          the field as a stripped string
     ``after_marker``  the text after the last ``marker`` (GSM8K: ``####``)
     ``integer``       an integer given as ``int`` or ``str``, within ``[low, high]`` (AIME)
+    ``unit_tests``    the ``prefix``, ``test`` and ``entry_point`` columns (``gold.fields``) as
+                      one JSON document (HumanEval)
 
 :func:`grade` combines them into a :class:`Grade` with both extractions, their outcomes, the
 decision of the suite's policy (:data:`DECISIONS`) and the extractor that made it. Reasoning
@@ -44,12 +56,15 @@ import functools
 import hashlib
 import inspect
 import math
+import re
 from dataclasses import asdict, dataclass
 
-from ._choice import final_choice
+from ._choice import final_choice, last_letter
+from ._code import Verdict, code, code_block, unit_tests, unit_tests_gold
 from ._compare import choice, exact, integer, numeric, to_number, words_to_number
-from ._extract import after_marker, boxed, last_letter, last_number, normalize_text, strip_think
+from ._extract import after_marker, boxed, json_answer, last_number, normalize_text, strip_think
 from ._math import math_verify
+from ._sandbox import Limits
 
 __all__ = [
     "DECISIONS",
@@ -58,26 +73,35 @@ __all__ = [
     "GRADERS",
     "OUTCOMES",
     "Grade",
+    "Limits",
+    "Verdict",
     "after_marker",
     "boxed",
     "choice",
     "choice_permutation",
+    "code",
+    "code_block",
     "exact",
     "final_choice",
     "grade",
     "integer",
+    "json_answer",
     "last_letter",
     "last_number",
     "math_verify",
     "normalize_text",
+    "register_extractor",
+    "register_gold_parser",
+    "register_grader",
     "numeric",
     "strip_think",
     "THINKING",
     "to_number",
+    "unit_tests",
     "words_to_number",
 ]
 
-OUTCOMES = ("correct", "incorrect", "no_answer")
+OUTCOMES = ("correct", "incorrect", "no_answer", "error")
 #: Decision policies: the strict extraction only; the lenient extraction only; strict when it
 #: found an answer, else lenient.
 DECISIONS = ("strict", "lenient", "either")
@@ -85,8 +109,11 @@ DECISIONS = ("strict", "lenient", "either")
 #: an output ending inside one is ``no_answer``), ``prefilled`` (as ``strip``, and the prompt
 #: opened the block, so an output without a closing tag ends inside it).
 THINKING = ("off", "strip", "prefilled")
-#: ``decided_by`` of an output that ends inside its reasoning block.
+#: ``decided_by`` of an output that ends inside its reasoning block, or whose solution after
+#: the block is cut off before its answer (see :func:`grade`).
 UNFINISHED_THINK = "think:unfinished"
+# The end of a cut-off text: a letter, a comma or an operator, not a sentence's or a formula's end.
+_CUT_OFF = re.compile(r"[A-Za-z,(\[{+\-*/=^\\]\s*\Z")
 
 
 @dataclass(frozen=True)
@@ -97,8 +124,11 @@ class Grade:
     and ``strict_outcome``/``lenient_outcome`` what each would give; ``outcome`` is what the
     suite's decision policy (:data:`DECISIONS`) gives, and ``decided_by`` names the extractor
     that found the deciding answer (``"strict:boxed"``, ``"lenient:last_number"``), or
-    :data:`UNFINISHED_THINK` for an output cut off in its reasoning block, or ``None`` when
-    nothing was found.
+    :data:`UNFINISHED_THINK` for an output cut off in its reasoning block or in the solution
+    after it (:func:`grade`), or ``None`` when nothing was found. ``detail`` is the deciding
+    grader's reason when it gives one (``unit_tests``: ``"passed"``, ``"timeout: ..."``,
+    ``"failed assertion: ..."``); an ``error`` outcome means the grader could not decide (its
+    sandbox failed).
     """
 
     outcome: str
@@ -107,6 +137,7 @@ class Grade:
     strict_outcome: str
     lenient_outcome: str
     decided_by: str | None = None
+    detail: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -143,9 +174,12 @@ def _gold_integer(value, *, low: int = 0, high: int = 999) -> str:
 EXTRACTORS = {
     "boxed": boxed,
     "after_marker": after_marker,
+    "json_answer": json_answer,
     "last_number": last_number,
     "last_letter": last_letter,
     "final_choice": final_choice,
+    "code_block": code_block,
+    "code": code,
 }
 GRADERS = {
     "numeric": numeric,
@@ -153,12 +187,40 @@ GRADERS = {
     "math_verify": math_verify,
     "choice": choice,
     "exact": exact,
+    "unit_tests": unit_tests,
 }
 GOLD_PARSERS = {
     "text": _gold_text,
     "after_marker": _gold_after_marker,
     "integer": _gold_integer,
+    "unit_tests": unit_tests_gold,
 }
+
+
+def _register(registry: dict, kind: str, name: str, fn) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"the {kind} name must be a non-empty string, got {name!r}")
+    if not callable(fn):
+        raise ValueError(f"the {kind} {name!r} must be callable, got {fn!r}")
+    registry[name] = fn
+
+
+def register_extractor(name: str, fn) -> None:
+    """Make ``fn(text, **params) -> str | None`` an extractor that suite files can name
+    (``extract: {strict: NAME}``); a name already registered is replaced."""
+    _register(EXTRACTORS, "extractor", name, fn)
+
+
+def register_grader(name: str, fn) -> None:
+    """Make ``fn(pred, gold, **params) -> bool`` (or a :class:`Verdict`) a grader that suite
+    files can name (``grader: NAME``); a name already registered is replaced."""
+    _register(GRADERS, "grader", name, fn)
+
+
+def register_gold_parser(name: str, fn) -> None:
+    """Make ``fn(value, **params) -> str`` a gold parser that suite files can name
+    (``gold: {field: F, parse: NAME}``); a name already registered is replaced."""
+    _register(GOLD_PARSERS, "gold parser", name, fn)
 
 
 def grade(
@@ -181,8 +243,15 @@ def grade(
     bool``; one that takes a ``problem`` keyword gets ``problem`` (the question's text), an
     extractor that takes ``options`` gets ``options`` (multiple choice: the option texts in
     letter order, as shown). An empty or missing extraction is ``no_answer``; otherwise the
-    grader decides ``correct`` or ``incorrect``. ``decides`` is the policy (:data:`DECISIONS`), ``think`` the handling of
+    grader decides ``correct`` or ``incorrect`` (a grader that returns a :class:`Verdict` may
+    also say ``error``, and its ``detail`` becomes the grade's). ``decides`` is the policy (:data:`DECISIONS`), ``think`` the handling of
     reasoning blocks (:data:`THINKING`).
+
+    An output cut off in its reasoning block is ``no_answer`` (``decided_by``
+    :data:`UNFINISHED_THINK`), and so is one whose solution after the block is cut off: it ends
+    mid-sentence (on a letter, a comma or an operator), holds no strict answer, and only a
+    last-resort extractor (``last_number``, ``last_letter``) would read something from it,
+    which would be a stray number of the unfinished solution, not its answer.
     """
     if decides not in DECISIONS:
         raise ValueError(f"decides must be one of {DECISIONS}, got {decides!r}")
@@ -190,21 +259,25 @@ def grade(
         raise ValueError(f"think must be one of {THINKING}, got {think!r}")
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
+    unfinished = Grade("no_answer", None, None, "no_answer", "no_answer", UNFINISHED_THINK)
+    thought = False
     if think != "off":
         answer_text = strip_think(text, prefilled=think == "prefilled")
         if answer_text is None:
-            return Grade("no_answer", None, None, "no_answer", "no_answer", UNFINISHED_THINK)
-        text = answer_text
+            return unfinished
+        thought, text = answer_text != text, answer_text
     judge = functools.partial(_judge, gold=gold, grader=grader, problem=problem)
     s, s_by = _first(strict, text, options)
     le, le_by = _first(lenient, text, options)
-    s_out = judge(s)
-    le_out = s_out if le == s else judge(le)
+    if thought and s is None and _CUT_OFF.search(text) and _last_resort(lenient, le_by):
+        return unfinished  # the stray number of a solution cut off after its reasoning block
+    s_out, s_why = judge(s)
+    le_out, le_why = (s_out, s_why) if le == s else judge(le)
     if decides == "strict" or (decides == "either" and s is not None):
-        outcome, by = s_out, s_by and f"strict:{s_by}"
+        outcome, by, why = s_out, s_by and f"strict:{s_by}", s_why
     else:
-        outcome, by = le_out, le_by and f"lenient:{le_by}"
-    return Grade(outcome, s, le, s_out, le_out, by)
+        outcome, by, why = le_out, le_by and f"lenient:{le_by}", le_why
+    return Grade(outcome, s, le, s_out, le_out, by, why)
 
 
 def _first(extractors, text: str, options=()) -> tuple[str | None, str | None]:
@@ -214,6 +287,15 @@ def _first(extractors, text: str, options=()) -> tuple[str | None, str | None]:
         if found is not None and found.strip():
             return found.strip(), label
     return None, None
+
+
+def _last_resort(extractors, label: str | None) -> bool:
+    """Whether the extractor labelled ``label`` reads whatever comes last (a number, a letter)."""
+    for extract in extractors:
+        found, fn = extract if isinstance(extract, tuple) else (_name(extract), extract)
+        if found == label:
+            return getattr(fn, "func", fn) in (last_number, last_letter)
+    return False
 
 
 def _name(fn) -> str:
@@ -228,14 +310,16 @@ def _accepts(fn, keyword: str) -> bool:
         return False
 
 
-def _judge(pred: str | None, *, gold: str, grader, problem: str | None) -> str:
+def _judge(pred: str | None, *, gold: str, grader, problem: str | None) -> tuple[str, str | None]:
     if pred is None:
-        return "no_answer"
+        return "no_answer", None
     if problem is not None and _accepts(grader, "problem"):
         ok = grader(pred, gold, problem=problem)
     else:
         ok = grader(pred, gold)
-    return "correct" if ok else "incorrect"
+    if isinstance(ok, Verdict):
+        return ok.outcome, ok.detail
+    return ("correct" if ok else "incorrect"), None
 
 
 def choice_permutation(key: str, n: int = 4, *, salt: str = "") -> tuple[int, ...]:
@@ -254,7 +338,7 @@ def choice_permutation(key: str, n: int = 4, *, salt: str = "") -> tuple[int, ..
     """
     if not isinstance(n, int) or not 1 <= n <= 20:
         raise ValueError(f"n must be an int in [1, 20], got {n!r}")
-    digest = hashlib.sha256(f"{salt}\x00{key}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{salt}\x00{key}".encode()).digest()
     index = int.from_bytes(digest, "big") % math.factorial(n)
     pool = list(range(n))
     order = []

@@ -7,6 +7,7 @@ and runs in time linear in the length of the text.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 
@@ -14,7 +15,7 @@ __all__ = [
     "THINK",
     "after_marker",
     "boxed",
-    "last_letter",
+    "json_answer",
     "last_number",
     "normalize_text",
     "result_number",
@@ -60,9 +61,7 @@ def last_number(text: str) -> str | None:
     >>> last_number("It costs $1,250.50.")
     '1,250.50'
     """
-    last = None
-    for last in _NUMBER.finditer(normalize_text(text)):
-        pass
+    last = next(reversed(list(_NUMBER.finditer(normalize_text(text)))), None)
     return None if last is None else last.group()
 
 
@@ -172,28 +171,57 @@ def after_marker(
     if best < 0:
         return None
     rest = text[best + best_len :]
-    line = rest.lstrip(" \t:").split("\n", 1)[0]
+    return _take(rest.lstrip(" \t:").split("\n", 1)[0], take, letters)
+
+
+def _take(line: str, take: str, letters: str) -> str | None:
+    """What ``take`` reads from the answer ``line`` (see :func:`after_marker`)."""
     if take == "number":
         return result_number(line)
     if take == "letter":
-        found = re.match(
-            rf"[\s*_$(\[{{]*(?:\\text\{{)?\(?([{letters}])(?![A-Za-z0-9])", line
-        )
+        found = re.match(rf"[\s*_$(\[{{]*(?:\\text\{{)?\(?([{letters}])(?![A-Za-z0-9])", line)
         return None if found is None else found.group(1)
     value = line.strip().strip("*$ ").rstrip(".").strip()
     return value or None
 
 
-def last_letter(text: str, letters: str = "ABCD") -> str | None:
-    """The last standalone letter among ``letters`` (not part of a word), or ``None``.
+# A JSON member named ``answer`` (any case): ``"answer": "$145"``, ``"Answer": 18``.
+_JSON_KEY = re.compile(r'"(?i:answer)"\s*:\s*')
+_JSON = json.JSONDecoder()
+_CONTROL = re.compile(r"[\x00-\x1f]")
 
-    >>> last_letter("Between (B) and (D), I pick D.")
-    'D'
+
+def json_answer(text: str, take: str = "line", letters: str = "ABCD") -> str | None:
+    r"""The value of the last ``"answer"`` member of a JSON object in the text, or ``None``.
+
+    Harnesses such as ZeroEval ask for ``{"reasoning": "...", "answer": "..."}``; what follows
+    the object (a summary "The key steps are: 1. ... 2. ... 3.") does not count. A string
+    value is decoded (``"\\frac{1}{2}"`` gives ``\frac{1}{2}``; one whose escapes decode to
+    control characters, as LaTeX written with single backslashes does, is read as written);
+    any other value is read to the end of its line. ``take`` reads it as :func:`after_marker`
+    does (``'number'``: the result ``2`` of ``"2:00 pm"``, ``145`` of ``"$145"``); ``null``,
+    ``true``, ``false`` and an empty string are no answer.
+
+    >>> json_answer('{"answer": "$145"}\nThe key steps are: 1. add 2. subtract 3.', take="number")
+    '145'
     """
-    last = None
-    for last in re.finditer(rf"(?<![A-Za-z0-9])([{letters}])(?![A-Za-z0-9])", text):
-        pass
-    return None if last is None else last.group(1)
+    if take not in _TAKE:
+        raise ValueError(f"take must be one of {_TAKE}, got {take!r}")
+    for key in reversed(list(_JSON_KEY.finditer(text))):
+        at = key.end()
+        if text.startswith('"', at):
+            try:
+                value, end = _JSON.raw_decode(text, at)
+            except ValueError:
+                continue
+            if _CONTROL.search(value):
+                value = text[at + 1 : end - 1].replace("\\\\", "\\").replace('\\"', '"')
+        else:
+            value = text[at:].split("\n", 1)[0].split("}", 1)[0].strip().rstrip(",")
+            if value in ("null", "true", "false"):
+                return None
+        return _take(value, take, letters) if value.strip() else None
+    return None
 
 
 #: Reasoning blocks, as (opening, closing) tags: Qwen3 / DeepSeek-R1 ``<think>``, and the

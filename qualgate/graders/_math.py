@@ -82,7 +82,7 @@ def plain_answer(text: str) -> str:
     >>> plain_answer(r"12^{\mathrm{th}} \text{ grade}"), plain_answer(r"\text{Three}")
     ('12 \\text{ grade}', '3')
     """
-    from ._compare import words_to_number
+    from ._numbers import words_to_number
 
     out = _ORDINAL.sub(r"\1", text) if any(c.isdigit() for c in text) else text
     if not any(c.isdigit() for c in out):
@@ -140,7 +140,7 @@ def _same_number(pred: str, gold: str) -> bool | None:
     """
     if "," in pred or "," in gold:
         return None
-    from ._compare import to_number
+    from ._numbers import to_number
 
     a, b = to_number(pred, whole=True), to_number(gold, whole=True)
     if a is None or b is None:
@@ -220,9 +220,9 @@ def math_verify(
         return False
     in_base = _IN_BASE.fullmatch(pred), _IN_BASE.fullmatch(gold)
     if all(in_base):  # digits and base must both agree (math-verify ignores the base)
-        return in_base[0].group(1).upper() == in_base[1].group(1).upper() and int(
-            in_base[0].group(2)
-        ) == int(in_base[1].group(2))
+        return in_base[0].group(1).upper() == in_base[1].group(1).upper() and int(in_base[0].group(2)) == int(
+            in_base[1].group(2)
+        )
     result = run_limited(pred, gold, timeout_s, mode=mode)
     if result is None:
         log.warning("math-verify comparison ran past %.3g s; graded as not equal", timeout_s)

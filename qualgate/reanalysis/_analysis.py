@@ -68,12 +68,12 @@ def reanalyze(
     reference accuracy and the cell's n: the difference two independent single runs of that
     size can show by chance. A gap inside it says nothing about the verifier.
     """
-    from ..stats import _checks
+    from ..stats import checks
 
-    _checks.fraction("confidence_level", confidence_level)
-    _checks.fraction("alpha", alpha)
-    _checks.fraction("power", power)
-    levels = tuple(_checks.fraction("discordance", d) for d in _as_tuple(discordance))
+    checks.fraction("confidence_level", confidence_level)
+    checks.fraction("alpha", alpha)
+    checks.fraction("power", power)
+    levels = tuple(checks.fraction("discordance", d) for d in _as_tuple(discordance))
     if not levels:
         raise ValueError("discordance must list at least one fraction in (0, 1), got ()")
     t = read_table(table, reference=reference, source=source)
@@ -82,8 +82,7 @@ def reanalyze(
     totals = tuple(_totals(cells, m) for m in other)
     datasets = list(dict.fromkeys(c.dataset for c in cells))
     by_dataset = tuple(
-        DatasetTotals(d, tuple(_totals([c for c in cells if c.dataset == d], m) for m in other))
-        for d in datasets
+        DatasetTotals(d, tuple(_totals([c for c in cells if c.dataset == d], m) for m in other)) for d in datasets
     )
     return Reanalysis(
         source=t.source,
@@ -206,7 +205,9 @@ def _missing(t: Table, cells) -> tuple:
     if t.speed_modes or "speedup_x" in t.columns:
         speedless = [r for r in rows if "speedup_x" not in r.numbers and not any(r.speed.get(m) for m in t.speed_modes)]
         if speedless:
-            out.append(f"{len(speedless)} of {len(rows)} rows have no speed-up, throughput or acceptance values: {_lines(speedless)}")
+            out.append(
+                f"{len(speedless)} of {len(rows)} rows have no speed-up, throughput or acceptance values: {_lines(speedless)}"
+            )
     for col in ("retention_printed",):
         dashed = [r for r in rows if r.raw.get(col, "").strip().lower() in DASHES]
         if dashed:
@@ -214,5 +215,8 @@ def _missing(t: Table, cells) -> tuple:
     if "pair_speedup_min_x" in t.columns:
         out.append("pair_speedup_min_x/pair_speedup_max_x repeat each pair's range on every row: not per-row values")
     if status:
-        out.append("value_status: " + ", ".join(f"{s} ({sum(r.raw.get('value_status') == s for r in rows)} rows)" for s in status))
+        out.append(
+            "value_status: "
+            + ", ".join(f"{s} ({sum(r.raw.get('value_status') == s for r in rows)} rows)" for s in status)
+        )
     return tuple(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from qualgate.formatting import json_ready
+
 from ._render import render
 
 __all__ = [

@@ -113,8 +113,12 @@ def _ranges(t: Table) -> tuple:
             if key in seen or (lo is None and hi is None):
                 continue
             seen[key] = SpeedRange(
-                key, None if lo is None else lo.value, None if hi is None else hi.value,
-                "standard", True, "pair range repeated on every row of the pair, not a per-row value",
+                key,
+                None if lo is None else lo.value,
+                None if hi is None else hi.value,
+                "standard",
+                True,
+                "pair range repeated on every row of the pair, not a per-row value",
             )
         out = list(seen.values())
     return tuple(out)

@@ -32,8 +32,13 @@ ID_COLUMNS = ("model", "drafter", "k", "platform", "runner", "dataset", "batch_s
 LABEL_COLUMNS = ("aggregate", "model", "platform", "runner", "dataset", "batch_size")
 RATIO_PRINTED = ("retention_printed", "speedup_x", "tau_ratio_x")
 NUMERIC_SINGLE = (
-    "speedup_x", "tau_ratio_x", "acceptance_gain", "speedup_min_x", "speedup_max_x",
-    "pair_speedup_min_x", "pair_speedup_max_x",
+    "speedup_x",
+    "tau_ratio_x",
+    "acceptance_gain",
+    "speedup_min_x",
+    "speedup_max_x",
+    "pair_speedup_min_x",
+    "pair_speedup_max_x",
 )
 MODE_SUFFIXES = ("_correct", "_printed", "_tok_per_s", "_acceptance_pct", "_tau")
 _RENAMES = {
@@ -64,7 +69,7 @@ def canonical_column(name: str) -> str:
     if name in _RENAMES:
         return _RENAMES[name]
     if name.startswith("standard_sd_"):
-        name = "standard_" + name[len("standard_sd_"):]
+        name = "standard_" + name[len("standard_sd_") :]
     for old, new in _SUFFIXES:
         if name.endswith(old):
             return name[: -len(old)] + new
@@ -198,7 +203,6 @@ def read_table(table, *, reference: str = "target", source: str | None = None) -
 def _records(table, source):
     if isinstance(table, (str, os.PathLike)):
         import csv
-
         import io
 
         from qualgate.records.strict import read_text
@@ -216,9 +220,7 @@ def _records(table, source):
             if not any(c.strip() for c in r):
                 continue
             if len(r) != len(header):
-                raise DataError(
-                    f"{len(r)} fields, header has {len(header)}", file=path, line=i + 2
-                )
+                raise DataError(f"{len(r)} fields, header has {len(header)}", file=path, line=i + 2)
             records.append((i + 2, r))
         return header, records, source or path
     if hasattr(table, "columns") and hasattr(table, "itertuples"):  # pandas.DataFrame
@@ -248,9 +250,7 @@ def validate(header, records, *, reference: str, source: str) -> Table:
     for name in header:
         c = canonical_column(name)
         if c in columns:
-            raise DataError(
-                f"two columns mean {c!r} (after renaming {name!r}); keep one", file=source, field=name
-            )
+            raise DataError(f"two columns mean {c!r} (after renaming {name!r}); keep one", file=source, field=name)
         columns.append(c)
     modes = [c[: -len("_correct")] for c in columns if c.endswith("_correct")]
     speed_modes = []
@@ -261,9 +261,7 @@ def validate(header, records, *, reference: str, source: str) -> Table:
                 speed_modes.append(m)
     for m in modes + speed_modes:
         if not _MODE_RE.match(m):
-            raise DataError(
-                f"mode name {m!r} must be lower-case letters and digits", file=source, field=f"{m}_correct"
-            )
+            raise DataError(f"mode name {m!r} must be lower-case letters and digits", file=source, field=f"{m}_correct")
     missing = []
     has_n = any(c in columns for c in ("n", "n_scored", "n_questions"))
     if modes:
@@ -277,11 +275,7 @@ def validate(header, records, *, reference: str, source: str) -> Table:
             missing.append("n (or n_questions)")
     elif "retention_printed" in columns and not has_n:
         missing.append("n (or n_questions)")
-    recognised = (
-        modes
-        or speed_modes
-        or any(c in columns for c in ("retention_printed", *NUMERIC_SINGLE))
-    )
+    recognised = modes or speed_modes or any(c in columns for c in ("retention_printed", *NUMERIC_SINGLE))
     if not recognised:
         raise DataError(
             "no recognised columns: expected <mode>_correct counts (target_correct, "
@@ -298,9 +292,7 @@ def validate(header, records, *, reference: str, source: str) -> Table:
     mode_cols = {f"{m}{s}" for m in set(modes) | set(speed_modes) for s in MODE_SUFFIXES}
     understood = set(ID_COLUMNS) | {"n", "n_scored", "n_questions", "baseline", *RATIO_PRINTED, *NUMERIC_SINGLE}
     understood |= {f"{m}_printed" for m in modes}
-    ignored = tuple(
-        c for c in columns if c not in understood and c not in mode_cols
-    )
+    ignored = tuple(c for c in columns if c not in understood and c not in mode_cols)
 
     problems: list[tuple[int, str, str, str]] = []  # line, column, value, message
     rows = []
@@ -328,7 +320,8 @@ def validate(header, records, *, reference: str, source: str) -> Table:
 def _labelled(rows):
     """Label each row by the identity columns that tell rows apart (dataset always)."""
     keys = [
-        c for c in LABEL_COLUMNS
+        c
+        for c in LABEL_COLUMNS
         if any(r.ids.get(c) for r in rows) and (c == "dataset" or len({r.ids.get(c) for r in rows}) > 1)
     ]
     if "dataset" in keys and "batch_size" in keys:

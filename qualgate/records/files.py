@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
 
+from qualgate.errors import DataError
 from qualgate.records.schema import BY_NAME, SCHEMA, Record, _rows_valid
 from qualgate.records.strict import (
     DuplicateKey,
@@ -31,7 +32,6 @@ from qualgate.records.strict import (
     read_bytes,
     sniff,
 )
-from qualgate.errors import DataError
 
 #: File suffixes read as records (a directory argument means every such file in it).
 RECORD_SUFFIXES = (".jsonl", ".parquet", ".csv")
@@ -111,7 +111,7 @@ def record_files(path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def _gc_paused():
+def gc_paused():
     """Pause the cyclic garbage collector while building many acyclic objects (parsed rows,
     records, key tuples): its passes over the growing heap cost a fifth of the reading time."""
     was = gc.isenabled()
@@ -143,10 +143,11 @@ def read_records(path, *, allow_unknown: bool = False, drop_truncated: bool = Fa
     """
     files = record_files(path)
     records, numbers, dropped, superseded = [], [], [], []
-    with _gc_paused():
+    with gc_paused():
         _read_files(files, records, numbers, dropped if drop_truncated else None, allow_unknown, superseded)
-    return RecordSet(str(path), tuple(map(str, files)), tuple(records), tuple(dropped), tuple(numbers),
-                     tuple(superseded))
+    return RecordSet(
+        str(path), tuple(map(str, files)), tuple(records), tuple(dropped), tuple(numbers), tuple(superseded)
+    )
 
 
 def _read_files(files, records, numbers, dropped, allow_unknown, superseded):
@@ -171,7 +172,7 @@ _KEY = operator.attrgetter("suite", "question_id", "seed", "sample_index")
 
 
 def _supersede(records: list, lines, file, superseded: list):
-    """Drop each ``error`` record followed, in the same file, by a record of the same key.
+    """Drop each ``error`` (or ``judge_error``) record followed, in the same file, by a record of the same key.
 
     Records are append-only, so ``qualgate run --resume`` retries an error by appending the
     new record; the new one supersedes the error. A key repeated in any other way is kept
@@ -181,7 +182,7 @@ def _supersede(records: list, lines, file, superseded: list):
     if len(set(keys)) == len(keys):
         return records, lines
     last = {k: i for i, k in enumerate(keys)}
-    drop = {i for i, k in enumerate(keys) if last[k] != i and records[i].outcome == "error"}
+    drop = {i for i, k in enumerate(keys) if last[k] != i and records[i].outcome in ("error", "judge_error")}
     if not drop:
         return records, lines
     superseded.extend(f"{file}:{lines[i]}" for i in sorted(drop))
@@ -254,8 +255,7 @@ class RecordWriter:
             cut = _incomplete(self.path, tail, lambda: _count_newlines(self.path, start) + 1)
             if cut is not None:
                 raise DataError(
-                    "incomplete last line: remove it with qualgate.records.repair_truncated() "
-                    "before appending",
+                    "incomplete last line: remove it with qualgate.records.repair_truncated() before appending",
                     file=str(self.path),
                     line=cut.line,
                     value=cut.preview,
@@ -267,9 +267,7 @@ class RecordWriter:
 
     def write_batch(self, records: Iterable[Record | Mapping]) -> int:
         """Validate, append, flush and fsync one batch; return how many records were written."""
-        lines = [
-            _dumps(r if isinstance(r, Record) else Record.from_dict(r)) for r in records
-        ]
+        lines = [_dumps(r if isinstance(r, Record) else Record.from_dict(r)) for r in records]
         if lines:
             self._fh.write(self._prefix + b"".join(lines))
             self._prefix = b""
@@ -313,8 +311,7 @@ def _incomplete(path, tail: bytes, line) -> TruncatedLine | None:
 
 def _regular(path: Path) -> None:
     if not is_regular_file(path):
-        raise DataError("not a regular file: refused (records are appended to regular files only)",
-                        file=str(path))
+        raise DataError("not a regular file: refused (records are appended to regular files only)", file=str(path))
 
 
 def _last_line(path: Path, block: int = 1 << 16) -> tuple[bytes, int]:
@@ -378,8 +375,7 @@ def _jsonl_rows(path: Path, dropped: list | None):
         except NonFinite as exc:
             field, value = _non_finite_field(raw)
             says = BY_NAME[field].kind.says if field in BY_NAME else "a JSON value"
-            raise DataError(f"must be {says} ({exc})", file=str(path), line=i,
-                            field=field, value=value) from None
+            raise DataError(f"must be {says} ({exc})", file=str(path), line=i, field=field, value=value) from None
         except ValueError as exc:
             raise DataError(f"not a JSON object ({exc})", file=str(path), line=i, value=raw[:60]) from None
     raise DataError("a line holds more than one JSON value", file=str(path))  # pragma: no cover
@@ -402,11 +398,17 @@ def _not_json_lines(data: bytes, path) -> None:
     """Refuse a file that is JSON but not JSON Lines: one array, or CR-only line ends."""
     first = re.match(rb"\s*", data).end()
     if data[first : first + 1] == b"[":
-        raise DataError("a JSON array, not JSON Lines (one record object per line): convert it, "
-                        "e.g. jq -c '.[]'", file=str(path), line=data.count(b"\n", 0, first) + 1)
+        raise DataError(
+            "a JSON array, not JSON Lines (one record object per line): convert it, e.g. jq -c '.[]'",
+            file=str(path),
+            line=data.count(b"\n", 0, first) + 1,
+        )
     if data.count(b"\r") > data.count(b"\r\n"):  # a CR never appears raw inside JSON
-        raise DataError("line ends are CR (classic Mac), not LF: records are JSON Lines ended by "
-                        "LF or CRLF", file=str(path), line=data.count(b"\n", 0, data.find(b"\r")) + 1)
+        raise DataError(
+            "line ends are CR (classic Mac), not LF: records are JSON Lines ended by LF or CRLF",
+            file=str(path),
+            line=data.count(b"\n", 0, data.find(b"\r")) + 1,
+        )
 
 
 _INT_FIELDS = frozenset(f.name for f in SCHEMA if f.kind.parse is int)
@@ -420,13 +422,18 @@ def _csv_rows(path: Path, dropped):
         header = reader.fieldnames or []
         repeated = sorted({k for k in header if header.count(k) > 1})
         if repeated:
-            raise DataError("a column is named twice in the header (the last one would win silently)",
-                            file=str(path), line=1, field=repeated[0])
+            raise DataError(
+                "a column is named twice in the header (the last one would win silently)",
+                file=str(path),
+                line=1,
+                field=repeated[0],
+            )
         for row in reader:
             line = reader.line_num
             if None in row:
-                raise DataError(f"{len(header) + len(row[None])} values for {len(header)} header columns",
-                                file=str(path), line=line)
+                raise DataError(
+                    f"{len(header) + len(row[None])} values for {len(header)} header columns", file=str(path), line=line
+                )
             rows.append({k: _from_text(k, v, path, line) for k, v in row.items() if v not in ("", None)})
             numbers.append(line)
     except csv.Error as exc:
@@ -460,8 +467,7 @@ def _parquet_rows(path: Path, dropped):
     except Exception as exc:  # noqa: BLE001 - any reader failure is invalid data
         raise DataError(f"not a readable Parquet file ({exc})", file=str(path)) from None
     if repeated:
-        raise DataError("a column is named twice (the last one would win silently)", file=str(path),
-                        field=repeated[0])
+        raise DataError("a column is named twice (the last one would win silently)", file=str(path), field=repeated[0])
     rows = [{k: _from_parquet(k, v) for k, v in row.items() if v is not None} for row in rows]
     return range(1, len(rows) + 1), rows
 

@@ -21,7 +21,9 @@ from typing import NamedTuple
 from qualgate.errors import DataError
 
 SCHEMA_VERSION = 1
-OUTCOMES = ("correct", "incorrect", "no_answer", "error")
+#: ``judge_error``: the judge's reply could not be read (or the judge failed); like ``error``,
+#: a failure to grade, never a wrong answer (qualgate.judge)
+OUTCOMES = ("correct", "incorrect", "no_answer", "error", "judge_error")
 
 _I64 = 1 << 63
 
@@ -32,7 +34,9 @@ def _types(allowed):
 
 def _ints(low):
     # ``min``/``max`` after the type check: a C-level pass each, not a call per value
-    return lambda column: set(map(type, column)) <= {int} and (not column or (low <= min(column) and max(column) < _I64))
+    return lambda column: (
+        set(map(type, column)) <= {int} and (not column or (low <= min(column) and max(column) < _I64))
+    )
 
 
 def _number(v) -> bool:
@@ -98,7 +102,7 @@ SCHEMA = (
     Field("accepted_tokens", _COUNT,  False, "draft tokens accepted, deferred ones included"),
     Field("deferred_tokens", _COUNT,  False, "draft tokens kept by a deferral (FLy)"),
     Field("latency_s",       _NUMBER, False, "request latency in seconds"),
-    Field("error",           _TEXT,   False, "the engine's error message (with outcome ``error``)"),
+    Field("error",           _TEXT,   False, "the engine's (or the judge's) error message (with outcome ``error`` or ``judge_error``)"),
 )
 # fmt: on
 

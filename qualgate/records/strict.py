@@ -87,8 +87,7 @@ def read_bytes(path, *, kind: str = "text") -> bytes:
             what = next((w for test, w in _KIND_OF_MODE if test(st.st_mode)), "not a regular file")
             raise DataError(f"{what}, not a regular file: refused (give a file)", file=name)
         if st.st_size > limit:
-            raise DataError(f"{st.st_size} bytes, over the {limit} byte limit for a {kind} file",
-                            file=name)
+            raise DataError(f"{st.st_size} bytes, over the {limit} byte limit for a {kind} file", file=name)
     except BaseException:
         os.close(fd)
         raise
@@ -127,8 +126,9 @@ def decode_text(data: bytes, *, file, bom: str = "refuse") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"not valid UTF-8: byte {data[exc.start]:#04x} at offset {exc.start} "
-                        f"({exc.reason})", file=file, line=line) from None
+        raise DataError(
+            f"not valid UTF-8: byte {data[exc.start]:#04x} at offset {exc.start} ({exc.reason})", file=file, line=line
+        ) from None
 
 
 def sniff(data: bytes, *, file, bom: str = "refuse") -> bytes:
@@ -139,16 +139,20 @@ def sniff(data: bytes, *, file, bom: str = "refuse") -> bytes:
             raise DataError(f"not UTF-8 text: {what}", file=file, line=1)
     if data.startswith(codecs.BOM_UTF8):
         if bom != "strip":
-            raise DataError("starts with a UTF-8 byte-order mark (EF BB BF): save it as UTF-8 "
-                            "without one", file=file, line=1)
+            raise DataError(
+                "starts with a UTF-8 byte-order mark (EF BB BF): save it as UTF-8 without one", file=file, line=1
+            )
         data = data[3:]
     nul = data.find(b"\x00")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
         head = data[:64]
         if head[1::2].count(0) > len(head) // 4 or head[0::2].count(0) > len(head) // 4:
-            raise DataError("not UTF-8 text: UTF-16 without a byte-order mark (every other "
-                            "byte is 0): save it as UTF-8", file=file, line=line)
+            raise DataError(
+                "not UTF-8 text: UTF-16 without a byte-order mark (every other byte is 0): save it as UTF-8",
+                file=file,
+                line=line,
+            )
         raise DataError(f"not text: a NUL byte at offset {nul}", file=file, line=line)
     return data
 
@@ -252,9 +256,10 @@ _BINARY, _SET, _OMAP, _PAIRS, _TIMESTAMP, _FLOAT, _INT = (
 
 class _StrictConstructor(yaml.constructor.SafeConstructor):
     yaml_constructors = {
-        tag: fn for tag, fn in yaml.constructor.SafeConstructor.yaml_constructors.items()
+        tag: fn
+        for tag, fn in yaml.constructor.SafeConstructor.yaml_constructors.items()
         if tag not in (_BINARY, _SET, _OMAP, _PAIRS)
-    }  # fmt: skip
+    }
 
 
 # a date is kept as written (a label, not a datetime that JSON cannot hold)
@@ -268,26 +273,37 @@ class _StrictComposer(yaml.composer.Composer):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
             raise yaml.composer.ComposerError(
-                None, None, f"an alias (*{event.anchor}): anchors and aliases are not allowed "
-                "(write the value out)", event.start_mark)  # fmt: skip
+                None,
+                None,
+                f"an alias (*{event.anchor}): anchors and aliases are not allowed (write the value out)",
+                event.start_mark,
+            )
         if getattr(event, "anchor", None) is not None:
             raise yaml.composer.ComposerError(
-                None, None, f"an anchor (&{event.anchor}): anchors and aliases are not allowed "
-                "(write the value out)", event.start_mark)  # fmt: skip
+                None,
+                None,
+                f"an anchor (&{event.anchor}): anchors and aliases are not allowed (write the value out)",
+                event.start_mark,
+            )
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
                 raise yaml.composer.ComposerError(
-                    None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+                    None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
 
 class _StrictLoader(
-    yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, _StrictComposer,
-    _StrictConstructor, yaml.resolver.Resolver,
-):  # fmt: skip
+    yaml.reader.Reader,
+    yaml.scanner.Scanner,
+    yaml.parser.Parser,
+    _StrictComposer,
+    _StrictConstructor,
+    yaml.resolver.Resolver,
+):
     def __init__(self, stream):
         yaml.reader.Reader.__init__(self, stream)
         yaml.scanner.Scanner.__init__(self)
@@ -300,8 +316,7 @@ class _StrictLoader(
 def _yaml_error(exc: Exception, file) -> DataError:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
-    return DataError(f"invalid YAML: {problem}", file=file,
-                     line=mark.line + 1 if mark is not None else None)
+    return DataError(f"invalid YAML: {problem}", file=file, line=mark.line + 1 if mark is not None else None)
 
 
 def _check_nodes(root, loader, file) -> None:
@@ -320,9 +335,12 @@ def _check_nodes(root, loader, file) -> None:
                 except TypeError:  # an unhashable key: the constructor refuses it
                     repeated = False
                 if repeated:
-                    raise DataError(f"invalid YAML: duplicate key (first at line {seen[key]}; the last "
-                                    "one would win silently)", file=file,
-                                    line=key_node.start_mark.line + 1, field=name)
+                    raise DataError(
+                        f"invalid YAML: duplicate key (first at line {seen[key]}; the last one would win silently)",
+                        file=file,
+                        line=key_node.start_mark.line + 1,
+                        field=name,
+                    )
                 if key is not None and not repeated:
                     try:
                         seen[key] = key_node.start_mark.line + 1
@@ -333,11 +351,16 @@ def _check_nodes(root, loader, file) -> None:
             stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node.value))
         elif node.tag == _FLOAT:
             if not math.isfinite(loader.construct_yaml_float(node)):
-                raise DataError(f"invalid YAML: {node.value!r} is not a finite number", file=file,
-                                line=line, field=path or None)
+                raise DataError(
+                    f"invalid YAML: {node.value!r} is not a finite number", file=file, line=line, field=path or None
+                )
         elif node.tag == _INT and len(node.value) > MAX_INT_DIGITS:
-            raise DataError(f"invalid YAML: an integer of {len(node.value)} digits (at most "
-                            f"{MAX_INT_DIGITS})", file=file, line=line, field=path or None)
+            raise DataError(
+                f"invalid YAML: an integer of {len(node.value)} digits (at most {MAX_INT_DIGITS})",
+                file=file,
+                line=line,
+                field=path or None,
+            )
 
 
 def _run_loader(text: str, file, construct: bool):

@@ -9,8 +9,8 @@ from qualgate.formatting import fmt_p, fmt_pct, fmt_points, markdown_section, te
 from qualgate.verdict.flips import render_markdown as render_flips_markdown
 
 if TYPE_CHECKING:
-    from qualgate.verdict.scope import Analysis
     from qualgate.verdict.fixed import GateReport
+    from qualgate.verdict.scope import Analysis
 
 __all__ = ["render_markdown", "render_text"]
 
@@ -18,21 +18,44 @@ __all__ = ["render_markdown", "render_text"]
 def _headers(report: GateReport) -> list[str]:
     tier = ["tier", "margin"] if report.suite_policy else []
     return [
-        "candidate", "suite", *tier, "questions", "pairs", "acc B", "acc C", "lost", "gained", "net",
-        "no-ans B/C", "p loss", "p NI", f"{1 - 2 * report.alpha:.0%} CI diff (pts)",
-        f"loss UB {1 - report.alpha:.0%}", "verdict",
-    ]  # fmt: skip
+        "candidate",
+        "suite",
+        *tier,
+        "questions",
+        "pairs",
+        "acc B",
+        "acc C",
+        "lost",
+        "gained",
+        "net",
+        "no-ans B/C",
+        "p loss",
+        "p NI",
+        f"{1 - 2 * report.alpha:.0%} CI diff (pts)",
+        f"loss UB {1 - report.alpha:.0%}",
+        "verdict",
+    ]
 
 
 def _row(name, a: Analysis, verdict=None):
     low, high = a.ci_difference
     return [
-        name, a.scope, f"{a.questions:,}", f"{a.pairs:,}", fmt_pct(a.accuracy_baseline), fmt_pct(a.accuracy_candidate),
-        a.lost, a.gained, f"{a.net:+d}", f"{a.no_answer_baseline}/{a.no_answer_candidate}",
-        fmt_p(a.pvalue_loss), fmt_p(a.pvalue_noninferiority),
-        f"[{fmt_points(low, sign=True)}, {fmt_points(high, sign=True)}]", fmt_points(a.loss_upper_bound),
+        name,
+        a.scope,
+        f"{a.questions:,}",
+        f"{a.pairs:,}",
+        fmt_pct(a.accuracy_baseline),
+        fmt_pct(a.accuracy_candidate),
+        a.lost,
+        a.gained,
+        f"{a.net:+d}",
+        f"{a.no_answer_baseline}/{a.no_answer_candidate}",
+        fmt_p(a.pvalue_loss),
+        fmt_p(a.pvalue_noninferiority),
+        f"[{fmt_points(low, sign=True)}, {fmt_points(high, sign=True)}]",
+        fmt_points(a.loss_upper_bound),
         verdict or a.verdict,
-    ]  # fmt: skip
+    ]
 
 
 def _rows(report: GateReport):
@@ -86,18 +109,25 @@ def render_text(report: GateReport) -> str:
     out += _decided_by(report) + [""]
     for c in report.comparisons:
         a = c.pooled
-        unit = f"; {a.pairs_per_question} pairs per question, design effect {a.design_effect:.2f}" if a.clustered else ""
+        unit = (
+            f"; {a.pairs_per_question} pairs per question, design effect {a.design_effect:.2f}" if a.clustered else ""
+        )
         out.append(f"{c.name}: {c.verdict}: {c.reason}{unit}.")
         out += [f"  note: {n}" for n in c.notes]
     if report.suite_policy is not None:
-        out.append("(policy file: blocking suites decide, in capitals; warning and advisory suites and the "
-                   "pooled row are for information)")
+        out.append(
+            "(policy file: blocking suites decide, in capitals; warning and advisory suites and the "
+            "pooled row are for information)"
+        )
     elif any(len(c.suites) > 1 for c in report.comparisons):
         out.append("(per-suite verdicts, in lower case, are for information; the pooled row decides)")
     flipped = [c for c in report.comparisons if c.flips is not None and c.flips.flips]
     if flipped:
-        out.append("flips: " + "; ".join(f"{c.name} {len(c.flips.lost)} lost, {len(c.flips.gained)} gained"
-                                         for c in flipped) + " (every one: qualgate flips BASELINE CANDIDATE)")
+        out.append(
+            "flips: "
+            + "; ".join(f"{c.name} {len(c.flips.lost)} lost, {len(c.flips.gained)} gained" for c in flipped)
+            + " (every one: qualgate flips BASELINE CANDIDATE)"
+        )
     code = report.exit_code
     out.append(f"verdict: {report.verdict} (exit {code})")
     return "\n".join(out) + "\n"
@@ -109,8 +139,7 @@ def render_markdown(report: GateReport) -> str:
     for c in report.comparisons:
         items.append(f"**{c.name}**: {c.verdict}: {c.reason}.")
         items += [f"  note: {n}" for n in c.notes]
-    page = markdown_section(f"qualgate gate: {report.verdict}", _header(report), _rows(report),
-                            _headers(report), items)  # fmt: skip
+    page = markdown_section(f"qualgate gate: {report.verdict}", _header(report), _rows(report), _headers(report), items)
     for c in report.comparisons:
         if c.flips is not None:
             page += "\n" + render_flips_markdown(c.flips, c.name)

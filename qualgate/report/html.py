@@ -32,8 +32,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from qualgate.report.page import MAX_OUTPUT_CHARS, HtmlReport, PageFlip, render_html
+from qualgate.evidence.contract import FixedCandidate, SequentialCandidate
+from qualgate.evidence.gate_report import Evidence
 from qualgate.formatting import fmt_points
+from qualgate.report.page import MAX_OUTPUT_CHARS, HtmlReport, PageFlip, render_html
 
 __all__ = ["MAX_OUTPUT_CHARS", "HtmlReport", "PageFlip", "collect_flips", "gate_html", "render_html", "run_html"]
 
@@ -55,10 +57,12 @@ def collect_flips(baseline, candidate, name: str, prompts: Mapping | None = None
     """
     from qualgate.verdict.flips import find_flips
 
-    flips = [PageFlip(name, f, (prompts or {}).get((f.suite, f.question_id)))
-             for f in find_flips(baseline, candidate).flips]  # fmt: skip
-    flips.sort(key=lambda p: (p.flip.kind != "lost", p.flip.suite, p.flip.question_id, p.flip.seed,
-                              p.flip.sample_index))  # fmt: skip
+    flips = [
+        PageFlip(name, f, (prompts or {}).get((f.suite, f.question_id))) for f in find_flips(baseline, candidate).flips
+    ]
+    flips.sort(
+        key=lambda p: (p.flip.kind != "lost", p.flip.suite, p.flip.question_id, p.flip.seed, p.flip.sample_index)
+    )
     return flips
 
 
@@ -72,16 +76,15 @@ def _interval(label, analysis: Mapping, verdict=None, pooled=False):
     return Interval(label, 100 * analysis["loss"], -100 * high_d, -100 * low_d, verdict, pooled)
 
 
-def _forest(gate: Mapping) -> list:
+def _forest(gate: Evidence) -> list:
     """Forest rows: per candidate, each suite and (with several suites) the pooled scope."""
     rows = []
-    for c in gate.get("candidates", []):
-        if "pooled" not in c:  # sequential: no fixed-n intervals
+    for c in gate.candidates:
+        if not isinstance(c, FixedCandidate) or c.pooled is None:  # sequential: no fixed-n intervals
             continue
-        suites = c.get("suites", [])
-        rows += [_interval(f"{c['name']} · {a['scope']}", a, a.get("verdict")) for a in suites]
-        if len(suites) != 1:
-            rows.append(_interval(f"{c['name']} · pooled", c["pooled"], c["verdict"], pooled=True))
+        rows += [_interval(f"{c.name} · {a['scope']}", a, a.get("verdict")) for a in c.suites]
+        if len(c.suites) != 1:
+            rows.append(_interval(f"{c.name} · pooled", c.pooled, c.verdict, pooled=True))
     return rows
 
 
@@ -90,50 +93,61 @@ def _plus_zero(x):
     return None if x is None else x + 0.0
 
 
-def _verdict_rows(gate: Mapping, summaries: Mapping[str, Any]) -> list[dict]:
+def _loss(c) -> float | None:
+    """The observed loss: the pooled scope's (fixed design) or over the questions used (sequential)."""
+    if isinstance(c, FixedCandidate):
+        return (c.pooled or {}).get("loss")
+    return c.loss
+
+
+def _verdict_rows(gate: Evidence, summaries: Mapping[str, Any]) -> list[dict]:
     rows = []
-    for c in gate.get("candidates", []):
-        s = summaries.get(c["name"])
-        rows.append({
-            "name": c["name"], "mode": c.get("mode"), "verdict": c["verdict"],
-            "loss": _plus_zero(c.get("pooled", c).get("loss")), "loss_upper": _plus_zero(c.get("loss_upper_bound")),
-            "accuracy": getattr(s, "accuracy", None), "speedup": getattr(s, "speedup", None),
-            "reason": c.get("reason", ""),
-        })  # fmt: skip
+    for c in gate.candidates:
+        s = summaries.get(c.name)
+        rows.append(
+            {
+                "name": c.name,
+                "mode": c.mode,
+                "verdict": c.verdict,
+                "loss": _plus_zero(_loss(c)),
+                "loss_upper": _plus_zero(c.loss_upper_bound),
+                "accuracy": getattr(s, "accuracy", None),
+                "speedup": getattr(s, "speedup", None),
+                "reason": c.reason or "",
+            }
+        )
     return rows
 
 
-def _sequential_paths(gate: Mapping, pairings: Mapping[str, Any]) -> list[dict]:
+def _sequential_paths(gate: Evidence, pairings: Mapping[str, Any]) -> list[dict]:
     """The always-valid bounds at up to :data:`SEQUENTIAL_LOOKS` looks, per candidate."""
     import numpy as np
 
-    from qualgate.verdict.sequential import arrival_order, question_differences
     from qualgate.stats import sequential_noninferiority
+    from qualgate.verdict.sequential import arrival_order, question_differences
 
-    if gate.get("design") != "sequential":
+    if gate.design != SequentialCandidate.DESIGN:
         return []
-    s = gate["settings"]
-    split = s["multiplicity"] == "bonferroni"
-    alpha_each = s["alpha"] / max(1, len(gate.get("candidates", []))) if split else s["alpha"]
+    s = gate.settings
+    split = s.multiplicity == "bonferroni"
+    alpha_each = s.alpha / max(1, len(gate.candidates)) if split else s.alpha
     paths = []
-    for c in gate["candidates"]:
-        p = pairings.get(c["name"])
-        if p is None or not c.get("questions_used"):
+    for c in gate.candidates:
+        p = pairings.get(c.name)
+        if p is None or not c.questions_used:
             continue
-        if s["order"] == "seeded":
-            order = arrival_order(p.question_keys, seed=s["order_seed"] or 0)
+        if s.order == "seeded":
+            order = arrival_order(p.question_keys, seed=s.order_seed or 0)
         else:
             order = np.arange(p.n_questions)
-        d = question_differences(p, order)[: c["questions_used"]]
+        d = question_differences(p, order)[: c.questions_used]
         looks = sorted({int(x) for x in np.linspace(1, d.size, min(SEQUENTIAL_LOOKS, d.size))})
         low, high = [], []
         for k in looks:
-            r = sequential_noninferiority(d[:k], margin=s["margin"], alpha=alpha_each,
-                                          power=s["power"], max_questions=k)
+            r = sequential_noninferiority(d[:k], margin=s.margin, alpha=alpha_each, power=s.power, max_questions=k)
             low.append(100 * r.lower_bound)
             high.append(100 * r.upper_bound)
-        paths.append({"label": c["name"], "questions": looks, "low": low, "high": high,
-                      "verdict": c["verdict"]})
+        paths.append({"label": c.name, "questions": looks, "low": low, "high": high, "verdict": c.verdict})
     return paths
 
 
@@ -179,8 +193,9 @@ def _prompts(manifest: Mapping) -> tuple[dict, list[str]]:
     prompts, notes = {}, []
     for ref in manifest.get("plan", {}).get("suites", []):
         try:
-            suite = load_suite(ref["suite"], data_files=ref.get("data_file"), revision=ref.get("revision"),
-                               limit=ref.get("limit"))  # fmt: skip
+            suite = load_suite(
+                ref["suite"], data_files=ref.get("data_file"), revision=ref.get("revision"), limit=ref.get("limit")
+            )
         except Exception as exc:  # noqa: BLE001 - the page says why the prompts are missing
             notes.append(f"prompts of suite {ref['suite']} not shown: it could not be loaded ({exc})")
             continue
@@ -189,38 +204,47 @@ def _prompts(manifest: Mapping) -> tuple[dict, list[str]]:
     return prompts, notes
 
 
-def _speed_points(gate: Mapping, summaries: Mapping[str, Any]) -> list[dict]:
+def _speed_points(gate: Evidence, summaries: Mapping[str, Any]) -> list[dict]:
     points = []
-    for c in gate.get("candidates", []):
-        s = summaries.get(c["name"])
-        if s is None or s.speedup is None or c.get("loss_upper_bound") is None:
+    for c in gate.candidates:
+        s = summaries.get(c.name)
+        if s is None or s.speedup is None or c.loss_upper_bound is None:
             continue
         ci = s.speedup_ci or (None, None)
-        points.append({"label": c["name"], "loss_upper": 100 * c["loss_upper_bound"], "speedup": s.speedup,
-                       "speedup_low": ci[0], "speedup_high": ci[1], "verdict": c["verdict"]})  # fmt: skip
+        points.append(
+            {
+                "label": c.name,
+                "loss_upper": 100 * c.loss_upper_bound,
+                "speedup": s.speedup,
+                "speedup_low": ci[0],
+                "speedup_high": ci[1],
+                "verdict": c.verdict,
+            }
+        )
     return points
 
 
 def run_html(out: str | Path) -> str:
     """The page of a run directory written by ``qualgate run`` (or ``qualgate demo``)."""
     from qualgate.errors import DataError
+    from qualgate.report.run import summarize
     from qualgate.run.manifest import read_manifest
     from qualgate.verdict.pairing import load_side, pair_records
-    from qualgate.report.run import summarize
 
     out = Path(out)
     report = summarize(out)
     manifest = read_manifest(out)
-    gate = (report.gate or {}).get("report")
-    if not gate:
+    gate = report.evidence
+    if gate is None:
         raise DataError("the run has no gate report yet (continue it with --resume)", file=str(out / "gate.json"))
-    records = {name: load_side(out / entry["records"], drop_truncated=True)
-               for name, entry in manifest["configs"].items()}  # fmt: skip
+    records = {
+        name: load_side(out / entry["records"], drop_truncated=True) for name, entry in manifest["configs"].items()
+    }
     base = report.baseline
     prompts, notes = _prompts(manifest)
     flips, pairings = [], {}
-    for c in gate.get("candidates", []):
-        name = c["name"]
+    for c in gate.candidates:
+        name = c.name
         flips += collect_flips(records[base].records, records[name].records, name, prompts)
         try:
             pairings[name] = pair_records(records[base], records[name], on_missing="drop", max_errors=10**9)
@@ -229,56 +253,91 @@ def run_html(out: str | Path) -> str:
     summaries = {c.name: c for c in report.configs}
     lossless = [c.name for c in report.configs if c.role == "candidate" and not c.lossy]
     provenance = _provenance(manifest)
-    subtitle = (f"plan {report.plan} ({report.status}); baseline {base}; {gate.get('policy', '?')}"
-                f"{' (sequential)' if gate.get('design') == 'sequential' else ''}, margin "
-                f"{fmt_points(report.margin)} points, alpha {report.alpha:g}; verdict {gate['verdict']}")  # fmt: skip
-    return render_html(HtmlReport(
-        title=f"qualgate run {report.run_id}", subtitle=subtitle, margin=100 * report.margin,
-        verdicts=_verdict_rows(gate, summaries), forest=_forest(gate),
-        speed=_speed_points(gate, summaries),
-        acceptance=[(c.name, c.acceptance_length) for c in report.configs if c.acceptance_length],
-        sequential=_sequential_paths(gate, pairings), calibration=_calibrations(pairings, lossless),
-        flips=_capped(flips), flip_counts=_flip_counts(flips), provenance=provenance, notes=notes,
-    ))  # fmt: skip
+    subtitle = (
+        f"plan {report.plan} ({report.status}); baseline {base}; {gate.settings.policy}"
+        f"{' (sequential)' if gate.design == 'sequential' else ''}, margin "
+        f"{fmt_points(report.margin)} points, alpha {report.alpha:g}; verdict {gate.verdict}"
+    )
+    return render_html(
+        HtmlReport(
+            title=f"qualgate run {report.run_id}",
+            subtitle=subtitle,
+            margin=100 * report.margin,
+            verdicts=_verdict_rows(gate, summaries),
+            forest=_forest(gate),
+            speed=_speed_points(gate, summaries),
+            acceptance=[(c.name, c.acceptance_length) for c in report.configs if c.acceptance_length],
+            sequential=_sequential_paths(gate, pairings),
+            calibration=_calibrations(pairings, lossless),
+            flips=_capped(flips),
+            flip_counts=_flip_counts(flips),
+            provenance=provenance,
+            notes=notes,
+        )
+    )
 
 
-def gate_html(gate: Mapping, baseline, candidates: Sequence, **read) -> str:
-    """The page of ``qualgate gate``: ``gate`` is the report's dict, ``baseline`` and
+def gate_html(gate: Evidence | Mapping, baseline, candidates: Sequence, **read) -> str:
+    """The page of ``qualgate gate``: ``gate`` is the report (or its dict), ``baseline`` and
     ``candidates`` the record paths (or other tools' logs) it was decided on (in the report's
     order); ``read``: :func:`qualgate.records.importers.load_records`'s options."""
     from qualgate.errors import DataError
     from qualgate.records.importers import load_records
     from qualgate.verdict.pairing import pair_records
 
+    if not isinstance(gate, Evidence):
+        gate = Evidence.from_dict(gate)
     base = load_records(baseline, **read)
     flips, pairings, notes = [], {}, []
-    for c, path in zip(gate.get("candidates", []), candidates):
+    for c, path in zip(gate.candidates, candidates):
         cand = load_records(path, **read)
-        flips += collect_flips(base.records, cand.records, c["name"])
+        flips += collect_flips(base.records, cand.records, c.name)
         try:
-            pairings[c["name"]] = pair_records(base, cand, on_missing="drop", max_errors=10**9)
+            pairings[c.name] = pair_records(base, cand, on_missing="drop", max_errors=10**9)
         except DataError as exc:
-            notes.append(f"{c['name']}: records could not be paired for the sequential plot ({exc})")
-    design = " (sequential)" if gate.get("design") == "sequential" else ""
-    subtitle = (f"baseline {gate['baseline'].get('path', '?')} (config {gate['baseline'].get('config_id', '?')}); "
-                f"{gate['settings']['policy']}{design}, margin {fmt_points(gate['settings']['margin'])} points, "
-                f"alpha {gate['settings']['alpha']:g}; verdict {gate['verdict']}")  # fmt: skip
-    provenance = [("qualgate", str(gate.get("qualgate_version"))), ("created", str(gate.get("created_at"))),
-                  ("baseline config id", str(gate["baseline"].get("config_id")))]  # fmt: skip
-    provenance += [(f"config id of {c['name']}", str(c.get("config_id"))) for c in gate.get("candidates", [])]
-    return render_html(HtmlReport(
-        title="qualgate gate", subtitle=subtitle, margin=100 * gate["settings"]["margin"],
-        verdicts=_verdict_rows(gate, {}), forest=_forest(gate), speed=[], acceptance=[],
-        sequential=_sequential_paths(gate, pairings), calibration=[], flips=_capped(flips),
-        flip_counts=_flip_counts(flips), provenance=provenance, notes=notes,
-    ))  # fmt: skip
+            notes.append(f"{c.name}: records could not be paired for the sequential plot ({exc})")
+    design = " (sequential)" if gate.design == "sequential" else ""
+    s = gate.settings
+    subtitle = (
+        f"baseline {gate.baseline.path or '?'} (config {gate.baseline.config_id}); "
+        f"{s.policy}{design}, margin {fmt_points(s.margin)} points, "
+        f"alpha {s.alpha:g}; verdict {gate.verdict}"
+    )
+    provenance = [
+        ("qualgate", str(gate.qualgate_version)),
+        ("created", str(gate.created_at)),
+        ("baseline config id", str(gate.baseline.config_id)),
+    ]
+    provenance += [(f"config id of {c.name}", str(c.config_id)) for c in gate.candidates]
+    return render_html(
+        HtmlReport(
+            title="qualgate gate",
+            subtitle=subtitle,
+            margin=100 * s.margin,
+            verdicts=_verdict_rows(gate, {}),
+            forest=_forest(gate),
+            speed=[],
+            acceptance=[],
+            sequential=_sequential_paths(gate, pairings),
+            calibration=[],
+            flips=_capped(flips),
+            flip_counts=_flip_counts(flips),
+            provenance=provenance,
+            notes=notes,
+        )
+    )
 
 
 def _provenance(manifest: Mapping) -> list[tuple[str, str]]:
     plan = manifest.get("plan", {})
-    rows = [("run id", manifest.get("run_id", "?")), ("status", manifest.get("status", "?")),
-            ("started", str(manifest.get("started_at"))), ("finished", str(manifest.get("finished_at"))),
-            ("seeds", ", ".join(map(str, plan.get("seeds", [])))), ("samples", str(plan.get("samples")))]  # fmt: skip
+    rows = [
+        ("run id", manifest.get("run_id", "?")),
+        ("status", manifest.get("status", "?")),
+        ("started", str(manifest.get("started_at"))),
+        ("finished", str(manifest.get("finished_at"))),
+        ("seeds", ", ".join(map(str, plan.get("seeds", [])))),
+        ("samples", str(plan.get("samples"))),
+    ]
     for s in manifest.get("suites", []):
         rows.append((f"suite {s.get('name')}", json.dumps({k: v for k, v in s.items() if k != "name"})))
     for name, c in manifest.get("configs", {}).items():

@@ -21,6 +21,7 @@ __all__ = ["MAX_OUTPUT_CHARS", "HtmlReport", "PageFlip", "render_html"]
 #: (where the answer is) around an elision mark
 MAX_OUTPUT_CHARS = 3000
 
+
 @dataclass(frozen=True)
 class PageFlip:
     """One flip (:class:`qualgate.verdict.flips.Flip`) as the page lists it: with its candidate and prompt."""
@@ -135,9 +136,19 @@ def _fmt_speed(x) -> str:
 
 
 def _verdict_section(r: HtmlReport) -> str:
-    rows = [[_e(v["name"]), _e(v["mode"]), f'<span class="{_e(v["verdict"])}">{_e(v["verdict"])}</span>',
-             _e(fmt_pct(v["accuracy"])), _e(fmt_points(v["loss"], sign=True) if v["loss"] is not None else None),
-             _e(fmt_points(v["loss_upper"])), _e(_fmt_speed(v["speedup"])), _e(v["reason"])] for v in r.verdicts]  # fmt: skip
+    rows = [
+        [
+            _e(v["name"]),
+            _e(v["mode"]),
+            f'<span class="{_e(v["verdict"])}">{_e(v["verdict"])}</span>',
+            _e(fmt_pct(v["accuracy"])),
+            _e(fmt_points(v["loss"], sign=True) if v["loss"] is not None else None),
+            _e(fmt_points(v["loss_upper"])),
+            _e(_fmt_speed(v["speedup"])),
+            _e(v["reason"]),
+        ]
+        for v in r.verdicts
+    ]
     headers = ["candidate", "mode", "verdict", "accuracy", "loss (pts)", "loss upper bound (pts)", "speed-up", "reason"]
     return f'<section id="verdicts"><h2>Verdicts</h2>{_table(headers, rows, num=(3, 4, 5, 6))}</section>'
 
@@ -151,28 +162,45 @@ def _plots_section(r: HtmlReport) -> str:
 
     parts = ['<section id="plots"><h2>Loss intervals</h2>']
     if r.forest:
-        parts.append(_figure(
-            _plots.forest_plot(r.forest, margin=r.margin),
-            "loss per candidate and suite (and pooled: diamonds): the two-sided interval whose upper end is the "
-            "gate's one-sided bound; the dashed line is the margin", "forest"))  # fmt: skip
+        parts.append(
+            _figure(
+                _plots.forest_plot(r.forest, margin=r.margin),
+                "loss per candidate and suite (and pooled: diamonds): the two-sided interval whose upper end is the "
+                "gate's one-sided bound; the dashed line is the margin",
+                "forest",
+            )
+        )
     else:
         parts.append("<p>No fixed-sample intervals (a sequential gate: see its bounds below).</p>")
     if r.speed:
         measured = any(p["speedup_low"] is not None for p in r.speed)
         caption = "speed-up against the loss upper bound, one point per candidate" + (
-            "; bars: the speed-up's interval" if measured else
-            "; each speed-up is one measurement of engine throughput (no interval was measured)")
-        parts.append("<h2>Speed against risk</h2>" + _figure(_plots.speed_risk_plot(r.speed, margin=r.margin),
-                                                             caption, "speed-risk"))  # fmt: skip
+            "; bars: the speed-up's interval"
+            if measured
+            else "; each speed-up is one measurement of engine throughput (no interval was measured)"
+        )
+        parts.append(
+            "<h2>Speed against risk</h2>"
+            + _figure(_plots.speed_risk_plot(r.speed, margin=r.margin), caption, "speed-risk")
+        )
     if r.acceptance:
         labels, values = zip(*r.acceptance)
-        parts.append("<h2>Acceptance length</h2>" + _figure(
-            _plots.acceptance_plot(labels, values), "mean acceptance length per speculative config", "acceptance"))
+        parts.append(
+            "<h2>Acceptance length</h2>"
+            + _figure(
+                _plots.acceptance_plot(labels, values), "mean acceptance length per speculative config", "acceptance"
+            )
+        )
     if r.sequential:
-        parts.append("<h2>Sequential evidence</h2>" + _figure(
-            _plots.sequential_plot(r.sequential, margin=r.margin),
-            "always-valid bounds of the loss at each look, up to where each candidate stopped (the axis is "
-            "clipped at -4 and 5 times the margin)", "sequential"))
+        parts.append(
+            "<h2>Sequential evidence</h2>"
+            + _figure(
+                _plots.sequential_plot(r.sequential, margin=r.margin),
+                "always-valid bounds of the loss at each look, up to where each candidate stopped (the axis is "
+                "clipped at -4 and 5 times the margin)",
+                "sequential",
+            )
+        )
     parts.append("</section>")
     return "".join(parts)
 
@@ -184,13 +212,28 @@ def _calibration_section(r: HtmlReport) -> str:
     for c in r.calibration:
         cal = c["report"]
         low, high = cal.discordant_ci
-        rows.append([_e(c["name"]), _e(f"{cal.questions:,}"), _e(fmt_pct(cal.discordant, 2)),
-                     _e(f"{fmt_pct(low, 2)} – {fmt_pct(high, 2)}"), _e(f"{cal.pvalue:.3g}"),
-                     _e("consistent" if cal.consistent else "NOT consistent")])  # fmt: skip
-    headers = ["lossless candidate", "questions", "discordance", f"{1 - r.calibration[0]['report'].alpha:.0%} CI",
-               "p (no difference)", "A/A"]  # fmt: skip
-    return (f'<section id="aa"><h2>A/A check (lossless candidates against the baseline)</h2>'
-            f"{_table(headers, rows, num=(1, 2, 4))}</section>")
+        rows.append(
+            [
+                _e(c["name"]),
+                _e(f"{cal.questions:,}"),
+                _e(fmt_pct(cal.discordant, 2)),
+                _e(f"{fmt_pct(low, 2)} – {fmt_pct(high, 2)}"),
+                _e(f"{cal.pvalue:.3g}"),
+                _e("consistent" if cal.consistent else "NOT consistent"),
+            ]
+        )
+    headers = [
+        "lossless candidate",
+        "questions",
+        "discordance",
+        f"{1 - r.calibration[0]['report'].alpha:.0%} CI",
+        "p (no difference)",
+        "A/A",
+    ]
+    return (
+        f'<section id="aa"><h2>A/A check (lossless candidates against the baseline)</h2>'
+        f"{_table(headers, rows, num=(1, 2, 4))}</section>"
+    )
 
 
 def _options(name: str, label: str, values: Sequence[str]) -> str:
@@ -198,7 +241,9 @@ def _options(name: str, label: str, values: Sequence[str]) -> str:
     return f'<label>{html.escape(label)} <select name="{name}">{opts}</select></label>'
 
 
-_FLIP_COLUMNS = "<colgroup>" + "".join(f'<col style="width:{w}%">' for w in (10, 12, 10, 7, 8, 6, 10, 10, 27)) + "</colgroup>"
+_FLIP_COLUMNS = (
+    "<colgroup>" + "".join(f'<col style="width:{w}%">' for w in (10, 12, 10, 7, 8, 6, 10, 10, 27)) + "</colgroup>"
+)
 
 
 def _flips_section(r: HtmlReport) -> str:
@@ -207,25 +252,55 @@ def _flips_section(r: HtmlReport) -> str:
     counts = "; ".join(f"{k}: {v['lost']} lost, {v['gained']} gained" for k, v in r.flip_counts.items())
     total = sum(v["lost"] + v["gained"] for v in r.flip_counts.values())
     listed = len(r.flips)
-    filters = "".join([
-        _options("candidate", "candidate", sorted({f.candidate for f in r.flips})),
-        _options("suite", "suite", sorted({f.flip.suite for f in r.flips})),
-        _options("direction", "direction", ["lost", "gained"]),
-    ])  # fmt: skip
-    data = [[p.candidate, f.kind, f.suite, f.question_id, f.seed, f.sample_index, f.gold, f.baseline_outcome,
-             f.candidate_outcome, f.baseline_answer, f.candidate_answer, _clip(f.baseline_output),
-             _clip(f.candidate_output), _clip(p.prompt)] for p in r.flips for f in (p.flip,)]  # fmt: skip
+    filters = "".join(
+        [
+            _options("candidate", "candidate", sorted({f.candidate for f in r.flips})),
+            _options("suite", "suite", sorted({f.flip.suite for f in r.flips})),
+            _options("direction", "direction", ["lost", "gained"]),
+        ]
+    )
+    data = [
+        [
+            p.candidate,
+            f.kind,
+            f.suite,
+            f.question_id,
+            f.seed,
+            f.sample_index,
+            f.gold,
+            f.baseline_outcome,
+            f.candidate_outcome,
+            f.baseline_answer,
+            f.candidate_answer,
+            _clip(f.baseline_output),
+            _clip(f.candidate_output),
+            _clip(p.prompt),
+        ]
+        for p in r.flips
+        for f in (p.flip,)
+    ]
     # inside <script>, "</" would end the element: JSON allows "<\/" for it
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-    headers = ["candidate", "suite", "question", "seed / sample", "direction", "gold", "baseline answer",
-               "candidate answer", ""]  # fmt: skip
+    headers = [
+        "candidate",
+        "suite",
+        "question",
+        "seed / sample",
+        "direction",
+        "gold",
+        "baseline answer",
+        "candidate answer",
+        "",
+    ]
     head = "".join(f"<th>{h}</th>" for h in headers)
     capped = f" (the first {listed:,} of each candidate's are listed)" if listed < total else ""
-    return (f'<section id="flips"><h2>Flips</h2><p>{total:,} flips{capped}: {html.escape(counts or "none")}. '
-            f'Shown: <span id="flips-shown">{listed}</span>.</p><div class="filters">{filters}</div>'
-            f'<table id="flips-table">{_FLIP_COLUMNS}<thead><tr>{head}</tr></thead><tbody></tbody></table>'
-            f'<button id="flips-more" type="button" hidden>show more</button>'
-            f'<script id="flips-data" type="application/json">{payload}</script></section>')
+    return (
+        f'<section id="flips"><h2>Flips</h2><p>{total:,} flips{capped}: {html.escape(counts or "none")}. '
+        f'Shown: <span id="flips-shown">{listed}</span>.</p><div class="filters">{filters}</div>'
+        f'<table id="flips-table">{_FLIP_COLUMNS}<thead><tr>{head}</tr></thead><tbody></tbody></table>'
+        f'<button id="flips-more" type="button" hidden>show more</button>'
+        f'<script id="flips-data" type="application/json">{payload}</script></section>'
+    )
 
 
 def render_html(r: HtmlReport) -> str:
@@ -233,11 +308,14 @@ def render_html(r: HtmlReport) -> str:
     provenance = _table(["", ""], [[_e(k), f"<code>{_e(v)}</code>"] for k, v in r.provenance])
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.notes)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{html.escape(r.title)}</title><style>{_CSS}</style></head><body>"
-        f"<header><h1>{html.escape(r.title)}</h1><p class=\"sub\">{html.escape(r.subtitle)}</p></header>"
-        + _verdict_section(r) + _plots_section(r) + _calibration_section(r) + _flips_section(r)
+        f'<header><h1>{html.escape(r.title)}</h1><p class="sub">{html.escape(r.subtitle)}</p></header>'
+        + _verdict_section(r)
+        + _plots_section(r)
+        + _calibration_section(r)
+        + _flips_section(r)
         + f'<section id="provenance"><h2>Provenance</h2>{provenance}</section>'
         + (f'<section id="notes"><h2>Notes</h2><ul>{notes}</ul></section>' if notes else "")
         + f"<script>{_JS}</script></body></html>\n"

@@ -14,10 +14,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from qualgate.evidence.contract import Verdict
+
 __all__ = ["Interval", "acceptance_plot", "forest_plot", "sequential_plot", "speed_risk_plot"]
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
-_VERDICT_COLOURS = {"PASS": "#2ca02c", "FAIL": "#d62728", "INCONCLUSIVE": "#ff7f0e"}
+_VERDICT_COLOURS = {Verdict.PASS: "#2ca02c", Verdict.FAIL: "#d62728", Verdict.INCONCLUSIVE: "#ff7f0e"}
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,15 @@ def _pyplot():
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
-                         "axes.spines.right": False, "svg.hashsalt": "qualgate"})
+    plt.rcParams.update(
+        {
+            "svg.fonttype": "none",
+            "font.size": 9,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "svg.hashsalt": "qualgate",
+        }
+    )
     return plt
 
 
@@ -66,8 +75,7 @@ def forest_plot(rows: Sequence[Interval], *, margin: float) -> str:
     for y, r in zip(ys, rows):
         colour = _VERDICT_COLOURS.get(r.verdict or "", "#555555")
         ax.plot([r.low, r.high], [y, y], color=colour, lw=2.4 if r.pooled else 1.4)
-        ax.plot([r.point], [y], marker="D" if r.pooled else "o", color=colour,
-                ms=7 if r.pooled else 5)
+        ax.plot([r.point], [y], marker="D" if r.pooled else "o", color=colour, ms=7 if r.pooled else 5)
     ax.axvline(0, color="#888888", lw=0.8)
     ax.axvline(margin, color="#d62728", lw=1.2, ls="--")
     ax.text(margin, len(rows) - 0.4, f" margin {margin:g}", color="#d62728", va="bottom", ha="left")
@@ -91,8 +99,7 @@ def speed_risk_plot(points: Sequence[dict], *, margin: float) -> str:
         if lo is not None and hi is not None:
             ax.plot([p["loss_upper"]] * 2, [lo, hi], color=colour, lw=1.4)
         ax.plot([p["loss_upper"]], [p["speedup"]], "o", color=colour, ms=6)
-        ax.annotate(p["label"], (p["loss_upper"], p["speedup"]), xytext=(5, 4),
-                    textcoords="offset points")
+        ax.annotate(p["label"], (p["loss_upper"], p["speedup"]), xytext=(5, 4), textcoords="offset points")
     ax.axvline(margin, color="#d62728", lw=1.2, ls="--")
     ax.axhline(1.0, color="#888888", lw=0.8)
     ax.set_xlabel("upper confidence bound of the loss (points); right of the dashed line: not shown safe")

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qualgate.formatting import fmt_pct, fmt_points, markdown_table, text_table
+from qualgate.evidence.contract import Candidate
 from qualgate.evidence.gate_report import Evidence
+from qualgate.formatting import fmt_pct, fmt_points, markdown_table, text_table
 
 __all__ = ["ConfigSummary", "RunReport", "render_markdown", "render_text", "summarize"]
 
@@ -65,7 +66,8 @@ class RunReport:
     alpha: float
     suites: tuple[str, ...]
     configs: tuple[ConfigSummary, ...]
-    gate: dict[str, Any] = field(default_factory=dict)
+    gate: dict[str, Any] = field(default_factory=dict)  #: the manifest's gate entry, with the report's content
+    evidence: Evidence | None = None  #: ``gate.json``, when the gate decided
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,7 +98,7 @@ def _scan(path: Path):
         for r in read_records(path, drop_truncated=True):
             s = suites.setdefault(r.suite, {"n": 0, "correct": 0, "no_answer": 0, "errors": 0})
             records += 1
-            if r.outcome == "error":
+            if r.outcome in ("error", "judge_error"):  # a failure to answer or to grade: not a wrong answer
                 s["errors"] += 1
                 errors += 1
                 continue
@@ -115,9 +117,9 @@ def _interval(speed: dict | None) -> tuple[float, float] | None:
     return None if None in ci else (float(ci[0]), float(ci[1]))
 
 
-def _comparisons(gate: dict) -> dict[str, dict[str, Any]]:
+def _comparisons(evidence: Evidence | None) -> dict[str, Candidate]:
     """Candidate name -> its entry of gate.json (verdict, reason, loss_upper_bound, ...)."""
-    return {c["name"]: c for c in gate.get("candidates", [])}
+    return {c.name: c for c in evidence.candidates} if evidence is not None else {}
 
 
 def summarize(out: str | Path) -> RunReport:
@@ -129,9 +131,11 @@ def summarize(out: str | Path) -> RunReport:
     plan = manifest["plan"]
     gate_path = out / "gate.json"
     gate: dict[str, Any] = dict(manifest.get("gate") or {})
+    evidence = None
     if gate.get("status") == "ok" and gate_path.exists():
-        gate["report"] = Evidence.read(gate_path).to_dict()  # the one reader of gate reports
-    comparisons = _comparisons(gate.get("report") or {})
+        evidence = Evidence.read(gate_path)  # the one reader of gate reports
+        gate["report"] = evidence.to_dict()
+    comparisons = _comparisons(evidence)
     baseline = plan["baseline"]
     candidates = set(plan.get("candidates") or [])
     suite_names = tuple(s["name"] for s in manifest.get("suites", []))
@@ -153,7 +157,7 @@ def summarize(out: str | Path) -> RunReport:
         }
         n = sum(c["n"] for c in suites.values())
         tps = (entry.get("throughput") or {}).get("tokens_per_s")
-        cmp_ = comparisons.get(name, {})
+        cmp_ = comparisons.get(name)
         rows.append(
             ConfigSummary(
                 name=name,
@@ -170,12 +174,17 @@ def summarize(out: str | Path) -> RunReport:
                 tokens_per_s=tps,
                 # with interleaved rounds, a config they did not time has no speed-up: the
                 # naive ratio would mix two methods in one column
-                speedup=measured[name]["speedup"] if name in measured else
-                None if measured else tps / base_tps if tps and base_tps else None,
+                speedup=measured[name]["speedup"]
+                if name in measured
+                else None
+                if measured
+                else tps / base_tps
+                if tps and base_tps
+                else None,
                 speedup_ci=_interval(measured.get(name)),
-                verdict=cmp_.get("verdict"),
-                loss_upper=cmp_.get("loss_upper_bound"),
-                reason=cmp_.get("reason"),
+                verdict=cmp_.verdict.value if cmp_ else None,
+                loss_upper=cmp_.loss_upper_bound if cmp_ else None,
+                reason=cmp_.reason if cmp_ else None,
             )
         )
     g = plan.get("gate", {})
@@ -190,6 +199,7 @@ def summarize(out: str | Path) -> RunReport:
         suites=suite_names,
         configs=tuple(rows),
         gate=gate,
+        evidence=evidence,
     )
 
 
@@ -223,11 +233,11 @@ def _notes(report: RunReport) -> list[str]:
     if status != "ok":
         return [f"gate: refused the records: {g.get('message')}"]
     out = [
-        f"gate: {g['report']['settings']['policy']}, margin {fmt_points(report.margin)} points, "
+        f"gate: {report.evidence.settings.policy}, margin {fmt_points(report.margin)} points, "
         f"alpha {report.alpha:g} (loss UB: upper confidence bound of the loss, in points); "
         f"verdict {g.get('verdict')} (exit {g.get('exit_code')})"
     ]
-    if g["report"]["design"] == "sequential":
+    if report.evidence.design == "sequential":
         out.append(
             "sequential run: each candidate answered only the questions it needed before it "
             "stopped (and the baseline as many as the last of them), so the accuracies above are "
@@ -246,10 +256,15 @@ def fmt_speedup(speedup: float | None, ci: tuple[float, float] | None) -> str:
 
 def _title(report: RunReport) -> str:
     interleaved = any(c.speedup_ci is not None for c in report.configs)
-    how = ("median of interleaved per-round tok/s ratios [confidence interval]" if interleaved else
-           "tok/s over the baseline's, each config timed on its own (no interval: --speed-rounds measures one)")
-    return (f"qualgate run {report.run_id}: plan {report.plan} ({report.status}), "
-            f"baseline {report.baseline}; speed-up = {how}")
+    how = (
+        "median of interleaved per-round tok/s ratios [confidence interval]"
+        if interleaved
+        else "tok/s over the baseline's, each config timed on its own (no interval: --speed-rounds measures one)"
+    )
+    return (
+        f"qualgate run {report.run_id}: plan {report.plan} ({report.status}), "
+        f"baseline {report.baseline}; speed-up = {how}"
+    )
 
 
 def render_text(report: RunReport) -> str:

@@ -74,20 +74,32 @@ def plan_fingerprint(plan, suites: Sequence) -> dict[str, Any]:
                 "model": c.model,
                 "speculative": c.speculative,
                 "sampling": c.sampling,
-                "engine_options": {k: v for k, v in sorted(c.engine_options.items())
-                                   if k not in TRANSPORT_OPTIONS},
+                "engine_options": {k: v for k, v in sorted(c.engine_options.items()) if k not in TRANSPORT_OPTIONS},
             }
             for name, c in plan.configs.items()
         },
         "suites": [
-            {"name": s.name, "version": str(s.version), "revision": getattr(ref, "revision", None),
-             "source": getattr(s, "source", None), "questions": len(s.questions),
-             "digest": _questions_digest(s)}
+            {
+                "name": s.name,
+                "version": str(s.version),
+                "revision": getattr(ref, "revision", None),
+                "source": getattr(s, "source", None),
+                "questions": len(s.questions),
+                "digest": _questions_digest(s),
+                **_judge_of(s),
+            }
             for s, ref in zip(suites, refs)
         ],
         "seeds": list(plan.seeds),
         "samples": plan.samples,
     }
+
+
+def _judge_of(suite) -> dict[str, Any]:
+    """``{"judge": ...}`` for a suite graded by a judge model (its identity, template hash and pass
+    score: qualgate.judge), else nothing (so the fingerprints of other runs are unchanged)."""
+    describe = getattr(getattr(getattr(suite, "_spec", None), "grader", None), "describe", None)
+    return {"judge": describe()} if callable(describe) else {}
 
 
 def _diff(old: dict, new: dict) -> list[str]:
@@ -120,28 +132,39 @@ def read_manifest(out: str | Path) -> dict[str, Any]:
         raise DataError("not a qualgate run directory (no manifest.json)", file=str(out))
     data = load_json(path)
     if not isinstance(data, dict) or data.get("manifest_version") != MANIFEST_VERSION:
-        raise DataError(f"unsupported manifest (this qualgate reads version {MANIFEST_VERSION})",
-                        file=str(path), field="manifest_version",
-                        value=data.get("manifest_version") if isinstance(data, dict) else None)
+        raise DataError(
+            f"unsupported manifest (this qualgate reads version {MANIFEST_VERSION})",
+            file=str(path),
+            field="manifest_version",
+            value=data.get("manifest_version") if isinstance(data, dict) else None,
+        )
     return data
 
 
 def _git_revision(where: Path) -> dict[str, Any] | None:
     try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
-                             text=True, timeout=5)
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5)
         if rev.returncode:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=where, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return None
 
 
 def _host() -> dict[str, Any]:
-    return {"platform": platform.platform(), "machine": platform.machine(),
-            "cpu_count": os.cpu_count(), "argv": sys.argv[1:]}
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "argv": sys.argv[1:],
+    }
 
 
 class RunLock:
@@ -165,8 +188,10 @@ class RunLock:
         except OSError as exc:
             os.close(fd)
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise DataError(f"cannot lock the run directory ({exc.strerror}); run on a "
-                                "file system with flock", file=str(self.out)) from None
+                raise DataError(
+                    f"cannot lock the run directory ({exc.strerror}); run on a file system with flock",
+                    file=str(self.out),
+                ) from None
             raise DataError(self._refusal(), file=str(self.out)) from None
         self._fd = fd
         return self
@@ -183,8 +208,10 @@ class RunLock:
             return "another qualgate run holds this run directory (it has not said which yet)"
         said = f"another qualgate run holds this run directory: pid {pid} on host {host!r}, since {since}"
         if host == socket.gethostname() and not _alive(pid):
-            said += ("; that pid has ended but a process it started (an engine worker?) still "
-                     "holds the lock: stop that process")
+            said += (
+                "; that pid has ended but a process it started (an engine worker?) still "
+                "holds the lock: stop that process"
+            )
         return said + "; wait for it to end or choose another --out"
 
     def release(self) -> None:

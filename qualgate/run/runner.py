@@ -16,9 +16,12 @@ under every config, and different questions never share a random stream.
 ``resume=True`` continues a killed run: the plan must be unchanged (everything that can
 change an output; see :func:`qualgate.run.manifest.plan_fingerprint`), a truncated last record
 line is removed, and keys already written are skipped, so nothing is duplicated or lost. Keys
-whose record is an ``error`` are decoded again (unless ``keep_errors``): the new record is
+whose record is an ``error`` or a ``judge_error`` are decoded again (unless ``keep_errors``): the new record is
 appended and supersedes the error (:func:`qualgate.records.read_records`), and the error is
 also copied to ``OUT/retried_errors/<config>.jsonl``.
+
+``shard`` decodes one shard's part of every config (:mod:`qualgate.run.shards`, which also
+merges the shards' directories into the one this module writes).
 
 One run at a time holds ``OUT`` (:class:`qualgate.run.manifest.RunLock`). A sequential run's
 rounds are scheduled by :mod:`qualgate.run.sequential` (decoding through this module's config
@@ -40,12 +43,11 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qualgate.backends import Request, package_versions
-from qualgate.backends._devices import open_on_devices
+from qualgate.backends import Request, open_on_devices, package_versions
 from qualgate.errors import DataError, ExitCode
 from qualgate.evidence.gate_report import now as _now
 from qualgate.run.manifest import (
@@ -64,6 +66,7 @@ from qualgate.run.manifest import (
 from qualgate.run.sequential import SequentialSettings, _run_sequential
 
 if TYPE_CHECKING:
+    from qualgate.run.shards import Shard
     from qualgate.run.speed import SpeedSettings
 
 __all__ = [
@@ -115,8 +118,10 @@ class WorkItem:
         return request_seed(*self.key)
 
     def request(self, sampling: dict) -> Request:
-        """This item's request under a config's ``sampling``, seeded by its key."""
-        return Request(self.question.prompt, {**sampling, "seed": self.request_seed})
+        """This item's request under a config's ``sampling``, seeded by its key; a traffic
+        question's own sampling fields (``Question.sampling``) override the config's."""
+        own = getattr(self.question, "sampling", None) or {}
+        return Request(self.question.prompt, {**sampling, **own, "seed": self.request_seed})
 
 
 def work_items(suites: Sequence, seeds: Sequence[int], samples: int, *, order_seed: int = 0) -> list[WorkItem]:
@@ -130,12 +135,7 @@ def work_items(suites: Sequence, seeds: Sequence[int], samples: int, *, order_se
 
     questions = [(s, q) for s in suites for q in s.questions]
     order = arrival_order([(s.name, str(q.id)) for s, q in questions], seed=order_seed)
-    return [
-        WorkItem(*questions[i], seed, k)
-        for i in order
-        for seed in seeds
-        for k in range(samples)
-    ]
+    return [WorkItem(*questions[i], seed, k) for i in order for seed in seeds for k in range(samples)]
 
 
 def load_suites(plan) -> list:
@@ -143,8 +143,7 @@ def load_suites(plan) -> list:
     from qualgate.suites import load_suite
 
     return [
-        load_suite(ref.suite, data_files=ref.data_file, revision=ref.revision, limit=ref.limit)
-        for ref in plan.suites
+        load_suite(ref.suite, data_files=ref.data_file, revision=ref.revision, limit=ref.limit) for ref in plan.suites
     ]
 
 
@@ -233,7 +232,25 @@ def _throughput(t: dict[str, Any]) -> dict[str, Any]:
     return t
 
 
-def _record(run_id, config_id, mode, item: WorkItem, gen) -> dict[str, Any]:
+def _grades(batch: Sequence[WorkItem], gens) -> list:
+    """The grade of each answered item (None for a failed request), a suite's items graded
+    together (:meth:`qualgate.suites.Suite.grade_many`: a judge grader asks its judge once)."""
+    out: list = [None] * len(batch)
+    by_suite: dict[int, list[int]] = {}
+    for i, (w, g) in enumerate(zip(batch, gens)):
+        if g.error is None:
+            by_suite.setdefault(id(w.suite), []).append(i)
+    for idx in by_suite.values():
+        suite = batch[idx[0]].suite
+        many = getattr(suite, "grade_many", None)
+        items = [(batch[i].question, gens[i].text) for i in idx]
+        grades = many(items) if many is not None else [suite.grade(q, t) for q, t in items]
+        for i, grade in zip(idx, grades):
+            out[i] = grade
+    return out
+
+
+def _record(run_id, config_id, mode, item: WorkItem, gen, grade=None) -> dict[str, Any]:
     q, suite = item.question, item.suite
     rec: dict[str, Any] = {
         "schema_version": 1,
@@ -251,16 +268,16 @@ def _record(run_id, config_id, mode, item: WorkItem, gen) -> dict[str, Any]:
     if gen.error is not None:
         rec.update(outcome="error", error=gen.error)
     else:
-        grade = suite.grade(q, gen.text)
+        grade = grade if grade is not None else suite.grade(q, gen.text)
         rec.update(
             outcome=grade.outcome,
             answer_strict=None if grade.strict is None else str(grade.strict),
             answer_lenient=None if grade.lenient is None else str(grade.lenient),
             decided_by=grade.decided_by,
             output=gen.text,
+            error=getattr(grade, "error", None),  # a judge's failure (outcome judge_error)
         )
-    for name in ("output_tokens", "spec_steps", "draft_tokens", "accepted_tokens",
-                 "deferred_tokens", "latency_s"):
+    for name in ("output_tokens", "spec_steps", "draft_tokens", "accepted_tokens", "deferred_tokens", "latency_s"):
         rec[name] = getattr(gen, name)
     return {k: v for k, v in rec.items() if v is not None}
 
@@ -279,6 +296,7 @@ def run_plan(
     order_seed: int = 0,
     speed: SpeedSettings | None = None,
     keep_errors: bool = False,
+    shard: Shard | None = None,
 ) -> RunResult:
     """Run every config of ``plan`` into ``out``, then evaluate the plan's gate.
 
@@ -314,6 +332,10 @@ def run_plan(
         entry holds it and the report uses it.
     keep_errors : bool
         With ``resume``: keep ``error`` records as they are instead of retrying them.
+    shard : qualgate.run.shards.Shard, optional
+        Decode only this shard's requests (:meth:`~qualgate.run.shards.Shard.select`) under
+        every config; the manifest says which shard, and the gate is left to
+        :func:`qualgate.run.shards.merge_shards` (``qualgate merge``).
 
     Returns
     -------
@@ -330,14 +352,38 @@ def run_plan(
     """
     out = Path(out)
     _check_names(plan)
-    if suites is None:
+    if shard is not None and (sequential is not None or speed is not None):
+        raise ValueError(
+            "a shard runs its part of a plain run: --sequential and --speed-rounds need the whole plan on one machine"
+        )
+    owned = suites is None  # suites loaded here are closed here (a judge grader holds a backend)
+    if owned:
         suites = load_suites(plan)
-    if out.exists() and not out.is_dir():
-        raise DataError("the output path exists and is not a directory", file=str(out))
-    out.mkdir(parents=True, exist_ok=True)
-    with RunLock(out) as lock:
-        return _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory, max_errors,
-                           sequential, order_seed, keep_errors, speed)
+    try:
+        if out.exists() and not out.is_dir():
+            raise DataError("the output path exists and is not a directory", file=str(out))
+        out.mkdir(parents=True, exist_ok=True)
+        with RunLock(out) as lock:
+            return _run_locked(
+                plan,
+                out,
+                lock,
+                resume,
+                suites,
+                progress,
+                log,
+                backend_factory,
+                max_errors,
+                sequential,
+                order_seed,
+                keep_errors,
+                speed,
+                shard,
+            )
+    finally:
+        if owned:
+            for suite in suites:
+                suite.close()
 
 
 def _check_names(plan) -> None:
@@ -345,12 +391,30 @@ def _check_names(plan) -> None:
 
     for name in plan.configs:
         if not isinstance(name, str) or not CONFIG_NAME.fullmatch(name):
-            raise DataError("a config name must be a plain name (it names the records file)",
-                            file=plan.path, field="configs", value=name)
+            raise DataError(
+                "a config name must be a plain name (it names the records file)",
+                file=plan.path,
+                field="configs",
+                value=name,
+            )
 
 
-def _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory, max_errors, sequential,
-                order_seed, keep_errors, speed) -> RunResult:
+def _run_locked(
+    plan,
+    out,
+    lock,
+    resume,
+    suites,
+    progress,
+    log,
+    backend_factory,
+    max_errors,
+    sequential,
+    order_seed,
+    keep_errors,
+    speed,
+    shard=None,
+) -> RunResult:
     """:func:`run_plan` once ``out`` is locked."""
     log = log or (lambda msg: None)
     progress = progress or (lambda label, total: _NoProgress())
@@ -360,22 +424,50 @@ def _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory,
     repaired: list[str] = []
     nonempty = any(p.name != LOCK_NAME for p in out.iterdir())
     if nonempty and not resume:
-        raise DataError("the output directory is not empty; pass --resume to continue the run "
-                        "in it, or choose a new directory", file=str(out))
+        raise DataError(
+            "the output directory is not empty; pass --resume to continue the run in it, or choose a new directory",
+            file=str(out),
+        )
     if nonempty:
         manifest = read_manifest(out)
         if manifest.get("fingerprint", {}).get("fingerprint_version") != FINGERPRINT_VERSION:
-            raise DataError("this run was started by a qualgate whose resume fingerprint does not "
-                            "cover every engine option and suite revision, so it cannot be resumed "
-                            "safely: start a new run", file=str(manifest_path), field="fingerprint")
+            raise DataError(
+                "this run was started by a qualgate whose resume fingerprint does not "
+                "cover every engine option and suite revision, so it cannot be resumed "
+                "safely: start a new run",
+                file=str(manifest_path),
+                field="fingerprint",
+            )
         for name, entry in manifest.get("configs", {}).items():
             if entry.get("records") != f"records/{name}.jsonl":
-                raise DataError("a config's records must be records/<config>.jsonl", file=str(manifest_path),
-                                field=f"configs.{name}.records", value=entry.get("records"))
+                raise DataError(
+                    "a config's records must be records/<config>.jsonl",
+                    file=str(manifest_path),
+                    field=f"configs.{name}.records",
+                    value=entry.get("records"),
+                )
+        if manifest.get("shard") != (None if shard is None else shard.to_dict()):
+            held = manifest.get("shard")
+            raise DataError(
+                "this directory holds "
+                + (
+                    f"shard {held.get('index')}/{held.get('count')}"
+                    if isinstance(held, dict)
+                    else "a run of the whole plan"
+                )
+                + ", not "
+                + (f"shard {shard}" if shard else "the whole plan")
+                + ": resume it as it was started",
+                file=str(manifest_path),
+                field="shard",
+                value=held,
+            )
         changed = _diff(manifest.get("fingerprint", {}), fingerprint)
         if changed:
-            raise DataError("the plan changed since this run started, so its records cannot be "
-                            "resumed: " + "; ".join(changed[:5]), file=str(manifest_path))
+            raise DataError(
+                "the plan changed since this run started, so its records cannot be resumed: " + "; ".join(changed[:5]),
+                file=str(manifest_path),
+            )
         manifest["plan"] = plan.to_dict()  # gate settings may have changed
         manifest.setdefault("resumed_at", []).append(_now())
         manifest["status"] = "running"
@@ -384,16 +476,21 @@ def _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory,
         out.mkdir(parents=True, exist_ok=True)
         manifest = {
             "manifest_version": MANIFEST_VERSION,
-            "run_id": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-")
-            + secrets.token_hex(3),
+            "run_id": datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3),
             "status": "running",
             "started_at": _now(),
             "plan_path": plan.path,
             "plan": plan.to_dict(),
             "fingerprint": fingerprint,
+            **({} if shard is None else {"shard": shard.to_dict()}),
             "suites": [
-                {"name": s.name, "version": str(s.version), "questions": len(s.questions),
-                 "limit": ref.limit, "source": ref.suite}
+                {
+                    "name": s.name,
+                    "version": str(s.version),
+                    "questions": len(s.questions),
+                    "limit": ref.limit,
+                    "source": ref.suite,
+                }
                 for s, ref in zip(suites, plan.suites)
             ],
             "seeds": list(plan.seeds),
@@ -411,8 +508,14 @@ def _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory,
                     "lossy": c.lossy,
                     "records": f"records/{name}.jsonl",
                     "status": "pending",
-                    "throughput": {"requests": 0, "output_tokens": 0, "engine_s": 0.0,
-                                   "wall_s": 0.0, "tokens_per_s": None, "requests_per_s": None},
+                    "throughput": {
+                        "requests": 0,
+                        "output_tokens": 0,
+                        "engine_s": 0.0,
+                        "wall_s": 0.0,
+                        "tokens_per_s": None,
+                        "requests_per_s": None,
+                    },
                 }
                 for name, c in plan.configs.items()
             },
@@ -424,6 +527,8 @@ def _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory,
 
     run_id = manifest["run_id"]
     work = work_items(suites, plan.seeds, plan.samples, order_seed=order_seed)
+    if shard is not None:
+        work = shard.select(work)
     written: dict[str, int] = {name: 0 for name in plan.configs}
     for entry in manifest["configs"].values():
         path = out / entry["records"]
@@ -431,14 +536,27 @@ def _run_locked(plan, out, lock, resume, suites, progress, log, backend_factory,
             cut = repair_truncated(path)
             if cut is not None:
                 repaired.append(cut.describe())
-                log(f"{entry['records']}: removed an incomplete last line ({cut.nbytes} bytes) "
-                    f"left by an interrupted run")
+                log(
+                    f"{entry['records']}: removed an incomplete last line ({cut.nbytes} bytes) "
+                    f"left by an interrupted run"
+                )
     runner = _ConfigRunner(plan, out, manifest, run_id, progress, log, backend_factory, written, keep_errors)
     if sequential is None:
         for name in plan.configs:
             runner.run(name, work)
             runner.close(name)
-        report, summary = evaluate_gate(plan, out, max_errors=max_errors)
+        report, summary = (
+            (
+                None,
+                {
+                    "status": "shard",
+                    "exit_code": int(ExitCode.OK),
+                    "message": (f"shard {shard}: the gate is evaluated on the merge of all shards (qualgate merge)"),
+                },
+            )
+            if shard is not None
+            else evaluate_gate(plan, out, max_errors=max_errors)
+        )
     else:
         report, summary = _run_sequential(plan, out, work, runner, sequential, order_seed, max_errors, log)
     if speed is not None:
@@ -482,11 +600,12 @@ class _ConfigRunner:
         except DataError:
             raise
         except ValueError as exc:  # the engine refused the config
-            raise DataError(f"engine {cfg.engine!r} refused config {name!r}: {exc}",
-                            file=cfg.path) from exc
+            raise DataError(f"engine {cfg.engine!r} refused config {name!r}: {exc}", file=cfg.path) from exc
         entry["info"] = backend.info()
         if entry["info"].get("gpu"):
             self.manifest["gpu"] = entry["info"]["gpu"]
+        if entry["info"].get("cluster"):  # a backend on a cluster (qualgate.run.ray_backend)
+            self.manifest["cluster"] = entry["info"]["cluster"]
         entry["load_s"] = round(entry.get("load_s", 0.0) + time.perf_counter() - t_open, 3)
         write_json_atomic(self.out / "manifest.json", self.manifest)
         self.backends[name] = backend
@@ -511,7 +630,7 @@ class _ConfigRunner:
         if not path.exists():
             return set()
         records = read_records(path)
-        done = {r.key for r in records if self.keep_errors or r.outcome != "error"}
+        done = {r.key for r in records if self.keep_errors or r.outcome not in ("error", "judge_error")}
         wanted = {w.key for w in items}
         retry = [r for r in records if r.key not in done and r.key in wanted]
         if retry:
@@ -520,8 +639,10 @@ class _ConfigRunner:
                 w.write_batch(retry)
             entry = self.manifest["configs"][name]
             entry["retried_errors"] = entry.get("retried_errors", 0) + len(retry)
-            self.log(f"{name}: retrying {len(retry)} error records (the errors are kept in {side}; "
-                     "--keep-errors keeps them instead)")
+            self.log(
+                f"{name}: retrying {len(retry)} error records (the errors are kept in {side}; "
+                "--keep-errors keeps them instead)"
+            )
         return done
 
     def run(self, name: str, items: Sequence[WorkItem]) -> None:
@@ -534,7 +655,7 @@ class _ConfigRunner:
         done = self._done(name, path, items)
         pending = [w for w in items if w.key not in done]
         if not pending:
-            if entry["status"] == "pending" and done:
+            if entry["status"] == "pending" and (done or not items):  # (a shard's part may be empty)
                 entry["status"] = "complete"
             return
         if done and not self.written[name]:
@@ -546,16 +667,20 @@ class _ConfigRunner:
         size = max(1, int(backend.batch_size))
         batches = [pending[start : start + size] for start in range(0, len(pending), size)]
         t_wall = t_mark = t_saved = time.perf_counter()
-        with RecordWriter(path) as writer, self.progress(name, len(pending)) as bar, \
-                _Generations(backend, cfg, batches) as generations:
+        with (
+            RecordWriter(path) as writer,
+            self.progress(name, len(pending)) as bar,
+            _Generations(backend, cfg, batches) as generations,
+        ):
             for batch, (gens, engine_s) in zip(batches, generations):
                 if len(gens) != len(batch):
-                    raise RuntimeError(
-                        f"backend {cfg.engine!r} returned {len(gens)} results for "
-                        f"{len(batch)} requests"
-                    )
-                writer.write_batch([_record(self.run_id, cid, cfg.mode, w, g)
-                                    for w, g in zip(batch, gens)])
+                    raise RuntimeError(f"backend {cfg.engine!r} returned {len(gens)} results for {len(batch)} requests")
+                writer.write_batch(
+                    [
+                        _record(self.run_id, cid, cfg.mode, w, g, grade)
+                        for w, g, grade in zip(batch, gens, _grades(batch, gens))
+                    ]
+                )
                 self.written[name] += len(batch)
                 tput["requests"] += len(batch)
                 tput["output_tokens"] += sum(g.output_tokens or 0 for g in gens)
@@ -571,8 +696,10 @@ class _ConfigRunner:
                 bar.update(len(batch))
         entry["status"] = "complete"
         tp = tput["tokens_per_s"]
-        self.log(f"{name}: {len(pending)} records in {time.perf_counter() - t_wall:.1f} s"
-                 + (f", {tp:,.0f} output tokens/s" if tp else ""))
+        self.log(
+            f"{name}: {len(pending)} records in {time.perf_counter() - t_wall:.1f} s"
+            + (f", {tp:,.0f} output tokens/s" if tp else "")
+        )
         if getattr(backend, "exclusive", False):
             self.close(name)
         write_json_atomic(self.out / "manifest.json", self.manifest)
@@ -589,8 +716,11 @@ def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):
     from qualgate.verdict.fixed import run_gate
 
     if not plan.candidates:
-        return None, {"status": "no-candidates", "exit_code": int(ExitCode.OK),
-                      "message": "the plan has no candidate configs to gate"}
+        return None, {
+            "status": "no-candidates",
+            "exit_code": int(ExitCode.OK),
+            "message": "the plan has no candidate configs to gate",
+        }
     records = Path(out) / "records"
     try:
         report = run_gate(

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qualgate.errors import DataError, ExitCode
-from qualgate.run.manifest import _provenance
 from qualgate.config.options import MULTIPLICITIES
+from qualgate.errors import DataError, ExitCode
+from qualgate.evidence.contract import Verdict
+from qualgate.run.manifest import _provenance
 
 __all__ = ["SequentialSettings"]
 
@@ -61,11 +62,17 @@ def _sequential_report(plan, out, settings, order_seed, max_errors, candidates=N
         for c in candidates
     ]
     report = sequential_gate(
-        pairings, names=candidates, margin=plan.margin, alpha=plan.alpha,
-        power=settings.power, order="seeded", seed=order_seed,
-        max_questions=settings.max_questions, inconclusive=plan.inconclusive,
+        pairings,
+        names=candidates,
+        margin=plan.margin,
+        alpha=plan.alpha,
+        power=settings.power,
+        order="seeded",
+        seed=order_seed,
+        max_questions=settings.max_questions,
+        inconclusive=plan.inconclusive,
         multiplicity=settings.multiplicity,
-    )  # fmt: skip
+    )
     reading = {"on_missing": "drop", "max_errors": max_errors, "drop_truncated": False, "allow_unknown": False}
     return dataclasses.replace(report, reading=reading, **_provenance(plan, out))
 
@@ -78,11 +85,14 @@ def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, l
     at the first candidate that does not PASS: the rest are never run.
     """
     if plan.policy != "noninferiority":
-        raise DataError("a sequential run decides non-inferiority; the plan's gate policy is "
-                        f"{plan.policy!r}", file=plan.path, field="gate.policy", value=plan.policy)
+        raise DataError(
+            f"a sequential run decides non-inferiority; the plan's gate policy is {plan.policy!r}",
+            file=plan.path,
+            field="gate.policy",
+            value=plan.policy,
+        )
     if not plan.candidates:
-        raise DataError("a sequential run needs at least one candidate", file=plan.path,
-                        field="candidates")
+        raise DataError("a sequential run needs at least one candidate", file=plan.path, field="candidates")
     per_question = len(plan.seeds) * plan.samples
     questions = len(work) // per_question
     if settings.max_questions is not None:
@@ -95,11 +105,23 @@ def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, l
     try:
         for group in groups:
             tested += group
-            report = _sequential_rounds(plan, out, work[: questions * per_question], runner, settings,
-                                        order_seed, max_errors, log, group, per_question, stops, tested)  # fmt: skip
+            report = _sequential_rounds(
+                plan,
+                out,
+                work[: questions * per_question],
+                runner,
+                settings,
+                order_seed,
+                max_errors,
+                log,
+                group,
+                per_question,
+                stops,
+                tested,
+            )
             if isinstance(report, dict):  # the records cannot be paired: the gate refuses them
                 return None, report
-            if any(stops[c]["verdict"] != "PASS" for c in group):
+            if any(stops[c]["verdict"] != Verdict.PASS for c in group):
                 break
     finally:
         runner.close_all()
@@ -123,8 +145,9 @@ def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, l
     }
 
 
-def _sequential_rounds(plan, out, work, runner, settings, order_seed, max_errors, log, active, per_question,
-                       stops, tested):  # fmt: skip
+def _sequential_rounds(
+    plan, out, work, runner, settings, order_seed, max_errors, log, active, per_question, stops, tested
+):
     """Rounds for the baseline and the ``active`` candidates until each has stopped (entered in
     ``stops``); returns the last report over the ``tested`` candidates, or the refusal summary
     (a dict) when the records cannot be paired."""
@@ -143,8 +166,12 @@ def _sequential_rounds(plan, out, work, runner, settings, order_seed, max_errors
         for c in report.comparisons:
             if c.name in active and (c.result.reason != "exhausted" or last == questions):
                 active.remove(c.name)
-                stops[c.name] = {"after_questions": last, "verdict": c.verdict,
-                                 "stopped_by": c.result.reason, "questions_used": c.result.n_questions}  # fmt: skip
+                stops[c.name] = {
+                    "after_questions": last,
+                    "verdict": c.verdict,
+                    "stopped_by": c.result.reason,
+                    "questions_used": c.result.n_questions,
+                }
                 runner.close(c.name)
                 log(f"{c.name}: {c.verdict} ({c.result.reason}) after {c.result.n_questions} questions")
         if not active:

@@ -65,12 +65,17 @@ class SpeedResult:
 
     def to_dict(self) -> dict:
         return {
-            "config": self.config, "baseline": self.baseline, "rounds": self.rounds,
-            "ratios": list(self.ratios), "tokens_per_s": list(self.tokens_per_s),
-            "baseline_tokens_per_s": list(self.baseline_tokens_per_s), "speedup": self.speedup,
+            "config": self.config,
+            "baseline": self.baseline,
+            "rounds": self.rounds,
+            "ratios": list(self.ratios),
+            "tokens_per_s": list(self.tokens_per_s),
+            "baseline_tokens_per_s": list(self.baseline_tokens_per_s),
+            "speedup": self.speedup,
             "confidence_interval": list(self.confidence_interval),
-            "confidence_level": self.confidence_level, "warning": self.warning,
-        }  # fmt: skip
+            "confidence_level": self.confidence_level,
+            "warning": self.warning,
+        }
 
 
 def median_ci(values: Sequence[float], confidence_level: float = 0.95) -> tuple[float, float, float]:
@@ -101,23 +106,38 @@ def median_ci(values: Sequence[float], confidence_level: float = 0.95) -> tuple[
     return xs[k - 1], xs[n - k], float(1 - 2 * stats.binom.cdf(k - 1, n, 0.5))
 
 
-def speed_summary(config, baseline, candidate_tps, baseline_tps, *, confidence_level=0.95,
-                  max_relative_width=0.2) -> SpeedResult:  # fmt: skip
+def speed_summary(
+    config, baseline, candidate_tps, baseline_tps, *, confidence_level=0.95, max_relative_width=0.2
+) -> SpeedResult:
     """The :class:`SpeedResult` of per-round tokens/s of a candidate and of the baseline."""
     if len(candidate_tps) != len(baseline_tps) or not candidate_tps:
         raise ValueError("candidate_tps and baseline_tps must hold one value per round, at least one round")
     if any(not (math.isfinite(b) and b > 0) for b in baseline_tps):
-        raise ValueError(f"a round of the baseline produced no output tokens per second ({list(baseline_tps)}): "
-                         "its requests failed or the round was empty, so no speed-up can be measured")
+        raise ValueError(
+            f"a round of the baseline produced no output tokens per second ({list(baseline_tps)}): "
+            "its requests failed or the round was empty, so no speed-up can be measured"
+        )
     ratios = [c / b for c, b in zip(candidate_tps, baseline_tps)]
     speedup = float(statistics.median(ratios))
     low, high, level = median_ci(ratios, confidence_level)
     warning = None
     if not math.isfinite(low) or (high - low) > max_relative_width * speedup:
-        warning = (f"the speed-up's {level:.1%} interval [{low:.3g}, {high:.3g}] is wider than "
-                   f"{max_relative_width:.0%} of the speed-up ({speedup:.3g}): run more rounds or on a quieter machine")
-    return SpeedResult(config, baseline, len(ratios), tuple(ratios), tuple(candidate_tps), tuple(baseline_tps),
-                       speedup, (low, high), level, warning)  # fmt: skip
+        warning = (
+            f"the speed-up's {level:.1%} interval [{low:.3g}, {high:.3g}] is wider than "
+            f"{max_relative_width:.0%} of the speed-up ({speedup:.3g}): run more rounds or on a quieter machine"
+        )
+    return SpeedResult(
+        config,
+        baseline,
+        len(ratios),
+        tuple(ratios),
+        tuple(candidate_tps),
+        tuple(baseline_tps),
+        speedup,
+        (low, high),
+        level,
+        warning,
+    )
 
 
 def interleaved_speed(
@@ -157,9 +177,16 @@ def interleaved_speed(
             tokens = sum(g.output_tokens or 0 for g in gens)
             tps[name].append(tokens / seconds if seconds > 0 else math.inf)
     return {
-        name: speed_summary(name, baseline, tps[name], tps[baseline], confidence_level=confidence_level,
-                            max_relative_width=max_relative_width)  # fmt: skip
-        for name in names if name != baseline
+        name: speed_summary(
+            name,
+            baseline,
+            tps[name],
+            tps[baseline],
+            confidence_level=confidence_level,
+            max_relative_width=max_relative_width,
+        )
+        for name in names
+        if name != baseline
     }
 
 
@@ -194,8 +221,15 @@ def batch_generator(cfg, backend) -> Callable[[Sequence[WorkItem]], list]:
     return generate
 
 
-def measure_speed(plan, work: Sequence[WorkItem], settings: SpeedSettings, *, names: Sequence[str] | None = None,
-                  backend_factory: Callable = open_backend, log: Callable[[str], None] | None = None) -> dict:  # fmt: skip
+def measure_speed(
+    plan,
+    work: Sequence[WorkItem],
+    settings: SpeedSettings,
+    *,
+    names: Sequence[str] | None = None,
+    backend_factory: Callable = open_backend,
+    log: Callable[[str], None] | None = None,
+) -> dict:
     """Interleaved speed of ``names`` (default: every config) against the plan's baseline.
 
     Every config's backend is open at once, so that round ``r`` can send the same requests to
@@ -216,26 +250,41 @@ def measure_speed(plan, work: Sequence[WorkItem], settings: SpeedSettings, *, na
             backend = backend_factory(plan.configs[name])
             backends[name] = backend
             if getattr(backend, "exclusive", False):
-                raise DataError(f"engine {backend.engine!r} of config {name!r} holds the accelerator alone, so its "
-                                "speed cannot be measured interleaved with the others; measure it without "
-                                "--speed-rounds", field="engine", value=backend.engine)  # fmt: skip
+                raise DataError(
+                    f"engine {backend.engine!r} of config {name!r} holds the accelerator alone, so its "
+                    "speed cannot be measured interleaved with the others; measure it without "
+                    "--speed-rounds",
+                    field="engine",
+                    value=backend.engine,
+                )
 
         def generate_for(name):
             return batch_generator(plan.configs[name], backends[name])
 
         for name in names:  # one warm-up batch each: lazy initialisation is not speed
             generate_for(name)(rounds[0][:1])
-        results = interleaved_speed({n: generate_for(n) for n in names}, rounds, baseline=plan.baseline,
-                                    confidence_level=settings.confidence_level,
-                                    max_relative_width=settings.max_relative_width)  # fmt: skip
+        results = interleaved_speed(
+            {n: generate_for(n) for n in names},
+            rounds,
+            baseline=plan.baseline,
+            confidence_level=settings.confidence_level,
+            max_relative_width=settings.max_relative_width,
+        )
     finally:
         for backend in backends.values():
             backend.close()
     for r in results.values():
-        log(f"{r.config}: speed-up {r.speedup:.2f}x ({r.confidence_level:.0%} CI {r.confidence_interval[0]:.2f}"
-            f"-{r.confidence_interval[1]:.2f}) over {r.rounds} interleaved rounds")
+        log(
+            f"{r.config}: speed-up {r.speedup:.2f}x ({r.confidence_level:.0%} CI {r.confidence_interval[0]:.2f}"
+            f"-{r.confidence_interval[1]:.2f}) over {r.rounds} interleaved rounds"
+        )
         if r.warning:
             log(f"{r.config}: warning: {r.warning}")
-    return {"method": "interleaved", "rounds": len(rounds), "questions_per_round": per_round,
-            "confidence_level": settings.confidence_level, "max_relative_width": settings.max_relative_width,
-            "results": {name: r.to_dict() for name, r in results.items()}}  # fmt: skip
+    return {
+        "method": "interleaved",
+        "rounds": len(rounds),
+        "questions_per_round": per_round,
+        "confidence_level": settings.confidence_level,
+        "max_relative_width": settings.max_relative_width,
+        "results": {name: r.to_dict() for name, r in results.items()},
+    }

@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qualgate.formatting import fmt_points, markdown_table, text_table, write_atomic
 from qualgate.config.decoding import Plan, load_yaml, parse_config
 from qualgate.errors import DataError, ExitCode
+from qualgate.evidence.contract import Verdict
+from qualgate.formatting import fmt_points, markdown_table, text_table, write_atomic
 
 __all__ = ["Grid", "SweepResult", "expand_grid", "load_grid", "render_markdown", "render_text", "run_sweep"]
 
@@ -63,8 +64,13 @@ class Grid:
     path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"base": self.base, "grid": {k: list(v) for k, v in self.axes}, "order": self.order,
-                "pilot_questions": self.pilot_questions, "path": self.path}  # fmt: skip
+        return {
+            "base": self.base,
+            "grid": {k: list(v) for k, v in self.axes},
+            "order": self.order,
+            "pilot_questions": self.pilot_questions,
+            "path": self.path,
+        }
 
 
 def load_grid(path: str | Path, plan: Plan) -> Grid:
@@ -78,14 +84,19 @@ def load_grid(path: str | Path, plan: Plan) -> Grid:
         raise DataError(f"unknown key; a grid has {list(GRID_KEYS)}", file=where, field=unknown[0])
     base = data.get("base")
     if base not in plan.configs or base == plan.baseline:
-        raise DataError(f"must name a candidate config of the plan {sorted(set(plan.configs) - {plan.baseline})}",
-                        file=where, field="base", value=base)  # fmt: skip
+        raise DataError(
+            f"must name a candidate config of the plan {sorted(set(plan.configs) - {plan.baseline})}",
+            file=where,
+            field="base",
+            value=base,
+        )
     if plan.configs[base].speculative is None:
         raise DataError("the base config has no speculative block to vary", file=where, field="base", value=base)
     grid = data.get("grid")
     if not isinstance(grid, Mapping) or not grid:
-        raise DataError("a non-empty mapping of speculative key -> list of values", file=where, field="grid",
-                        value=grid)  # fmt: skip
+        raise DataError(
+            "a non-empty mapping of speculative key -> list of values", file=where, field="grid", value=grid
+        )
     axes = []
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
@@ -105,8 +116,12 @@ def load_grid(path: str | Path, plan: Plan) -> Grid:
 
 
 def _label(key: str, value) -> str:
-    short = {"fly_window_size": "W", "fly_entropy_threshold": "tau", "fly_entropy_top_k": "topk",
-             "num_speculative_tokens": "K"}.get(key, key)  # fmt: skip
+    short = {
+        "fly_window_size": "W",
+        "fly_entropy_threshold": "tau",
+        "fly_entropy_top_k": "topk",
+        "num_speculative_tokens": "K",
+    }.get(key, key)
     return f"{short}{value}"
 
 
@@ -124,18 +139,26 @@ def expand_grid(grid: Grid, plan: Plan) -> dict:
         spec = {**base.speculative, **dict(zip(keys, values))}
         if "fly_window_size" not in dict(zip(keys, values)) and "num_speculative_tokens" in keys:
             spec.pop("fly_window_size", None)  # let vLLM's default min(6, K - 1) follow K
-        raw = {"name": name, "engine": base.engine, "model": base.model, "speculative": spec,
-               "sampling": base.sampling, "engine_options": base.engine_options}  # fmt: skip
+        raw = {
+            "name": name,
+            "engine": base.engine,
+            "model": base.model,
+            "speculative": spec,
+            "sampling": base.sampling,
+            "engine_options": base.engine_options,
+        }
         try:
             cfg = parse_config(raw, path=grid.path, name=name)
         except DataError as exc:
-            raise DataError(f"grid point {dict(zip(keys, values))} is not a valid config: {exc}",
-                            file=grid.path, field="grid") from None  # fmt: skip
+            raise DataError(
+                f"grid point {dict(zip(keys, values))} is not a valid config: {exc}", file=grid.path, field="grid"
+            ) from None
         out[name] = dataclasses.replace(cfg, path=base.path)
     ids = [c.config_id for c in out.values()]
     if len(set(ids)) != len(ids):
-        raise DataError("two grid points resolve to the same config (a value equal to a default?)", file=grid.path,
-                        field="grid")  # fmt: skip
+        raise DataError(
+            "two grid points resolve to the same config (a value equal to a default?)", file=grid.path, field="grid"
+        )
     return out
 
 
@@ -187,15 +210,32 @@ def _frontier(rows) -> tuple[str, ...]:
     pts = [r for r in rows if r.get("speedup") is not None]
     keep = []
     for r in pts:
-        if not any(o is not r and o["speedup"] >= r["speedup"] and o["loss_upper_bound"] <= r["loss_upper_bound"]
-                   and (o["speedup"] > r["speedup"] or o["loss_upper_bound"] < r["loss_upper_bound"]) for o in pts):
-            keep.append(r["name"])  # fmt: skip
+        if not any(
+            o is not r
+            and o["speedup"] >= r["speedup"]
+            and o["loss_upper_bound"] <= r["loss_upper_bound"]
+            and (o["speedup"] > r["speedup"] or o["loss_upper_bound"] < r["loss_upper_bound"])
+            for o in pts
+        ):
+            keep.append(r["name"])
     return tuple(sorted(keep, key=lambda n: next(r["speedup"] for r in pts if r["name"] == n)))
 
 
-def run_sweep(plan: Plan, grid: Grid, out: str | Path, *, batch_questions: int = 100, max_questions: int | None = None,
-              power: float = 0.8, order_seed: int = 0, speed=None, backend_factory=None, progress=None, log=None,
-              resume: bool = False) -> SweepResult:  # fmt: skip
+def run_sweep(
+    plan: Plan,
+    grid: Grid,
+    out: str | Path,
+    *,
+    batch_questions: int = 100,
+    max_questions: int | None = None,
+    power: float = 0.8,
+    order_seed: int = 0,
+    speed=None,
+    backend_factory=None,
+    progress=None,
+    log=None,
+    resume: bool = False,
+) -> SweepResult:
     """Run the sweep into ``out`` (a run directory: ``qualgate report`` reads it too).
 
     Writes the records and manifest as ``qualgate run`` does, ``gate.json`` (the sequential
@@ -223,60 +263,103 @@ def run_sweep(plan: Plan, grid: Grid, out: str | Path, *, batch_questions: int =
     pilot = None
     names = list(points)
     test_questions = available if max_questions is None else min(available, max_questions)
-    full = dataclasses.replace(plan, configs={plan.baseline: plan.configs[plan.baseline], **points},
-                               candidates=tuple(names))  # fmt: skip
+    full = dataclasses.replace(
+        plan, configs={plan.baseline: plan.configs[plan.baseline], **points}, candidates=tuple(names)
+    )
     if grid.order == "acceptance":
         if grid.pilot_questions >= available:
-            raise DataError(f"the pilot needs fewer questions than the plan has ({available})", file=grid.path,
-                            field="pilot_questions", value=grid.pilot_questions)  # fmt: skip
+            raise DataError(
+                f"the pilot needs fewer questions than the plan has ({available})",
+                file=grid.path,
+                field="pilot_questions",
+                value=grid.pilot_questions,
+            )
         test_questions = min(test_questions, available - grid.pilot_questions)
         pilot = _pilot_order(full, names, work, grid.pilot_questions, per_question, backend_factory, log)
         names.sort(key=lambda n: pilot[n])
         full = dataclasses.replace(full, candidates=tuple(names))
     settings = SequentialSettings(batch_questions, test_questions, power, multiplicity="fixed-sequence")
-    result = run_plan(full, out, resume=resume, suites=suites, progress=progress, log=log,
-                      sequential=settings, order_seed=order_seed, **run_factory)  # fmt: skip
+    result = run_plan(
+        full,
+        out,
+        resume=resume,
+        suites=suites,
+        progress=progress,
+        log=log,
+        sequential=settings,
+        order_seed=order_seed,
+        **run_factory,
+    )
     manifest = result.manifest
     if result.gate is None:
         raise DataError(f"the gate refused the records: {manifest['gate'].get('message')}", file=str(out))
     comparisons = {c.name: c for c in result.gate.comparisons}
     tested = [n for n in names if n in comparisons]
-    passed = [n for n in tested if comparisons[n].verdict == "PASS"]
+    passed = [n for n in tested if comparisons[n].verdict is Verdict.PASS]
     speeds = {}
     if passed:
         speed = speed or SpeedSettings()
-        manifest["speed"] = measure_speed(full, work[: test_questions * per_question], speed, names=passed,
-                                          backend_factory=backend_factory, log=log)  # fmt: skip
+        manifest["speed"] = measure_speed(
+            full, work[: test_questions * per_question], speed, names=passed, backend_factory=backend_factory, log=log
+        )
         speeds = manifest["speed"]["results"]
     rows = []
     for n in tested:
         c, s = comparisons[n], speeds.get(n, {})
         tput = manifest["configs"][n]["throughput"]
-        rows.append({
-            "name": n, "config_id": points[n].config_id,
-            "settings": {k: points[n].speculative.get(k) for k, _ in grid.axes},
-            "verdict": c.verdict, "stopped_by": c.result.reason, "questions_used": c.result.n_questions,
-            "loss": c.result.loss, "loss_upper_bound": c.result.upper_bound,
-            "speedup": s.get("speedup"), "speedup_ci": s.get("confidence_interval"),
-            "speed_warning": s.get("warning"), "engine_s": tput["engine_s"], "requests": tput["requests"],
-            "acceptance": pilot.get(n) if pilot else None,
-        })  # fmt: skip
+        rows.append(
+            {
+                "name": n,
+                "config_id": points[n].config_id,
+                "settings": {k: points[n].speculative.get(k) for k, _ in grid.axes},
+                "verdict": c.verdict,
+                "stopped_by": c.result.reason,
+                "questions_used": c.result.n_questions,
+                "loss": c.result.loss,
+                "loss_upper_bound": c.result.upper_bound,
+                "speedup": s.get("speedup"),
+                "speedup_ci": s.get("confidence_interval"),
+                "speed_warning": s.get("warning"),
+                "engine_s": tput["engine_s"],
+                "requests": tput["requests"],
+                "acceptance": pilot.get(n) if pilot else None,
+            }
+        )
     chosen = max(passed, key=lambda n: speeds[n]["speedup"]) if passed else None
     cost = _cost(manifest, plan.baseline, rows, names, test_questions, per_question)
-    sweep = SweepResult(str(out), grid, tuple(tested), pilot, tuple(rows), tuple(n for n in names if n not in tested),
-                        chosen, _frontier(rows), cost, plan.margin, plan.alpha)  # fmt: skip
+    sweep = SweepResult(
+        str(out),
+        grid,
+        tuple(tested),
+        pilot,
+        tuple(rows),
+        tuple(n for n in names if n not in tested),
+        chosen,
+        _frontier(rows),
+        cost,
+        plan.margin,
+        plan.alpha,
+    )
     from qualgate.run.manifest import write_json_atomic
 
     write_json_atomic(out / "manifest.json", manifest)
     write_json_atomic(out / "sweep.json", sweep.to_dict())
     if chosen:
         cfg = points[chosen]
-        doc = {"name": chosen, "engine": cfg.engine, "model": cfg.model, "speculative": cfg.speculative,
-               "sampling": cfg.sampling, "engine_options": cfg.engine_options}  # fmt: skip
-        header = (f"# chosen by qualgate sweep {manifest['run_id']}: the fastest config of the sweep that passed "
-                  f"the non-inferiority gate (margin {fmt_points(plan.margin)} points); evidence: gate.json\n"
-                  "# model paths are written as in the base config (relative ones to its folder), since the\n"
-                  "# config id that binds the evidence is computed from them as written\n")
+        doc = {
+            "name": chosen,
+            "engine": cfg.engine,
+            "model": cfg.model,
+            "speculative": cfg.speculative,
+            "sampling": cfg.sampling,
+            "engine_options": cfg.engine_options,
+        }
+        header = (
+            f"# chosen by qualgate sweep {manifest['run_id']}: the fastest config of the sweep that passed "
+            f"the non-inferiority gate (margin {fmt_points(plan.margin)} points); evidence: gate.json\n"
+            "# model paths are written as in the base config (relative ones to its folder), since the\n"
+            "# config id that binds the evidence is computed from them as written\n"
+        )
         write_atomic(out / "chosen.yaml", header + yaml.safe_dump(doc, sort_keys=False))
     return sweep
 
@@ -294,9 +377,13 @@ def _cost(manifest, baseline, rows, names, test_questions, per_question) -> dict
         t = configs[n]["throughput"]
         fixed_s += (t["engine_s"] / t["requests"] if t["requests"] else mean_per_request) * requests_full
     spent_s = base["engine_s"] + sum(r["engine_s"] for r in rows)
-    return {"questions_spent": spent_q, "questions_fixed": test_questions * len(names),
-            "engine_s_spent": spent_s, "engine_s_fixed_estimate": fixed_s,
-            "baseline_questions": base["requests"] // per_question}  # fmt: skip
+    return {
+        "questions_spent": spent_q,
+        "questions_fixed": test_questions * len(names),
+        "engine_s_spent": spent_s,
+        "engine_s_fixed_estimate": fixed_s,
+        "baseline_questions": base["requests"] // per_question,
+    }
 
 
 def _table(r: SweepResult) -> tuple[list[str], list[list[str]]]:
@@ -304,27 +391,48 @@ def _table(r: SweepResult) -> tuple[list[str], list[list[str]]]:
     rows = []
     for i, row in enumerate(r.rows, 1):
         ci = row["speedup_ci"]
-        speed = "—" if row["speedup"] is None else (f"{row['speedup']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
+        speed = (
+            "—"
+            if row["speedup"] is None
+            else (f"{row['speedup']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
+        )
         mark = "chosen" if row["name"] == r.chosen else ("yes" if row["name"] in r.frontier else "")
-        rows.append([str(i), row["name"], row["verdict"], f"{row['questions_used']:,}",
-                     fmt_points(row["loss_upper_bound"]), speed, mark])  # fmt: skip
+        rows.append(
+            [
+                str(i),
+                row["name"],
+                row["verdict"],
+                f"{row['questions_used']:,}",
+                fmt_points(row["loss_upper_bound"]),
+                speed,
+                mark,
+            ]
+        )
     return headers, rows
 
 
 def _summary(r: SweepResult) -> list[str]:
     c = r.cost
-    out = [f"qualgate sweep: {len(r.rows) + len(r.not_run)} grid points of {r.grid.base}, fixed-sequence "
-           f"non-inferiority at margin {fmt_points(r.margin)} points, alpha {r.alpha:g} (order: {r.grid.order})"]
-    out.append(f"chosen: {r.chosen}" if r.chosen else "chosen: none passes (the first candidate of the sequence did not PASS)")
+    out = [
+        f"qualgate sweep: {len(r.rows) + len(r.not_run)} grid points of {r.grid.base}, fixed-sequence "
+        f"non-inferiority at margin {fmt_points(r.margin)} points, alpha {r.alpha:g} (order: {r.grid.order})"
+    ]
+    out.append(
+        f"chosen: {r.chosen}" if r.chosen else "chosen: none passes (the first candidate of the sequence did not PASS)"
+    )
     row = next((x for x in r.rows if x["name"] == r.chosen), None)
     if row and row["speedup_ci"] and row["speedup_ci"][1] < 1:
-        out.append(f"note: {r.chosen} passes but is slower than the baseline (speed-up {row['speedup']:.2f}, interval "
-                   f"up to {row['speedup_ci'][1]:.2f}): no config of this grid buys speed on this engine")  # fmt: skip
+        out.append(
+            f"note: {r.chosen} passes but is slower than the baseline (speed-up {row['speedup']:.2f}, interval "
+            f"up to {row['speedup_ci'][1]:.2f}): no config of this grid buys speed on this engine"
+        )
     if r.not_run:
         out.append(f"not run (after the first non-PASS the sequence stops): {', '.join(r.not_run)}")
-    out.append(f"cost: {c['questions_spent']:,} candidate questions (+{c['baseline_questions']:,} baseline) against "
-               f"{c['questions_fixed']:,} for every grid point at the full count; engine time {c['engine_s_spent']:.1f} s "
-               f"against an estimated {c['engine_s_fixed_estimate']:.1f} s")  # fmt: skip
+    out.append(
+        f"cost: {c['questions_spent']:,} candidate questions (+{c['baseline_questions']:,} baseline) against "
+        f"{c['questions_fixed']:,} for every grid point at the full count; engine time {c['engine_s_spent']:.1f} s "
+        f"against an estimated {c['engine_s_fixed_estimate']:.1f} s"
+    )
     return out
 
 

@@ -71,7 +71,7 @@ References
    matched-pair design. Biom J 2006;48:966-977.
 
 Reproduced worked example: Obuchowski's (1998) PET/SPECT parathyroid data, statistic 2.857
-(``tests/gate/test_clustered.py``).
+(``tests/verdict/test_clustered.py``).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from . import _checks
+from . import checks
 from ._cluster_variance import (
     deff_score_z,
     design_effect,
@@ -291,8 +291,8 @@ def clustered_noninferiority(table, *, margin, alpha=0.05, weights=None, design_
     (True, 'score-clustered-robust', 0.0078)
     """
     tables = _tables(table)
-    margin = _checks.real("margin", margin, low=0.0, high=1.0)
-    alpha = _checks.fraction("alpha", alpha)
+    margin = checks.real("margin", margin, low=0.0, high=1.0)
+    alpha = checks.fraction("alpha", alpha)
     weights = _weights(tables, weights)
     deff = _deffs(tables, design_effect)
     crit = stats.norm.isf(alpha)
@@ -307,9 +307,16 @@ def clustered_noninferiority(table, *, margin, alpha=0.05, weights=None, design_
     z = f(margin)
     pooled_deff = float(deff[0] if weights is None else weights @ deff)
     return ClusteredNoninferiorityResult(
-        float(z), float(stats.norm.cdf(z)), float(upper), bool(z < -crit), float(est), margin, alpha,
-        pooled_deff, method + ("-stratified" if weights is not None else ""),
-    )  # fmt: skip
+        float(z),
+        float(stats.norm.cdf(z)),
+        float(upper),
+        bool(z < -crit),
+        float(est),
+        margin,
+        alpha,
+        pooled_deff,
+        method + ("-stratified" if weights is not None else ""),
+    )
 
 
 def _deffs(tables, override):
@@ -334,7 +341,7 @@ def clustered_difference_ci(table, *, confidence_level=0.95, weights=None, desig
     (-0.174, -0.055)
     """
     tables = _tables(table)
-    level = _checks.fraction("confidence_level", confidence_level)
+    level = checks.fraction("confidence_level", confidence_level)
     weights = _weights(tables, weights)
     crit = stats.norm.isf((1 - level) / 2)
     if design_effect is None:
@@ -401,7 +408,7 @@ def clustered_mcnemar(table: ClusteredTable, *, alternative="two-sided") -> Clus
     """
     if not isinstance(table, ClusteredTable):
         raise ValueError(f"table must be a ClusteredTable, got {table!r}")
-    _checks.choice("alternative", alternative, _checks.ALTERNATIVES)
+    checks.choice("alternative", alternative, checks.ALTERNATIVES)
     t = table.gained - table.lost
     pmf = _signflip_pmf(table.abs_d)
     total = len(pmf) - 1  # M = Σ |d_k|
@@ -434,7 +441,7 @@ def stratified_score_test(tables, *, weights, design_effect=None, alternative="t
     (-0.577, 0.2819)
     """
     tables = _tables(tables)
-    _checks.choice("alternative", alternative, _checks.ALTERNATIVES)
+    checks.choice("alternative", alternative, checks.ALTERNATIVES)
     w = _weights(tables, weights)
     if design_effect is None:
         f, _ = _robust_fn(tables, w, 0.0)  # at δ0 = 0 no monotonicity floor is needed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import _checks
+from . import checks
 from ._paired_ci import ConfidenceInterval
 
 __all__ = ["discordance_interval"]
@@ -49,12 +49,12 @@ def discordance_interval(discordant, n, *, design_effect=1.0, confidence_level=0
     """
     from scipy import stats  # here, not at import: keeps `import qualgate.stats` fast
 
-    discordant = _checks.count("discordant", discordant)
-    n = _checks.positive_count("n", n)
+    discordant = checks.count("discordant", discordant)
+    n = checks.positive_count("n", n)
     if discordant > n:
         raise ValueError(f"discordant must be at most n = {n}, got {discordant!r}")
-    deff = _checks.real("design_effect", design_effect, low=0.0)
-    alpha = 1 - _checks.fraction("confidence_level", confidence_level)
+    deff = checks.real("design_effect", design_effect, low=0.0)
+    alpha = 1 - checks.fraction("confidence_level", confidence_level)
     n_eff = n / deff
     x = discordant / deff
     low = 0.0 if x <= 0 else float(stats.beta.ppf(alpha / 2, x, n_eff - x + 1))

@@ -7,7 +7,7 @@ import math
 
 from scipy import special
 
-from . import _checks
+from . import checks
 
 __all__ = ["McNemarResult", "mcnemar"]
 
@@ -82,8 +82,8 @@ class McNemarResult:
 
         from ._paired_ci import ConfidenceInterval
 
-        confidence_level = _checks.fraction("confidence_level", confidence_level)
-        _checks.choice("method", method, _CI_METHODS)
+        confidence_level = checks.fraction("confidence_level", confidence_level)
+        checks.choice("method", method, _CI_METHODS)
         m = self.lost + self.gained
         if m == 0:
             return ConfidenceInterval(0.0, 1.0)
@@ -161,10 +161,10 @@ def mcnemar(lost, gained, *, alternative="two-sided", method="exact"):
     >>> round(mcnemar(16, 6, method="asymptotic").zstatistic, 3)
     -2.132
     """
-    lost = _checks.count("lost", lost)
-    gained = _checks.count("gained", gained)
-    _checks.choice("alternative", alternative, _checks.ALTERNATIVES)
-    _checks.choice("method", method, _METHODS)
+    lost = checks.count("lost", lost)
+    gained = checks.count("gained", gained)
+    checks.choice("alternative", alternative, checks.ALTERNATIVES)
+    checks.choice("method", method, _METHODS)
     m = lost + gained
     if m == 0:
         z = None if method in ("exact", "midp") else 0.0

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import _checks
+from . import checks
 
 __all__ = ["holm"]
 
@@ -43,8 +43,9 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     >>> holm([0.01, 0.04, 0.03])
     [0.03, 0.06, 0.06]
     """
-    p = np.asarray([_checks.real("pvalues", x, low=0.0, high=1.0, low_open=False, high_open=False)
-                    for x in pvalues], dtype=float)  # fmt: skip
+    p = np.asarray(
+        [checks.real("pvalues", x, low=0.0, high=1.0, low_open=False, high_open=False) for x in pvalues], dtype=float
+    )
     m = len(p)
     order = np.argsort(p, kind="stable")
     adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))

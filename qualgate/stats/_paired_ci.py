@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from scipy import special
 
-from . import _checks
+from . import checks
 from ._score import score_z
 
 __all__ = ["ConfidenceInterval", "paired_difference_ci"]
@@ -24,10 +24,10 @@ class ConfidenceInterval(NamedTuple):
 
 def _counts(both_correct, lost, gained, both_wrong):
     return (
-        _checks.count("both_correct", both_correct),
-        _checks.count("lost", lost),
-        _checks.count("gained", gained),
-        _checks.count("both_wrong", both_wrong),
+        checks.count("both_correct", both_correct),
+        checks.count("lost", lost),
+        checks.count("gained", gained),
+        checks.count("both_wrong", both_wrong),
     )
 
 
@@ -72,9 +72,7 @@ def _newcombe(a, lost, gained, d, n, z):
     return low, high
 
 
-def paired_difference_ci(
-    both_correct, lost, gained, both_wrong, *, confidence_level=0.95, method="tango"
-):
+def paired_difference_ci(both_correct, lost, gained, both_wrong, *, confidence_level=0.95, method="tango"):
     r"""Confidence interval for accuracy(C) − accuracy(B) from a paired 2×2 table.
 
     The estimate is ``(gained - lost) / n``; the interval is two-sided, clipped to [−1, 1] and
@@ -134,8 +132,8 @@ def paired_difference_ci(
     (-0.124, -0.0054)
     """
     a, lost, gained, d = _counts(both_correct, lost, gained, both_wrong)
-    confidence_level = _checks.fraction("confidence_level", confidence_level)
-    _checks.choice("method", method, _METHODS)
+    confidence_level = checks.fraction("confidence_level", confidence_level)
+    checks.choice("method", method, _METHODS)
     n = a + lost + gained + d
     if n == 0:
         return ConfidenceInterval(-1.0, 1.0)

@@ -40,7 +40,7 @@ import math
 import numpy as np
 from scipy import special
 
-from . import _checks
+from . import checks
 from ._power_exact import ExactDesign, binom_cdf, exact_sample_size, m_window
 from ._score import restricted_p21
 
@@ -117,25 +117,25 @@ class PowerResult:
 
 
 def _check_design(loss, discordant, alpha, alternative, method):
-    discordant = _checks.real("discordant", discordant, low=0.0, high=1.0, high_open=False)
+    discordant = checks.real("discordant", discordant, low=0.0, high=1.0, high_open=False)
     if loss is not None:
-        loss = _checks.real("loss", loss, low=0.0, high=1.0, low_open=False, high_open=False)
+        loss = checks.real("loss", loss, low=0.0, high=1.0, low_open=False, high_open=False)
         if loss > discordant:
             raise ValueError(
                 f"loss must not exceed discordant (loss = P(lost) - P(gained) <= "
                 f"P(lost) + P(gained) = discordant, so also discordant >= loss**2), got "
                 f"loss={loss!r}, discordant={discordant!r}"
             )
-    alpha = _checks.fraction("alpha", alpha)
-    _checks.choice("alternative", alternative, _POWER_ALTERNATIVES)
-    _checks.choice("method", method, _METHODS)
+    alpha = checks.fraction("alpha", alpha)
+    checks.choice("alternative", alternative, _POWER_ALTERNATIVES)
+    checks.choice("method", method, _METHODS)
     # one tail of the test carries alpha/2 (two-sided) or alpha (one-sided 'less')
     tail = alpha / 2 if alternative == "two-sided" else alpha
     return loss, discordant, alpha, tail
 
 
 def _check_target(power):
-    return _checks.real("power", power, low=0.5, high=1.0, low_open=False)
+    return checks.real("power", power, low=0.5, high=1.0, low_open=False)
 
 
 # ----------------------------------------------------------------------------- normal method
@@ -166,9 +166,7 @@ def _normal_n_real(loss, discordant, tail, target):
 # ----------------------------------------------------------------------------- public API
 
 
-def mcnemar_sample_size(
-    loss, discordant, *, alpha=0.05, power=0.8, alternative="two-sided", method="normal"
-):
+def mcnemar_sample_size(loss, discordant, *, alpha=0.05, power=0.8, alternative="two-sided", method="normal"):
     """Number of paired questions for McNemar's test to detect a loss.
 
     H0: P(lost) = P(gained); H1 (``alternative='less'``): the candidate is worse, or
@@ -225,9 +223,18 @@ def mcnemar_sample_size(
             )
         n, achieved, n_stable = exact_sample_size(loss, discordant, tail, target, n_checked)
     return PowerResult(
-        "n", n, achieved, loss, discordant, alpha, alternative, method,
-        target_power=target, n_stable=n_stable, n_checked=n_checked,
-    )  # fmt: skip
+        "n",
+        n,
+        achieved,
+        loss,
+        discordant,
+        alpha,
+        alternative,
+        method,
+        target_power=target,
+        n_stable=n_stable,
+        n_checked=n_checked,
+    )
 
 
 def mcnemar_power(n, loss, discordant, *, alpha=0.05, alternative="two-sided", method="normal"):
@@ -250,7 +257,7 @@ def mcnemar_power(n, loss, discordant, *, alpha=0.05, alternative="two-sided", m
     >>> round(mcnemar_power(1175, 0.02, 0.06, method="exact").power, 4)
     0.776
     """
-    n = _checks.positive_count("n", n)
+    n = checks.positive_count("n", n)
     loss, discordant, alpha, tail = _check_design(loss, discordant, alpha, alternative, method)
     if method == "normal":
         achieved = float(_normal_power(n, loss, discordant, tail))
@@ -260,9 +267,7 @@ def mcnemar_power(n, loss, discordant, *, alpha=0.05, alternative="two-sided", m
     return PowerResult("power", n, achieved, loss, discordant, alpha, alternative, method)
 
 
-def mcnemar_detectable_loss(
-    n, discordant, *, alpha=0.05, power=0.8, alternative="two-sided", method="normal"
-):
+def mcnemar_detectable_loss(n, discordant, *, alpha=0.05, power=0.8, alternative="two-sided", method="normal"):
     """Smallest loss that McNemar's test with ``n`` questions detects with the target power.
 
     Power rises with the loss for fixed n and ψ, so the answer is unique. When even
@@ -281,7 +286,7 @@ def mcnemar_detectable_loss(
     >>> round(mcnemar_detectable_loss(1175, 0.06, method="exact").loss, 5)
     0.02056
     """
-    n = _checks.positive_count("n", n)
+    n = checks.positive_count("n", n)
     _, discordant, alpha, tail = _check_design(None, discordant, alpha, alternative, method)
     target = _check_target(power)
     if method == "normal":
@@ -314,15 +319,13 @@ def mcnemar_detectable_loss(
             if exact_power(loss) < target:  # land on the side that reaches the target
                 loss = min(discordant, loss + 1e-12)
             achieved = exact_power(loss)
-    return PowerResult(
-        "loss", n, achieved, loss, discordant, alpha, alternative, method, target_power=target
-    )
+    return PowerResult("loss", n, achieved, loss, discordant, alpha, alternative, method, target_power=target)
 
 
 def _noninferiority_design(margin, discordant, expected_loss, alpha):
-    margin = _checks.real("margin", margin, low=0.0, high=1.0)
-    discordant = _checks.real("discordant", discordant, low=0.0, high=1.0, high_open=False)
-    expected_loss = _checks.real("expected_loss", expected_loss, low=-1.0, high=1.0, low_open=False)
+    margin = checks.real("margin", margin, low=0.0, high=1.0)
+    discordant = checks.real("discordant", discordant, low=0.0, high=1.0, high_open=False)
+    expected_loss = checks.real("expected_loss", expected_loss, low=-1.0, high=1.0, low_open=False)
     if abs(expected_loss) > discordant:
         raise ValueError(
             f"expected_loss must lie in [-discordant, discordant], got expected_loss="
@@ -333,7 +336,7 @@ def _noninferiority_design(margin, discordant, expected_loss, alpha):
             f"expected_loss must be below margin (otherwise H1: loss < margin is false), got "
             f"expected_loss={expected_loss!r}, margin={margin!r}"
         )
-    alpha = _checks.fraction("alpha", alpha)
+    alpha = checks.fraction("alpha", alpha)
     # standard deviations of one pair's (lost - gained) at the H0 boundary (restricted ML
     # limit, Nam 1997) and under the expected design
     p_lost, p_gained = (discordant + expected_loss) / 2, (discordant - expected_loss) / 2
@@ -394,9 +397,18 @@ def noninferiority_sample_size(margin, discordant, *, expected_loss=0.0, alpha=0
 
     n = _smallest_n(((z_a * sd0 + z_p * sd1) / (margin - expected_loss)) ** 2, power_of, target)
     return PowerResult(
-        "n", n, float(power_of(n)), expected_loss, discordant, alpha, "less", "normal",
-        target_power=target, n_stable=n, margin=margin,
-    )  # fmt: skip
+        "n",
+        n,
+        float(power_of(n)),
+        expected_loss,
+        discordant,
+        alpha,
+        "less",
+        "normal",
+        target_power=target,
+        n_stable=n,
+        margin=margin,
+    )
 
 
 def noninferiority_power(n, margin, discordant, *, expected_loss=0.0, alpha=0.05):
@@ -409,11 +421,9 @@ def noninferiority_power(n, margin, discordant, *, expected_loss=0.0, alpha=0.05
     >>> round(noninferiority_power(982, 0.02, 0.06).power, 3)
     0.8
     """
-    n = _checks.positive_count("n", n)
+    n = checks.positive_count("n", n)
     margin, discordant, expected_loss, alpha, sd0, sd1 = _noninferiority_design(
         margin, discordant, expected_loss, alpha
     )
     achieved = float(_ni_power(n, margin, expected_loss, alpha, sd0, sd1))
-    return PowerResult(
-        "power", n, achieved, expected_loss, discordant, alpha, "less", "normal", margin=margin
-    )
+    return PowerResult("power", n, achieved, expected_loss, discordant, alpha, "less", "normal", margin=margin)

@@ -92,9 +92,12 @@ class ExactDesign:
         ns, ms = ns[:, None], ms[None, :]
         nm = np.maximum(ns - ms, 0)
         log_pmf = (
-            self._log_factorial[ns] - self._log_factorial[ms] - self._log_factorial[nm]
-            + ms * math.log(psi) + special.xlog1py(nm, -psi)
-        )  # fmt: skip
+            self._log_factorial[ns]
+            - self._log_factorial[ms]
+            - self._log_factorial[nm]
+            + ms * math.log(psi)
+            + special.xlog1py(nm, -psi)
+        )
         return np.where(ms <= ns, np.exp(log_pmf), 0.0)
 
     def power(self, ns, g=None):
@@ -105,8 +108,9 @@ class ExactDesign:
             return g[ns]
         out = np.empty(ns.size)
         # blocks of n small enough that the (n, m) weight matrix stays a few MB
-        step = max(16, int(min(2e6 / (20 * math.sqrt(ns.max() * self.discordant) + 20),
-                               math.sqrt(2e6 / self.discordant))))  # fmt: skip
+        step = max(
+            16, int(min(2e6 / (20 * math.sqrt(ns.max() * self.discordant) + 20), math.sqrt(2e6 / self.discordant)))
+        )
         for i in range(0, ns.size, step):
             block = ns[i : i + step]
             lo, hi = m_window(int(block.min()), int(block.max()), self.discordant)

@@ -58,9 +58,7 @@ def score_z(first, second, n, delta):
         q = _q_scalar(first / n, second / n, float(delta))
         var = n * (2 * q + delta * (1 - delta))
         return num / math.sqrt(var) if var > 0 else math.copysign(math.inf, num)
-    first, second, n, delta = np.broadcast_arrays(
-        *(np.asarray(x, dtype=float) for x in (first, second, n, delta))
-    )
+    first, second, n, delta = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (first, second, n, delta)))
     q = restricted_p21(first / n, second / n, delta)
     num = first - second - n * delta
     var = n * (2 * q + delta * (1 - delta))

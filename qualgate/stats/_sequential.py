@@ -90,8 +90,8 @@ import functools
 import numpy as np
 from scipy import special
 
-from ._checks import positive_count, real
 from ._score import score_z
+from .checks import positive_count, real
 
 __all__ = ["SequentialResult", "sequential_noninferiority"]
 
@@ -271,8 +271,15 @@ def _counts(d, pairs):
     """
     m = np.broadcast_to(np.ones(1) if pairs is None else np.asarray(pairs, dtype=float), d.shape)
     net = np.rint(-d * m)  # lost − gained per question
-    return (m.sum(axis=1), np.maximum(net, 0).sum(axis=1), np.maximum(-net, 0).sum(axis=1),
-            (net * net).sum(axis=1), (m * net).sum(axis=1), (m * m).sum(axis=1), m.max(axis=1))  # fmt: skip
+    return (
+        m.sum(axis=1),
+        np.maximum(net, 0).sum(axis=1),
+        np.maximum(-net, 0).sum(axis=1),
+        (net * net).sum(axis=1),
+        (m * net).sum(axis=1),
+        (m * m).sum(axis=1),
+        m.max(axis=1),
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -307,15 +314,16 @@ def _final_bound(d, pairs, margin, alpha):
 
     n, lost, gained, *_ = (float(x[0]) for x in _counts(d[None, :], None if pairs is None else pairs[None, :]))
     if pairs is None or np.all(pairs <= 1):
-        return noninferiority(int(n - lost - gained), int(lost), int(gained), 0, margin=margin, alpha=alpha,
-                              method="exact").upper_bound  # fmt: skip
+        return noninferiority(
+            int(n - lost - gained), int(lost), int(gained), 0, margin=margin, alpha=alpha, method="exact"
+        ).upper_bound
     m = np.asarray(pairs, dtype=int)
     net = np.rint(-d * m).astype(int)
     cluster = np.repeat(np.arange(len(d)), m)
     first = np.concatenate([[0], np.cumsum(m)[:-1]])
     base = np.zeros(int(m.sum()), dtype=bool)
     cand = np.zeros_like(base)
-    for k, (start, size, x) in enumerate(zip(first, m, net)):
+    for start, x in zip(first, net):
         base[start : start + abs(x)] = x > 0  # a lost pair: baseline right, candidate wrong
         cand[start : start + abs(x)] = x < 0
     table = ClusteredTable.from_outcomes(cluster, base, cand)
@@ -439,16 +447,33 @@ def sequential_noninferiority(
 
     if d.size == 0:
         return SequentialResult(
-            "INCONCLUSIVE", _REASONS[_EXHAUSTED], 0, 0, float("nan"), -1.0, 1.0, 1.0, 1.0,
-            float(margin), float(alpha), float(power), max_questions,
+            "INCONCLUSIVE",
+            _REASONS[_EXHAUSTED],
+            0,
+            0,
+            float("nan"),
+            -1.0,
+            1.0,
+            1.0,
+            1.0,
+            float(margin),
+            float(alpha),
+            float(power),
+            max_questions,
         )
     if pairs is not None:
         pairs = np.broadcast_to(np.asarray(pairs, dtype=float), d.shape)
         if np.any(pairs < 1) or np.any(pairs != np.rint(pairs)):
             raise ValueError("pairs must be positive integers, one per question")
     stop, reason, log_pass, log_fail = _paths(
-        d[None, :], margin=margin, alpha=alpha, beta=1.0 - power, prior=discordant, weight=prior_weight,
-        max_questions=max_questions, pairs=None if pairs is None else pairs[None, :],
+        d[None, :],
+        margin=margin,
+        alpha=alpha,
+        beta=1.0 - power,
+        prior=discordant,
+        weight=prior_weight,
+        max_questions=max_questions,
+        pairs=None if pairs is None else pairs[None, :],
     )
     n_used = int(stop[0])
     code = int(reason[0])

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from . import _checks
+from . import checks
 
 __all__ = ["PairedTable"]
 
@@ -17,9 +17,7 @@ def _as_bool(name, values):
         raise ValueError(f"{name} must be a 1-D array of booleans, got shape {arr.shape}")
     if arr.dtype != bool:
         if arr.dtype.kind not in "iu" or not np.isin(arr, (0, 1)).all():
-            raise ValueError(
-                f"{name} must hold booleans (or 0/1 integers), got dtype {arr.dtype}"
-            )
+            raise ValueError(f"{name} must hold booleans (or 0/1 integers), got dtype {arr.dtype}")
         arr = arr.astype(bool)
     return arr
 
@@ -49,7 +47,7 @@ class PairedTable:
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
-            value = _checks.count(field.name, getattr(self, field.name))
+            value = checks.count(field.name, getattr(self, field.name))
             object.__setattr__(self, field.name, value)
 
     @classmethod
@@ -66,8 +64,7 @@ class PairedTable:
         c = _as_bool("candidate_correct", candidate_correct)
         if b.shape != c.shape:
             raise ValueError(
-                f"baseline_correct and candidate_correct must have the same length, got "
-                f"{b.size} and {c.size}"
+                f"baseline_correct and candidate_correct must have the same length, got {b.size} and {c.size}"
             )
         return cls(
             both_correct=int(np.count_nonzero(b & c)),
@@ -120,11 +117,9 @@ class PairedTable:
         """:func:`qualgate.stats.paired_difference_ci` for accuracy(C) − accuracy(B)."""
         from ._paired_ci import paired_difference_ci
 
-        return paired_difference_ci(
-            *dataclasses.astuple(self), confidence_level=confidence_level, method=method
-        )
+        return paired_difference_ci(*dataclasses.astuple(self), confidence_level=confidence_level, method=method)
 
-    def noninferiority(self, *, margin, alpha=0.05, method="score"):
+    def noninferiority(self, *, margin, alpha=0.05, method="exact"):
         """:func:`qualgate.stats.noninferiority` of the candidate against ``margin``."""
         from ._noninferiority import noninferiority
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from . import _checks
+from . import checks
 
 __all__ = ["unpaired_ci_halfwidth"]
 
@@ -39,7 +39,7 @@ def unpaired_ci_halfwidth(p, n, *, confidence_level=0.95):
     >>> round(unpaired_ci_halfwidth(0.9, 198), 4)
     0.0591
     """
-    _checks.fraction("confidence_level", confidence_level)
+    checks.fraction("confidence_level", confidence_level)
     p_arr = np.asarray(p, dtype=float)
     n_arr = np.asarray(n)
     if not np.all(np.isfinite(p_arr) & (p_arr >= 0) & (p_arr <= 1)):

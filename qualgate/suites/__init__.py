@@ -25,13 +25,21 @@ params are checked against the function's signature when the file is read.
     name: gsm8k                # [a-z0-9_]+; a built-in suite's name equals its file name
     version: 1                 # int >= 1; bump whenever prompt, extraction or grading changes
     description: "..."         # optional
-    source:                    # exactly one of `dataset` or `generator`
+    source:                    # exactly one of `dataset`, `generator` or `traffic`
       dataset: openai/gsm8k    #   Hub id, loaded with datasets.load_dataset
       config: main             #   optional
       split: test              #   required with `dataset`
       revision: cc7b047b...    #   required with `dataset`: a pinned 40-hex commit
       # generator: demo_arithmetic   # a name in GENERATORS; rows come from a function
       # params: {n: 200, seed: 0}    # its keyword arguments (optional)
+      # traffic: requests.jsonl      # chat requests (JSON Lines; a path relative to this
+      #                              #   file, or a list): see qualgate.suites._traffic.
+      #                              #   No id, fields, prompt or choices then; gold optional
+      #                              #   (its field a dotted path, e.g. body.metadata.ref)
+      # sample: {n: 500, seed: 0}    # a seeded sample of the distinct requests (optional)
+      # sampling: config             # config (default: the config's sampling wins) or
+      #                              #   request (each request's own fields win)
+      # ignore_fields: [tools]       # request fields to drop knowingly (optional)
     id:                        # how question ids are formed; exactly one of
       field: unique_id         #   a column holding unique ids (read as str), or
       # rule: content_hash     #   prefix + first 16 hex of sha256 of the compact UTF-8
@@ -45,6 +53,9 @@ params are checked against the function's signature when the file is read.
     gold:                      # the gold answer (exactly one of `gold` and `choices`)
       field: answer            #   the column
       parse: {name: after_marker, params: {marker: "####"}}   # GOLD_PARSERS; default text
+      # fields: {prefix: prompt, test: test, entry_point: entry_point}   # instead of `field`:
+      #                        #   several columns, given to the parser as {part: value}
+      #                        #   (parse: unit_tests, for grader: unit_tests)
     # choices:                 # multiple choice instead of `gold`: the options are shuffled
     #   correct: Correct Answer                 # per question by
     #   incorrect: [Incorrect Answer 1, ...]    # graders.choice_permutation(id, salt=salt);
@@ -89,12 +100,12 @@ Data loading
 ------------
 By default a dataset suite is loaded from the Hub with ``datasets.load_dataset(dataset,
 config, split=split, revision=revision)``. ``data_files`` (a path or a list of paths to
-JSONL, JSON, Parquet or CSV files) loads a local copy through ``datasets`` instead, for
+JSONL, JSON, Parquet or CSV files, or gzipped JSONL/JSON: ``.jsonl.gz``) loads a local copy through ``datasets`` instead, for
 offline machines. Missing columns, empty data, malformed gold answers and duplicate ids are
 :class:`~qualgate.errors.DataError`.
 """
 
 from ._load import Question, Suite, list_suites, load_suite, suite_path
-from ._spec import GENERATORS
+from ._spec import GENERATORS, read_spec
 
-__all__ = ["GENERATORS", "Question", "Suite", "list_suites", "load_suite", "suite_path"]
+__all__ = ["GENERATORS", "Question", "Suite", "list_suites", "load_suite", "read_spec", "suite_path"]

@@ -11,17 +11,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qualgate.records.prompts import prompt_hash
+
 from .. import graders
 from ..errors import DataError
-from qualgate.records.prompts import prompt_hash
 from ._spec import GENERATORS, LETTERS, SuiteSpec, read_spec, render
+from ._traffic import traffic_questions
 
-_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+_FILE_BUILDERS = {
+    ".jsonl": "json",
+    ".json": "json",
+    ".parquet": "parquet",
+    ".csv": "csv",
+    ".jsonl.gz": "json",
+    ".json.gz": "json",
+}  # datasets reads gzip by the suffix
 
 
 @dataclass(frozen=True)
 class Question:
-    """One question of a suite: its id, rendered chat prompt, gold answer and metadata."""
+    """One question of a suite: its id, rendered chat prompt, gold answer and metadata.
+
+    ``gold`` is None only in a traffic suite without a gold column. ``sampling`` holds the
+    request's own sampling fields, which override the decoding config's (a traffic suite
+    with ``sampling: request``); it is empty for every other suite.
+    """
 
     id: str
     prompt: tuple[dict, ...]
@@ -30,15 +44,19 @@ class Question:
     meta: dict = field(default_factory=dict, compare=False)
     #: multiple choice: the option texts in the order shown (A, B, ...), for the extractors
     options: tuple[str, ...] = field(default=(), compare=False)
+    sampling: dict = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "id": self.id,
             "prompt": [dict(m) for m in self.prompt],
             "gold": self.gold,
             "prompt_hash": self.prompt_hash,
             "meta": dict(self.meta),
         }
+        if self.sampling:
+            out["sampling"] = dict(self.sampling)
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,6 +84,8 @@ class Suite:
         ``problem`` (``math_verify`` with ``canonical``) gets the question's last user message.
         """
         spec = self._spec
+        if hasattr(spec.grader, "grade_many"):  # a judge model (qualgate.judge)
+            return self.grade_many([(question, text)])[0]
         users = [m["content"] for m in question.prompt if m.get("role") == "user"]
         return graders.grade(
             text,
@@ -78,6 +98,19 @@ class Suite:
             problem=users[-1] if users else None,
             options=question.options,
         )
+
+    def grade_many(self, items) -> list[graders.Grade]:
+        """Grade ``(question, text)`` pairs; a judge grader sends them as one batch of judge requests."""
+        spec = self._spec
+        if hasattr(spec.grader, "grade_many"):
+            return spec.grader.grade_many([(q.prompt, q.gold, t) for q, t in items], think=spec.think)
+        return [self.grade(q, t) for q, t in items]
+
+    def close(self) -> None:
+        """Release what the grader holds (a judge's backend); grading after it reopens nothing."""
+        close = getattr(self._spec.grader, "close", None)
+        if close is not None:
+            close()
 
     def to_dict(self, *, questions: bool = True) -> dict:
         out = {
@@ -147,6 +180,12 @@ def suite_path(name_or_path: str | os.PathLike) -> Path:
 # --- rows -----------------------------------------------------------------------------------
 
 
+def _suffix(path: str) -> str:
+    """A data file's type: its suffix, with the one before for gzip (``.jsonl.gz``)."""
+    p = Path(path)
+    return "".join(p.suffixes[-2:] if p.suffix.lower() == ".gz" else [p.suffix]).lower()
+
+
 def _load_rows(spec: SuiteSpec, data_files, revision, cache_dir) -> tuple[list[dict], dict, str]:
     """Rows, the resolved source (for provenance) and a label for error messages."""
     src = spec.source
@@ -155,11 +194,10 @@ def _load_rows(spec: SuiteSpec, data_files, revision, cache_dir) -> tuple[list[d
         if not files:
             raise ValueError("data_files: give at least one file")
         files = [os.fspath(f) for f in files]
-        suffixes = {Path(f).suffix.lower() for f in files}
+        suffixes = {_suffix(f) for f in files}
         if len(suffixes) != 1 or next(iter(suffixes)) not in _FILE_BUILDERS:
             raise ValueError(
-                f"data_files: all files must share one of the suffixes {sorted(_FILE_BUILDERS)}, "
-                f"got {files}"
+                f"data_files: all files must share one of the suffixes {sorted(_FILE_BUILDERS)}, got {files}"
             )
         for f in files:
             if not os.path.isfile(f):
@@ -171,12 +209,9 @@ def _load_rows(spec: SuiteSpec, data_files, revision, cache_dir) -> tuple[list[d
         import datasets
 
         try:
-            ds = datasets.load_dataset(
-                builder, data_files={"data": files}, split="data", cache_dir=cache_dir
-            )
+            ds = datasets.load_dataset(builder, data_files={"data": files}, split="data", cache_dir=cache_dir)
         except Exception as exc:  # datasets' many parser errors: report them as data errors
-            raise DataError(f"cannot read with datasets ({type(exc).__name__}: {exc})",
-                            file=label) from exc  # fmt: skip
+            raise DataError(f"cannot read with datasets ({type(exc).__name__}: {exc})", file=label) from exc
         return ds.to_list(), {"data_files": files, "builder": builder}, label
     if "generator" in src:
         module, _, attr = GENERATORS[src["generator"]].partition(":")
@@ -184,8 +219,12 @@ def _load_rows(spec: SuiteSpec, data_files, revision, cache_dir) -> tuple[list[d
         params = dict(src.get("params") or {})
         rows = fn(**params)
         if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
-            raise DataError("generator must return a list of row dicts", file=spec.path,
-                            field="source.generator", value=src["generator"])  # fmt: skip
+            raise DataError(
+                "generator must return a list of row dicts",
+                file=spec.path,
+                field="source.generator",
+                value=src["generator"],
+            )
         resolved = {"generator": src["generator"], "params": params}
         return [dict(r) for r in rows], resolved, f"{spec.path} (generator {src['generator']})"
     rev = revision or src["revision"]
@@ -213,8 +252,10 @@ def _value(row: dict, column: str, i: int, label: str, key: str):
     if column not in row:
         raise DataError(
             f"row {i}: missing column {column!r} (used by {key}); columns: {sorted(row)}",
-            file=label, field=key, value=column,
-        )  # fmt: skip
+            file=label,
+            field=key,
+            value=column,
+        )
     value = row[column]
     if value is None:
         raise DataError(f"row {i}: column {column!r} is null", file=label, field=key, value=column)
@@ -235,10 +276,7 @@ def _question(spec: SuiteSpec, row: dict, i: int, label: str) -> Question:
     if not qid.strip():
         raise DataError(f"row {i}: empty id", file=label, field="id")
 
-    variables = {
-        var: str(_value(row, col, i, label, f"fields.{var}")).strip()
-        for var, col in spec.fields.items()
-    }
+    variables = {var: str(_value(row, col, i, label, f"fields.{var}")).strip() for var, col in spec.fields.items()}
     if spec.choices is not None:
         c = spec.choices
         options = [c["correct"], *c["incorrect"]]
@@ -253,20 +291,31 @@ def _question(spec: SuiteSpec, row: dict, i: int, label: str) -> Question:
         variables["choices"] = "\n".join(f"{ltr}) {t}" for ltr, t in zip(letters, shown))
         gold = letters[order.index(0)]
     else:
-        raw = _value(row, spec.gold["field"], i, label, "gold.field")
+        if "fields" in spec.gold:  # several columns: the parser gets {part: value}
+            raw = {part: _value(row, col, i, label, f"gold.fields.{part}") for part, col in spec.gold["fields"].items()}
+        else:
+            raw = _value(row, spec.gold["field"], i, label, "gold.field")
         try:
             gold = spec.gold_parse(raw)
         except ValueError as exc:
-            raise DataError(f"row {i}: {exc}", file=label, field="gold.field",
-                            value=spec.gold["field"]) from None  # fmt: skip
+            key = "gold.fields" if "fields" in spec.gold else "gold.field"
+            raise DataError(
+                f"row {i}: {exc}", file=label, field=key, value=spec.gold.get("field", spec.gold.get("fields"))
+            ) from None
 
     messages = []
     if spec.system is not None:
         messages.append({"role": "system", "content": render(spec.system, variables)})
     messages.append({"role": "user", "content": render(spec.user, variables)})
     meta = {c: _value(row, c, i, label, "meta") for c in spec.meta}
-    return Question(id=qid, prompt=tuple(messages), gold=gold, prompt_hash=prompt_hash(messages),
-                    meta=meta, options=tuple(shown) if spec.choices is not None else ())  # fmt: skip
+    return Question(
+        id=qid,
+        prompt=tuple(messages),
+        gold=gold,
+        prompt_hash=prompt_hash(messages),
+        meta=meta,
+        options=tuple(shown) if spec.choices is not None else (),
+    )
 
 
 def load_suite(
@@ -285,7 +334,8 @@ def load_suite(
         A name from :func:`list_suites` or the path of a suite YAML file.
     data_files : path or list of paths, optional
         Local JSONL/JSON/Parquet/CSV copies of the data, read with ``datasets`` instead of
-        the Hub (or instead of the generator).
+        the Hub (or instead of the generator); for a traffic suite, the JSON Lines files of
+        requests to read instead of its ``source.traffic``.
     revision : str, optional
         Hub revision to load instead of the pinned one (only for Hub loading).
     limit : int, optional
@@ -310,10 +360,14 @@ def load_suite(
             f"revision={revision!r} applies only to loading a Hub dataset, not to "
             f"{'data_files' if data_files is not None else 'a generator suite'}"
         )
-    rows, source, label = _load_rows(spec, data_files, revision, cache_dir)
-    if not rows:
-        raise DataError("no rows: the data is empty", file=label)
-    questions = [_question(spec, row, i, label) for i, row in enumerate(rows)]
+    if "traffic" in spec.source:  # ids are unique and duplicates removed (qualgate.suites._traffic)
+        questions, source = traffic_questions(spec, data_files, Question)
+        label = source["traffic"][0]
+    else:
+        rows, source, label = _load_rows(spec, data_files, revision, cache_dir)
+        if not rows:
+            raise DataError("no rows: the data is empty", file=label)
+        questions = [_question(spec, row, i, label) for i, row in enumerate(rows)]
     first: dict[str, int] = {}
     dups = []
     for i, q in enumerate(questions):

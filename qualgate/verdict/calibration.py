@@ -14,15 +14,13 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from qualgate.formatting import fmt_p_is, fmt_pct, fmt_points, markdown_table, text_table
 from qualgate.errors import ExitCode
 from qualgate.evidence.gate_report import now
-from qualgate.verdict.fixed import _reading_notes
-from qualgate.verdict.pairing import Pairing, Side, pair_records
+from qualgate.formatting import fmt_p_is, fmt_pct, fmt_points, markdown_table, text_table
 from qualgate.stats import (
     ClusteredTable,
     ConfidenceInterval,
-    _checks,
+    checks,
     clustered_difference_ci,
     clustered_mcnemar,
     discordance_interval,
@@ -30,6 +28,8 @@ from qualgate.stats import (
     mcnemar_sample_size,
     noninferiority_sample_size,
 )
+from qualgate.verdict.fixed import _reading_notes
+from qualgate.verdict.pairing import Pairing, Side, pair_records
 
 __all__ = [
     "CalibrationReport",
@@ -102,9 +102,9 @@ def calibrate(
     harness or engine bug. Reports the discordant fraction with its 1 − alpha interval and the
     questions a gate needs for each loss in ``losses``.
     """
-    alpha = _checks.real("alpha", alpha, low=0.0, high=0.5)
-    power = _checks.real("power", power, low=0.5, high=1.0, low_open=False)
-    losses = [_checks.real("losses", x, low=0.0, high=1.0) for x in losses]
+    alpha = checks.real("alpha", alpha, low=0.0, high=0.5)
+    power = checks.real("power", power, low=0.5, high=1.0, low_open=False)
+    losses = [checks.real("losses", x, low=0.0, high=1.0) for x in losses]
     clustered = pairing.max_cluster_size > 1
     t = ClusteredTable.from_outcomes(pairing.question, pairing.baseline_correct, pairing.candidate_correct)
     deff = t.design_effect if clustered else 1.0
@@ -124,15 +124,23 @@ def calibrate(
             used = max(d, loss)
             row = {"loss": loss, "at": at, "discordant": d, "discordant_used": used}
             mc = _questions(
-                lambda: mcnemar_sample_size(loss, used, alpha=alpha, power=power, alternative="less").n, deff, per_q
+                lambda loss=loss, used=used: (
+                    mcnemar_sample_size(loss, used, alpha=alpha, power=power, alternative="less").n
+                ),
+                deff,
+                per_q,
             )
             ni = _questions(
-                lambda: noninferiority_sample_size(loss, used, alpha=alpha, power=power).n, deff, per_q
+                lambda loss=loss, used=used: noninferiority_sample_size(loss, used, alpha=alpha, power=power).n,
+                deff,
+                per_q,
             )
             sizes.append(row | {"mcnemar": mc, "noninferiority": ni})
             if used > d:
-                note = (f"a loss of {fmt_points(loss)} points makes at least that fraction of pairs "
-                        f"discordant, so its sample sizes use a discordance of {fmt_pct(used)}")  # fmt: skip
+                note = (
+                    f"a loss of {fmt_points(loss)} points makes at least that fraction of pairs "
+                    f"discordant, so its sample sizes use a discordance of {fmt_pct(used)}"
+                )
                 if note not in notes:
                     notes.append(note)
     consistent = test.pvalue > alpha
@@ -142,11 +150,31 @@ def calibrate(
             "equivalent are not; look for a harness or engine bug (prompts, seeds, grading, batching)"
         )
     return CalibrationReport(
-        now(), pairing.baseline, pairing.candidate, alpha, power, t.clusters, t.n, t.max_cluster_size,
-        clustered, deff, t.both_correct, t.lost, t.gained, t.both_wrong,
-        (t.both_correct + t.lost) / t.n, (t.both_correct + t.gained) / t.n, psi, psi_ci,
-        test.pvalue, method, ci, consistent, tuple(sizes), tuple(_reading_notes(pairing) + list(pairing.notes) + notes),
-    )  # fmt: skip
+        now(),
+        pairing.baseline,
+        pairing.candidate,
+        alpha,
+        power,
+        t.clusters,
+        t.n,
+        t.max_cluster_size,
+        clustered,
+        deff,
+        t.both_correct,
+        t.lost,
+        t.gained,
+        t.both_wrong,
+        (t.both_correct + t.lost) / t.n,
+        (t.both_correct + t.gained) / t.n,
+        psi,
+        psi_ci,
+        test.pvalue,
+        method,
+        ci,
+        consistent,
+        tuple(sizes),
+        tuple(_reading_notes(pairing) + list(pairing.notes) + notes),
+    )
 
 
 def _questions(solve, deff, per_question):
@@ -157,14 +185,30 @@ def _questions(solve, deff, per_question):
     return math.ceil(pairs * deff / per_question)
 
 
-def run_calibration(run_a, run_b, *, losses=(0.01, 0.02, 0.03), alpha=0.05, power=0.8, on_missing="error",
-                    max_errors=0, drop_truncated=False, allow_unknown=False, input_format="auto",
-                    import_options=None, on_prompt_mismatch="error") -> CalibrationReport:  # fmt: skip
+def run_calibration(
+    run_a,
+    run_b,
+    *,
+    losses=(0.01, 0.02, 0.03),
+    alpha=0.05,
+    power=0.8,
+    on_missing="error",
+    max_errors=0,
+    drop_truncated=False,
+    allow_unknown=False,
+    input_format="auto",
+    import_options=None,
+    on_prompt_mismatch="error",
+) -> CalibrationReport:
     """Read and pair two runs (files, directories or other tools' logs), then :func:`calibrate`."""
     from qualgate.records.importers import load_records
 
-    a, b = (load_records(r, fmt=input_format, options=import_options, drop_truncated=drop_truncated,
-                         allow_unknown=allow_unknown) for r in (run_a, run_b))  # fmt: skip
+    a, b = (
+        load_records(
+            r, fmt=input_format, options=import_options, drop_truncated=drop_truncated, allow_unknown=allow_unknown
+        )
+        for r in (run_a, run_b)
+    )
     pairing = pair_records(a, b, on_missing=on_missing, max_errors=max_errors, on_prompt_mismatch=on_prompt_mismatch)
     return calibrate(pairing, losses=losses, alpha=alpha, power=power)
 
@@ -172,11 +216,15 @@ def run_calibration(run_a, run_b, *, losses=(0.01, 0.02, 0.03), alpha=0.05, powe
 def _calibration_rows(r: CalibrationReport):
     rows = []
     for s in r.sample_sizes:
-        rows.append([
-            fmt_points(s["loss"]), s["at"], fmt_pct(s["discordant_used"], 2),
-            f"{s['mcnemar']:,}" if s["mcnemar"] is not None else "—",
-            f"{s['noninferiority']:,}" if s["noninferiority"] is not None else "—",
-        ])  # fmt: skip
+        rows.append(
+            [
+                fmt_points(s["loss"]),
+                s["at"],
+                fmt_pct(s["discordant_used"], 2),
+                f"{s['mcnemar']:,}" if s["mcnemar"] is not None else "—",
+                f"{s['noninferiority']:,}" if s["noninferiority"] is not None else "—",
+            ]
+        )
     return rows
 
 
@@ -185,9 +233,7 @@ _CAL_HEADERS = ["loss (pts)", "discordance", "ψ used", "questions (McNemar)", "
 
 def _calibration_summary(r: CalibrationReport) -> list[str]:
     level = f"{1 - r.alpha:.0%}"
-    unit = (
-        f", {r.pairs_per_question} pairs per question, design effect {r.design_effect:.2f}" if r.clustered else ""
-    )
+    unit = f", {r.pairs_per_question} pairs per question, design effect {r.design_effect:.2f}" if r.clustered else ""
     low, high = r.discordant_ci
     dlow, dhigh = r.ci_difference
     return [

@@ -54,21 +54,24 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from qualgate.formatting import fmt_p_is
+from qualgate.config.options import INCONCLUSIVE_AS, MISSING, POLICIES, WEIGHTINGS
 from qualgate.errors import DataError
-from qualgate.evidence.gate_report import Evidence, decide_exit, names, now
-from qualgate.verdict.flips import Flips, find_flips
-from qualgate.config.options import INCONCLUSIVE_AS, MISSING, POLICIES, READING_DEFAULTS, WEIGHTINGS
-from qualgate.verdict.pairing import Pairing, Side, pair_records
-from qualgate.verdict.policy import Policy
+from qualgate.evidence.contract import FixedCandidate, FixedMissingness, FixedSettings, ReportSide, Verdict
+from qualgate.evidence.gate_report import decide_exit, names, now
+from qualgate.formatting import fmt_p_is
 from qualgate.stats import (
     ClusteredTable,
-    _checks,
+    checks,
     holm,
 )
+from qualgate.verdict.flips import Flips, find_flips
+from qualgate.verdict.pairing import Pairing, Side, pair_records
+from qualgate.verdict.policy import Policy
+from qualgate.verdict.result import GateResult
 
 __all__ = ["Comparison", "GateReport", "gate", "run_gate"]
 
@@ -77,6 +80,7 @@ from qualgate.verdict.scope import (
     analyze,
     decide,
 )
+
 
 @dataclasses.dataclass(frozen=True)
 class Comparison:
@@ -87,85 +91,89 @@ class Comparison:
     ``missing``: the verdict with incomplete candidate-side pairs counted as lost
     (``verdict_worst_case``) and with them dropped (``verdict_dropped``), and what was
     incomplete, by side and by the baseline's outcome (:mod:`qualgate.verdict.pairing`).
+    :meth:`to_candidate` is its part of the report file.
     """
 
     name: str
     candidate: Side
     suites: tuple[Analysis, ...]
     pooled: Analysis
-    verdict: str
-    verdict_unadjusted: str
+    verdict: Verdict
+    verdict_unadjusted: Verdict
     pvalue_holm: float
     reason: str
     notes: tuple[str, ...] = ()
-    missing: dict | None = None
+    missing: FixedMissingness | None = None
     #: with a policy file: each suite's tier, and its verdict (blocking ones after Holm)
     tiers: tuple[str, ...] = ()
-    suite_verdicts: tuple[str, ...] = ()
+    suite_verdicts: tuple[Verdict, ...] = ()
     flips: Flips | None = None  #: every lost and gained pair (:mod:`qualgate.verdict.flips`)
 
-    def to_dict(self) -> dict:
+    def to_candidate(self) -> FixedCandidate:
+        """This comparison as the report file holds it."""
         suites = [a.to_dict() for a in self.suites]
         for d, tier, verdict in zip(suites, self.tiers, self.suite_verdicts):
             d.update(tier=tier, verdict_decisive=verdict)
-        return {
-            "name": self.name,
-            "config_id": self.candidate.config_id,
-            "mode": self.candidate.mode,
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "verdict_unadjusted": self.verdict_unadjusted,
-            "pvalue_holm": self.pvalue_holm,
-            "loss_upper_bound": self.pooled.loss_upper_bound,
-            "missing": self.missing,
-            "side": self.candidate.to_dict(),
-            "pooled": self.pooled.to_dict(),
-            "suites": suites,
-            "notes": list(self.notes),
-            "flips": self.flips.to_dict() if self.flips is not None else None,
-        }
-
-
-@dataclasses.dataclass(frozen=True)
-class GateReport:
-    """Everything ``qualgate gate`` decides; :meth:`evidence` is the report file
-    (:class:`qualgate.evidence.gate_report.Evidence`), ``to_dict()`` its content."""
-
-    created_at: str
-    policy: str
-    margin: float
-    alpha: float
-    weighting: str
-    inconclusive: str
-    baseline: Side
-    comparisons: tuple[Comparison, ...]
-    verdict: str
-    exit_code: int
-    missing: str = "worst-case"
-    reading: dict = dataclasses.field(default_factory=lambda: dict(READING_DEFAULTS))
-    baseline_config: dict | None = None  #: :func:`qualgate.evidence.gate_report.describe_config` of the baseline
-    plan: dict | None = None  #: the plan file's and the run's digests (harness runs)
-    suite_policy: Policy | None = None
-
-    def evidence(self) -> Evidence:
-        settings = {"policy": self.policy, "margin": self.margin, "alpha": self.alpha, "weighting": self.weighting,
-                    "inconclusive": self.inconclusive, "missing": self.missing, **self.reading,
-                    "suite_policy": self.suite_policy.to_dict() if self.suite_policy else None}  # fmt: skip
-        return Evidence(
-            self.created_at, "fixed", settings, self.baseline.to_dict() | {"config": self.baseline_config},
-            tuple(c.to_dict() for c in self.comparisons), self.verdict, int(self.exit_code), self.plan,
+        return FixedCandidate(
+            name=self.name,
+            config_id=self.candidate.config_id,
+            mode=self.candidate.mode,
+            verdict=self.verdict,
+            reason=self.reason,
+            verdict_unadjusted=self.verdict_unadjusted,
+            pvalue_holm=self.pvalue_holm,
+            loss_upper_bound=self.pooled.loss_upper_bound,
+            missing=self.missing,
+            side=ReportSide.of(self.candidate),
+            pooled=self.pooled.to_dict(),
+            suites=tuple(suites),
+            notes=self.notes,
+            flips=self.flips.to_dict() if self.flips is not None else None,
         )
 
     def to_dict(self) -> dict:
-        return self.evidence().to_dict()
+        return self.to_candidate().to_dict()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GateReport(GateResult):
+    """Everything ``qualgate gate`` decides (:class:`~qualgate.verdict.result.GateResult`, with
+    the fixed design's settings); :meth:`evidence` is the report file, ``to_dict()`` its content."""
+
+    DESIGN: ClassVar[str] = "fixed"
+    policy: str
+    weighting: str
+    comparisons: tuple[Comparison, ...]
+    suite_policy: Policy | None = None
+
+    def settings(self) -> FixedSettings:
+        return FixedSettings(
+            policy=self.policy,
+            margin=self.margin,
+            alpha=self.alpha,
+            weighting=self.weighting,
+            inconclusive=self.inconclusive,
+            missing=self.missing,
+            **self.reading,
+            suite_policy=self.suite_policy.to_dict() if self.suite_policy else None,
+        )
+
+    def __str__(self) -> str:  # what ``qualgate gate`` prints
+        from qualgate.report.gate_text import render_text
+
+        return render_text(self)
+
+    def __repr__(self) -> str:
+        verdicts = ", ".join(f"{c.name}: {c.verdict}" for c in self.comparisons)
+        return f"<GateReport {self.verdict} ({verdicts}); margin {self.margin:g}, alpha {self.alpha:g}>"
 
 
 def _check_settings(policy, margin, alpha, weighting, inconclusive):
-    _checks.choice("policy", policy, POLICIES)
-    _checks.choice("weighting", weighting, WEIGHTINGS)
-    _checks.choice("inconclusive", inconclusive, INCONCLUSIVE_AS)
-    margin = _checks.real("margin", margin, low=0.0, high=1.0)
-    alpha = _checks.real("alpha", alpha, low=0.0, high=0.5)
+    checks.choice("policy", policy, POLICIES)
+    checks.choice("weighting", weighting, WEIGHTINGS)
+    checks.choice("inconclusive", inconclusive, INCONCLUSIVE_AS)
+    margin = checks.real("margin", margin, low=0.0, high=1.0)
+    alpha = checks.real("alpha", alpha, low=0.0, high=0.5)
     return margin, alpha
 
 
@@ -181,8 +189,12 @@ def _analyses(p: Pairing, policy, margin, alpha, weighting, suite_policy: Policy
         if suite_policy is not None:
             m = suite_policy.for_suite(name).absolute_margin((t.both_correct + t.lost) / t.n)
             if not 0 < m < 1:
-                raise DataError(f"the relative margin of suite {name!r} is 0 (the baseline never answers it "
-                                "correctly): use an absolute drop", file=suite_policy.path, field=f"suites.{name}")
+                raise DataError(
+                    f"the relative margin of suite {name!r} is 0 (the baseline never answers it "
+                    "correctly): use an absolute drop",
+                    file=suite_policy.path,
+                    field=f"suites.{name}",
+                )
         suites.append(analyze(t, policy=policy, margin=m, alpha=alpha, clustered=clustered, scope=name, no_answer=na))
     if suite_policy is not None:  # the pooled row (for information) at the loosest blocking margin
         used = [(suite_policy.for_suite(a.scope).tier, a.margin) for a in suites]
@@ -192,15 +204,32 @@ def _analyses(p: Pairing, policy, margin, alpha, weighting, suite_policy: Policy
         pooled = suites[0]
     elif weighting == "equal":
         w = np.full(len(tables), 1 / len(tables))
-        pooled = analyze(tables, policy=policy, margin=margin, alpha=alpha, clustered=clustered, weights=w, no_answer=na)
+        pooled = analyze(
+            tables, policy=policy, margin=margin, alpha=alpha, clustered=clustered, weights=w, no_answer=na
+        )
     else:
         t = ClusteredTable.from_outcomes(p.question, p.baseline_correct, p.candidate_correct)
         pooled = analyze(t, policy=policy, margin=margin, alpha=alpha, clustered=clustered, no_answer=na)
     return tuple(suites), pooled, margin
 
 
-def _decide_all(pairings, policy, margin, alpha, weighting, suite_policy=None):
-    """Per candidate: ``(suites, pooled, p_adj, verdict, reason, tiers, suite_verdicts, notes, margin)``.
+@dataclasses.dataclass(frozen=True)
+class _Decided:
+    """One candidate's decision on one pairing (with or without its imputed pairs)."""
+
+    suites: tuple[Analysis, ...]
+    pooled: Analysis
+    pvalue_holm: float  #: the decisive p-value after Holm's adjustment
+    verdict: Verdict
+    reason: str
+    tiers: tuple[str, ...] = ()  #: with a policy file (:class:`qualgate.verdict.policy.PolicyDecision`)
+    suite_verdicts: tuple[Verdict, ...] = ()
+    notes: tuple[str, ...] = ()
+    margin: float | None = None  #: the pooled row's margin
+
+
+def _decide_all(pairings, policy, margin, alpha, weighting, suite_policy=None) -> list[_Decided]:
+    """One :class:`_Decided` per candidate.
 
     Holm's adjustment runs over the pooled decision of each candidate or, with a suite
     policy, over every blocking (candidate, suite) decision (:mod:`qualgate.verdict.policy`).
@@ -208,7 +237,7 @@ def _decide_all(pairings, policy, margin, alpha, weighting, suite_policy=None):
     analyses = [_analyses(p, policy, margin, alpha, weighting, suite_policy) for p in pairings]
     decide_p = (lambda a: a.pvalue_noninferiority) if policy == "noninferiority" else (lambda a: a.pvalue_loss)
 
-    def verdict_at(a: Analysis, p_adj: float) -> str:
+    def verdict_at(a: Analysis, p_adj: float) -> Verdict:
         if policy == "noninferiority":
             return decide(policy, pvalue_noninferiority=p_adj, pvalue_loss=a.pvalue_loss, alpha=alpha)
         return decide(policy, pvalue_noninferiority=None, pvalue_loss=p_adj, alpha=alpha)
@@ -216,25 +245,33 @@ def _decide_all(pairings, policy, margin, alpha, weighting, suite_policy=None):
     if suite_policy is None:
         units = [(i, None) for i in range(len(pairings))]
     else:
-        units = [(i, j) for i, (suites, _, _) in enumerate(analyses) for j, a in enumerate(suites)
-                 if suite_policy.for_suite(a.scope).tier == "blocking"]  # fmt: skip
-    adjusted = dict(zip(units, holm([decide_p(analyses[i][1] if j is None else analyses[i][0][j])
-                                     for i, j in units]))) if units else {}  # fmt: skip
+        units = [
+            (i, j)
+            for i, (suites, _, _) in enumerate(analyses)
+            for j, a in enumerate(suites)
+            if suite_policy.for_suite(a.scope).tier == "blocking"
+        ]
+    adjusted = (
+        dict(zip(units, holm([decide_p(analyses[i][1] if j is None else analyses[i][0][j]) for i, j in units])))
+        if units
+        else {}
+    )
     out = []
     for i, (p, (suites, a, m)) in enumerate(zip(pairings, analyses)):
-        tiers, suite_verdicts, notes = (), (), []
         if suite_policy is None:
             p_adj = adjusted[i, None]
             verdict = verdict_at(a, p_adj)
             reason = a.reason
             if verdict != a.verdict:
-                reason = (f"{a.reason}; but after Holm's adjustment across {len(pairings)} candidates "
-                          f"(adjusted {fmt_p_is(p_adj)}) the verdict is {verdict}")  # fmt: skip
+                reason = (
+                    f"{a.reason}; but after Holm's adjustment across {len(pairings)} candidates "
+                    f"(adjusted {fmt_p_is(p_adj)}) the verdict is {verdict}"
+                )
+            out.append(_Decided(suites, a, p_adj, verdict, reason, margin=m))
         else:
-            verdict, p_adj, reason, tiers, suite_verdicts, more = suite_policy.decide(
-                suites, {j: adjusted[i, j] for ii, j in units if ii == i}, verdict_at, len(units))
-            notes = list(more) + list(suite_policy.check_present(p.suites))
-        out.append((suites, a, p_adj, verdict, reason, tiers, suite_verdicts, notes, m))
+            d = suite_policy.decide(suites, {j: adjusted[i, j] for ii, j in units if ii == i}, verdict_at, len(units))
+            notes = d.notes + tuple(suite_policy.check_present(p.suites))
+            out.append(_Decided(suites, a, d.pvalue, d.verdict, d.reason, d.tiers, d.suite_verdicts, notes, m))
     return out
 
 
@@ -284,7 +321,7 @@ def gate(
         raise ValueError("give either a margin or a suite policy (a policy file), not both or neither")
     checked, alpha = _check_settings(policy, margin if margin is not None else 0.5, alpha, weighting, inconclusive)
     margin = checked if margin is not None else None
-    _checks.choice("missing", missing, MISSING)
+    checks.choice("missing", missing, MISSING)
     if not pairings:
         raise ValueError("pairings must hold at least one candidate's pairing")
     names = list(names) if names is not None else [p.candidate.path for p in pairings]
@@ -296,43 +333,79 @@ def gate(
         dropped = worst
     comparisons = []
     for p, name, w, d, f in zip(pairings, names, worst, dropped, flips):
-        suites, a, p_adj, verdict, reason, tiers, suite_verdicts, more, _ = w if missing == "worst-case" else d
-        notes = _reading_notes(p) + list(p.notes) + list(a.warnings) + more
+        decided = w if missing == "worst-case" else d
+        a = decided.pooled
+        notes = _reading_notes(p) + list(p.notes) + list(a.warnings) + list(decided.notes)
         if a.no_answer_candidate > a.no_answer_baseline:
             notes.append(
                 f"the candidate gave no answer on {a.no_answer_candidate} pairs, the baseline on "
                 f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
             )
         if p.dropped and p.dropped["pairs"]:
-            notes.append(_incomplete_note(p.dropped, w[3], d[3]))
-        if w[3] != d[3]:
+            notes.append(_incomplete_note(p.dropped, w.verdict, d.verdict))
+        if w.verdict != d.verdict:
             notes.append(
-                f"the verdict depends on incomplete pairs: {w[3]} with the {p.n_imputed} candidate-side gaps on "
-                f"baseline-correct questions counted as lost, {d[3]} with them dropped"
-                + ("" if missing == "worst-case" else " (--missing drop: qualgate check refuses this report "
-                   "unless --allow-missing-dependence)")
+                f"the verdict depends on incomplete pairs: {w.verdict} with the {p.n_imputed} candidate-side gaps on "
+                f"baseline-correct questions counted as lost, {d.verdict} with them dropped"
+                + (
+                    ""
+                    if missing == "worst-case"
+                    else " (--missing drop: qualgate check refuses this report unless --allow-missing-dependence)"
+                )
             )
-        info = {"imputed_as_lost": p.n_imputed, "verdict_worst_case": w[3], "verdict_dropped": d[3],
-                "loss_upper_bound_worst_case": w[1].loss_upper_bound,
-                "loss_upper_bound_dropped": d[1].loss_upper_bound, "incomplete": p.dropped}  # fmt: skip
-        comparisons.append(Comparison(name, p.candidate, suites, a, verdict, a.verdict, p_adj, reason, tuple(notes),
-                                      info, tiers, suite_verdicts, f))  # fmt: skip
+        info = FixedMissingness(
+            imputed_as_lost=p.n_imputed,
+            verdict_worst_case=w.verdict,
+            verdict_dropped=d.verdict,
+            loss_upper_bound_worst_case=w.pooled.loss_upper_bound,
+            loss_upper_bound_dropped=d.pooled.loss_upper_bound,
+            incomplete=p.dropped,
+        )
+        comparisons.append(
+            Comparison(
+                name,
+                p.candidate,
+                decided.suites,
+                a,
+                decided.verdict,
+                a.verdict,
+                decided.pvalue_holm,
+                decided.reason,
+                tuple(notes),
+                info,
+                decided.tiers,
+                decided.suite_verdicts,
+                f,
+            )
+        )
     overall, code = decide_exit([c.verdict for c in comparisons], inconclusive)
     if margin is None:  # the loosest blocking margin used: what a --max-margin check must see
-        margin = max(w[-1] for w in worst)
+        margin = max(w.margin for w in worst)
     return GateReport(
-        now(), policy, margin, alpha, weighting, inconclusive, pairings[0].baseline,
-        tuple(comparisons), overall, int(code), missing, suite_policy=suite_policy,
-    )  # fmt: skip
+        created_at=now(),
+        policy=policy,
+        margin=margin,
+        alpha=alpha,
+        weighting=weighting,
+        inconclusive=inconclusive,
+        baseline=pairings[0].baseline,
+        comparisons=tuple(comparisons),
+        verdict=overall,
+        exit_code=int(code),
+        missing=missing,
+        suite_policy=suite_policy,
+    )
 
 
 def _incomplete_note(dropped: dict, worst: str, without: str) -> str:
     def part(counts):
         return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v)
 
-    return (f"{dropped['pairs']} incomplete pairs (by side: {part(dropped['by_side'])}; by the baseline's outcome: "
-            f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} candidate-side "
-            f"ones on baseline-correct questions counted as lost: {worst}, with all of them dropped: {without}")
+    return (
+        f"{dropped['pairs']} incomplete pairs (by side: {part(dropped['by_side'])}; by the baseline's outcome: "
+        f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} candidate-side "
+        f"ones on baseline-correct questions counted as lost: {worst}, with all of them dropped: {without}"
+    )
 
 
 def _reading_notes(p: Pairing) -> list[str]:
@@ -382,14 +455,25 @@ def run_gate(
     pairings, flips = [], []
     for c in candidates:
         cand = load_records(c, fmt=input_format, options=import_options, **opts)
-        pairings.append(pair_records(base, cand, on_missing=on_missing, max_errors=max_errors,
-                                     on_prompt_mismatch=on_prompt_mismatch))  # fmt: skip
+        pairings.append(
+            pair_records(
+                base, cand, on_missing=on_missing, max_errors=max_errors, on_prompt_mismatch=on_prompt_mismatch
+            )
+        )
         flips.append(find_flips(base, cand))
     _check_baseline_config(baseline_config, pairings[0].baseline)
     report = gate(
-        pairings, names=names(candidates), policy=policy, margin=margin, alpha=alpha,
-        weighting=weighting, inconclusive=inconclusive, missing=missing, suite_policy=suite_policy, flips=flips,
-    )  # fmt: skip
+        pairings,
+        names=names(candidates),
+        policy=policy,
+        margin=margin,
+        alpha=alpha,
+        weighting=weighting,
+        inconclusive=inconclusive,
+        missing=missing,
+        suite_policy=suite_policy,
+        flips=flips,
+    )
     reading = dict(on_missing=on_missing, max_errors=max_errors, **opts)
     return dataclasses.replace(report, reading=reading, baseline_config=baseline_config, plan=plan)
 
@@ -399,5 +483,6 @@ def _check_baseline_config(description, side: Side) -> None:
         raise DataError(
             f"the baseline config given has config id {description.get('config_id')}, but the baseline records "
             f"carry {side.config_id}: it is not the config that produced them",
-            file=side.path, field="config_id",
+            file=side.path,
+            field="config_id",
         )

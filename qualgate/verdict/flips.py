@@ -89,17 +89,26 @@ def find_flips(baseline: Sequence[Record], candidate: Sequence[Record]) -> Flips
     pairs, lost, gained = 0, [], []
     for b in baseline:
         c = index.get(b.key)
-        if c is None or "error" in (b.outcome, c.outcome):
+        if c is None or {"error", "judge_error"} & {b.outcome, c.outcome}:
             continue
         pairs += 1
         bc, cc = b.outcome == "correct", c.outcome == "correct"
         if bc == cc:
             continue
         flip = Flip(
-            "lost" if bc else "gained", b.suite, b.question_id, b.seed, b.sample_index,
-            b.gold if b.gold is not None else c.gold, b.outcome, c.outcome, _answer(b), _answer(c),
-            b.output, c.output,
-        )  # fmt: skip
+            "lost" if bc else "gained",
+            b.suite,
+            b.question_id,
+            b.seed,
+            b.sample_index,
+            b.gold if b.gold is not None else c.gold,
+            b.outcome,
+            c.outcome,
+            _answer(b),
+            _answer(c),
+            b.output,
+            c.output,
+        )
         (lost if bc else gained).append(flip)
     return Flips(pairs, tuple(lost + gained))
 
@@ -111,8 +120,11 @@ def _one_line(text: str | None, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def render_text(flips: Flips, *, title: str = "") -> str:
-    """Each flip as a short block: key, gold, both answers and both outputs (one line each)."""
+def render_text(flips: Flips, *, title: str = "", reasons=None) -> str:
+    """Each flip as a short block: key, gold, both answers and both outputs (one line each).
+
+    ``reasons``: for pairs a judge decided (:func:`qualgate.judge.judged_reasons`), key ->
+    ``[(order, verdict, text)]``, shown under the flip (the judge's text, shortened)."""
     out = [f"{title}{len(flips.lost)} lost, {len(flips.gained)} gained of {flips.pairs:,} pairs"]
     for f in flips.flips:
         out += [
@@ -121,6 +133,8 @@ def render_text(flips: Flips, *, title: str = "") -> str:
             f"  baseline  {f.baseline_outcome:<9} answer {f.baseline_answer!r}: {_one_line(f.baseline_output)}",
             f"  candidate {f.candidate_outcome:<9} answer {f.candidate_answer!r}: {_one_line(f.candidate_output)}",
         ]
+        for order, verdict, text in (reasons or {}).get((f.suite, f.question_id, f.seed, f.sample_index), ()):
+            out.append(f"  judge, {order.replace('_', ' ')}: {verdict}: {_one_line(text, 300)}")
     return "\n".join(out) + "\n"
 
 
@@ -138,13 +152,26 @@ def render_markdown(flips: Flips, name: str) -> str:
     """A markdown table of the flips of candidate ``name`` (answers, gold; outputs shortened)."""
     if not flips.flips:
         return f"No flips for {name} ({flips.pairs:,} pairs).\n"
-    rows = [f"<details><summary>Flips of {name}: {len(flips.lost)} lost, {len(flips.gained)} gained of "
-            f"{flips.pairs:,} pairs</summary>", "",
-            "| flip | suite | question | seed | sample | gold | baseline answer | candidate answer | baseline output | candidate output |",
-            "| --- | --- | --- | ---: | ---: | --- | --- | --- | --- | --- |"]  # fmt: skip
+    rows = [
+        f"<details><summary>Flips of {name}: {len(flips.lost)} lost, {len(flips.gained)} gained of "
+        f"{flips.pairs:,} pairs</summary>",
+        "",
+        "| flip | suite | question | seed | sample | gold | baseline answer | candidate answer | baseline output | candidate output |",
+        "| --- | --- | --- | ---: | ---: | --- | --- | --- | --- | --- |",
+    ]
     for f in flips.flips:
-        cells = [f.kind, f.suite, f.question_id, f.seed, f.sample_index, f.gold, f.baseline_answer,
-                 f.candidate_answer, _one_line(f.baseline_output, 60), _one_line(f.candidate_output, 60)]  # fmt: skip
+        cells = [
+            f.kind,
+            f.suite,
+            f.question_id,
+            f.seed,
+            f.sample_index,
+            f.gold,
+            f.baseline_answer,
+            f.candidate_answer,
+            _one_line(f.baseline_output, 60),
+            _one_line(f.candidate_output, 60),
+        ]
         rows.append("| " + " | ".join(_md(c) for c in cells) + " |")
     return "\n".join(rows) + "\n\n</details>\n"
 

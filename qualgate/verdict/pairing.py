@@ -40,17 +40,16 @@ import operator
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
 from pathlib import Path
 
-from qualgate.records.files import _gc_paused
-from qualgate.errors import DataError
-from qualgate.config.options import ON_MISSING, ON_PROMPT_MISMATCH
-from qualgate.records import Record, RecordSet, read_records, record_files
+import numpy as np
 
-__all__ = ["IMPUTED_ERROR", "IMPUTED_MISSING", "Pairing", "Side", "load_side",
-           "pair_records"]
+from qualgate.config.options import ON_MISSING, ON_PROMPT_MISMATCH
+from qualgate.errors import DataError
+from qualgate.records import Record, RecordSet, read_records, record_files
+from qualgate.records.files import gc_paused
+
+__all__ = ["IMPUTED_ERROR", "IMPUTED_MISSING", "Pairing", "Side", "load_side", "pair_records"]
 
 IMPUTED_ERROR, IMPUTED_MISSING = 1, 2  #: codes of :attr:`Pairing.imputed`
 _EXAMPLES = 3
@@ -118,11 +117,17 @@ class Pairing:
         ss, suite = np.unique(self.suite[keep], return_inverse=True)
         imputed = self.imputed[keep] if self.imputed is not None else None
         return dataclasses.replace(
-            self, suites=tuple(self.suites[s] for s in ss.tolist()), suite=suite.astype(np.intp),
-            question=question.astype(np.intp), baseline_correct=self.baseline_correct[keep],
-            candidate_correct=self.candidate_correct[keep], baseline_no_answer=self.baseline_no_answer[keep],
-            candidate_no_answer=self.candidate_no_answer[keep], question_keys=keys, imputed=imputed,
-        )  # fmt: skip
+            self,
+            suites=tuple(self.suites[s] for s in ss.tolist()),
+            suite=suite.astype(np.intp),
+            question=question.astype(np.intp),
+            baseline_correct=self.baseline_correct[keep],
+            candidate_correct=self.candidate_correct[keep],
+            baseline_no_answer=self.baseline_no_answer[keep],
+            candidate_no_answer=self.candidate_no_answer[keep],
+            question_keys=keys,
+            imputed=imputed,
+        )
 
     def without_imputed(self) -> Pairing:
         """The pairing with the imputed (worst-case) pairs dropped instead."""
@@ -151,8 +156,9 @@ def load_side(path, *, drop_truncated: bool = False, allow_unknown: bool = False
     records = read_records(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)
     if _digests(records.files) != before:
         raise DataError("the record files changed while they were read; gate them again", file=str(path))
-    return HashedRecordSet(**{f.name: getattr(records, f.name) for f in dataclasses.fields(records)},
-                           sha256=tuple(before))
+    return HashedRecordSet(
+        **{f.name: getattr(records, f.name) for f in dataclasses.fields(records)}, sha256=tuple(before)
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,8 +181,18 @@ def _digests(files) -> list[str]:
     return [sha256_file(f) for f in files]
 
 
-_USED = ("suite", "question_id", "seed", "sample_index", "suite_version", "prompt_hash", "outcome",
-         "config_id", "mode", "run_id")  # fmt: skip
+_USED = (
+    "suite",
+    "question_id",
+    "seed",
+    "sample_index",
+    "suite_version",
+    "prompt_hash",
+    "outcome",
+    "config_id",
+    "mode",
+    "run_id",
+)
 
 
 def _columns(records: Sequence[Record]) -> dict[str, tuple]:
@@ -207,7 +223,13 @@ def _describe(records: Sequence[Record], cols: dict, label: str, path) -> Side:
     dropped = tuple(t.describe() for t in getattr(records, "dropped", ()))
     decided = Counter(r.decided_by for r in getattr(records, "records", records) if r.decided_by is not None)
     return Side(
-        str(path), configs.pop(), modes.pop(), tuple(sorted(set(cols["run_id"]))), tuple(files), len(records), dropped,
+        str(path),
+        configs.pop(),
+        modes.pop(),
+        tuple(sorted(set(cols["run_id"]))),
+        tuple(files),
+        len(records),
+        dropped,
         tuple(getattr(records, "sha256", ())),
         tuple(sorted(decided.items(), key=lambda kv: (-kv[1], kv[0]))),
     )
@@ -273,14 +295,16 @@ def pair_records(
     if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0:
         raise ValueError(f"max_errors must be a non-negative integer, got {max_errors!r}")
     if on_prompt_mismatch not in ON_PROMPT_MISMATCH:
-        raise ValueError(f"on_prompt_mismatch must be one of {', '.join(map(repr, ON_PROMPT_MISMATCH))}; "
-                         f"got {on_prompt_mismatch!r}")
-    with _gc_paused():
+        raise ValueError(
+            f"on_prompt_mismatch must be one of {', '.join(map(repr, ON_PROMPT_MISMATCH))}; got {on_prompt_mismatch!r}"
+        )
+    with gc_paused():
         return _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_path, on_prompt_mismatch)
 
 
-def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_path,
-          on_prompt_mismatch="error") -> Pairing:
+def _pair(
+    baseline, candidate, on_missing, max_errors, baseline_path, candidate_path, on_prompt_mismatch="error"
+) -> Pairing:
     bpath = baseline_path or getattr(baseline, "path", "baseline")
     cpath = candidate_path or getattr(candidate, "path", "candidate")
     bcols, ccols = _columns(baseline), _columns(candidate)
@@ -327,19 +351,21 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
                 f"(the runs did not ask the same questions), e.g. {shown}; to pair them by question id "
                 "and report the differences, pass --prompt-mismatch report"
             )
+    # a judge that failed to grade (judge_error) is a failure like an engine error: same rules
+    judged_failures = "judge_error" in bcols["outcome"] or "judge_error" in ccols["outcome"]
+    bcols["outcome"], ccols["outcome"] = _failures(bcols["outcome"]), _failures(ccols["outcome"])
     bo, co = np.array(bcols["outcome"], dtype=object)[bi], np.array(ccols["outcome"], dtype=object)[cj]
     errors = np.flatnonzero((bo == "error") | (co == "error"))
     if len(errors):
         shown = "; ".join(
-            f"{_fmt_key(bkeys[bi[k]])}: "
-            + ", ".join(
-                f"{side} error {r.error or '(no message)'!r}"
-                for side, r in (("baseline", baseline[bi[k]]), ("candidate", candidate[cj[k]]))
-                if r.outcome == "error"
-            )
-            for k in errors[:_EXAMPLES]
+            f"{_fmt_key(bkeys[bi[k]])}: " + _failed_sides(baseline[bi[k]], candidate[cj[k]]) for k in errors[:_EXAMPLES]
         )
-        text = f"{len(errors)} pairs have an 'error' outcome (an engine failure, not a wrong answer), e.g. {shown}"
+        what = (
+            "an 'error' outcome (an engine failure, not a wrong answer)"
+            if not judged_failures
+            else "an 'error' or 'judge_error' outcome (an engine or judge failure, not a wrong answer)"
+        )
+        text = f"{len(errors)} pairs have {what}, e.g. {shown}"
         if len(errors) > max_errors:
             problems.append(f"{text}; --max-errors allows {max_errors}")
         else:
@@ -395,6 +421,25 @@ def _pair(baseline, candidate, on_missing, max_errors, baseline_path, candidate_
 _DROPPED = 3
 
 
+def _failures(outcomes: list) -> list:
+    """``outcomes`` with ``judge_error`` read as ``error`` (the same list when there is none)."""
+    return ["error" if o == "judge_error" else o for o in outcomes] if "judge_error" in outcomes else outcomes
+
+
+def _failed_sides(base: Record, cand: Record) -> str:
+    """The failed side(s) of a pair and each distinct message once, as written (first line,
+    at most 200 characters; not repr-escaped)."""
+    failed = [
+        (side, r) for side, r in (("baseline", base), ("candidate", cand)) if r.outcome in ("error", "judge_error")
+    ]
+    texts: dict = {}
+    for side, r in failed:
+        message = " ".join((r.error or "(no message)").split("\n", 1)[0].split())
+        message = message if len(message) <= 200 else message[:197] + "..."
+        texts.setdefault((r.outcome, message), []).append(side)
+    return " | ".join(f"{' and '.join(sides)} {outcome}: {message}" for (outcome, message), sides in texts.items())
+
+
 def _dropped_counts(b_outcome, c_outcome, baseline_missing: int) -> dict:
     """Incomplete pairs by side and by the baseline's outcome (JSON-ready)."""
     c_missing, c_error = c_outcome == "missing", c_outcome == "error"
@@ -408,8 +453,9 @@ def _dropped_counts(b_outcome, c_outcome, baseline_missing: int) -> dict:
         "both_error": int(np.count_nonzero(b_error & c_error)),
         "baseline_error_candidate_missing": int(np.count_nonzero(b_error & c_missing)),
     }
-    by_outcome = {o: int(np.count_nonzero(incomplete & (b_outcome == o)))
-                  for o in ("correct", "incorrect", "no_answer", "error")}
+    by_outcome = {
+        o: int(np.count_nonzero(incomplete & (b_outcome == o))) for o in ("correct", "incorrect", "no_answer", "error")
+    }
     by_outcome["missing"] = int(baseline_missing)
     imputed = int(np.count_nonzero((c_missing | c_error) & (b_outcome == "correct")))
     return {

@@ -32,16 +32,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from qualgate.formatting import fmt_p, fmt_points
 from qualgate.errors import DataError
+from qualgate.evidence.contract import Candidate, Verdict
+from qualgate.formatting import fmt_p, fmt_points
 
-__all__ = ["DROPS", "TIERS", "Policy", "SuitePolicy", "evidence_reasons", "policy_from_dict", "read_policy"]
+__all__ = [
+    "DROPS",
+    "TIERS",
+    "Policy",
+    "PolicyDecision",
+    "SuitePolicy",
+    "evidence_reasons",
+    "policy_from_dict",
+    "read_policy",
+]
 
 TIERS = ("blocking", "warning", "advisory")
 DROPS = ("absolute", "relative")
 _KEYS = ("margin", "drop", "tier")
 _TOP = ("version", "default", "suites")
-_WORST = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2}
+_WORST = {Verdict.PASS: 0, Verdict.INCONCLUSIVE: 1, Verdict.FAIL: 2}
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,18 @@ class SuitePolicy:
 
 
 @dataclass(frozen=True)
+class PolicyDecision:
+    """One candidate's verdict under a policy file (:meth:`Policy.decide`)."""
+
+    verdict: Verdict
+    pvalue: float  #: the decisive blocking suite's Holm-adjusted p-value
+    reason: str
+    tiers: tuple[str, ...]  #: each suite's tier
+    suite_verdicts: tuple[Verdict, ...]  #: each suite's verdict, blocking ones after Holm
+    notes: tuple[str, ...]  #: warning suites that do not PASS
+
+
+@dataclass(frozen=True)
 class Policy:
     """A validated policy: per-suite rules and an optional default."""
 
@@ -75,8 +97,9 @@ class Policy:
             raise DataError(
                 f"suite {suite!r} is in the records but not in the policy file (listed: "
                 f"{', '.join(self.suites) or 'none'}); add it or a default",
-                file=self.path, field=f"suites.{suite}",
-            )  # fmt: skip
+                file=self.path,
+                field=f"suites.{suite}",
+            )
         return rule
 
     def check_present(self, suites) -> list[str]:
@@ -87,8 +110,9 @@ class Policy:
             raise DataError(
                 f"blocking suites of the policy have no records: {', '.join(blocking)} "
                 "(the gate fails closed; run them, or lower their tier)",
-                file=self.path, field=f"suites.{blocking[0]}",
-            )  # fmt: skip
+                file=self.path,
+                field=f"suites.{blocking[0]}",
+            )
         return [f"policy suite {s} ({self.suites[s].tier}) has no records" for s in missing]
 
     def decide(self, suites, adjusted: Mapping[int, float], verdict_at, n_decisions: int):
@@ -96,28 +120,40 @@ class Policy:
 
         ``adjusted`` maps the index of each blocking suite to its Holm-adjusted decisive
         p-value (over ``n_decisions`` blocking decisions); ``verdict_at(analysis, p)`` is the
-        gate's decision rule. Returns (verdict, decisive adjusted p, reason, tiers, per-suite
-        verdicts, notes): the worst blocking verdict decides; warning suites that do not PASS
-        become notes.
+        gate's decision rule. The worst blocking verdict decides; warning suites that do not
+        PASS become notes.
         """
         tiers = tuple(self.for_suite(a.scope).tier for a in suites)
         verdicts = tuple(verdict_at(a, adjusted[j]) if j in adjusted else a.verdict for j, a in enumerate(suites))
-        notes = [f"warning: suite {a.scope} is {v} (tier warning: it does not block): {a.reason}"
-                 for a, tier, v in zip(suites, tiers, verdicts) if tier == "warning" and v != "PASS"]  # fmt: skip
+        notes = [
+            f"warning: suite {a.scope} is {v} (tier warning: it does not block): {a.reason}"
+            for a, tier, v in zip(suites, tiers, verdicts)
+            if tier == "warning" and v != Verdict.PASS
+        ]
         blocking = [j for j, tier in enumerate(tiers) if tier == "blocking"]
         if not blocking:
-            return "PASS", 1.0, "no suite in the records is blocking under the policy file", tiers, verdicts, notes
+            return PolicyDecision(
+                Verdict.PASS,
+                1.0,
+                "no suite in the records is blocking under the policy file",
+                tiers,
+                verdicts,
+                tuple(notes),
+            )
         worst = max(blocking, key=lambda j: (_WORST[verdicts[j]], adjusted[j]))
         a, verdict, rule = suites[worst], verdicts[worst], self.for_suite(suites[worst].scope)
         margin = f"{fmt_points(a.margin)}-point margin" + (
-            f" ({rule.margin:.0%} of the baseline's accuracy)" if rule.drop == "relative" else "")
+            f" ({rule.margin:.0%} of the baseline's accuracy)" if rule.drop == "relative" else ""
+        )
         reason = f"blocking suite {a.scope} ({margin}) decides: {a.reason}"
         if verdict != a.verdict:
-            reason += (f"; but after Holm's adjustment over {n_decisions} blocking decisions (adjusted p = "
-                       f"{fmt_p(adjusted[worst])}) its verdict is {verdict}")  # fmt: skip
+            reason += (
+                f"; but after Holm's adjustment over {n_decisions} blocking decisions (adjusted p = "
+                f"{fmt_p(adjusted[worst])}) its verdict is {verdict}"
+            )
         if len(blocking) > 1:
             reason += "; " + ", ".join(f"{suites[j].scope} {verdicts[j]}" for j in blocking if j != worst)
-        return verdict, adjusted[worst], reason, tiers, verdicts, notes
+        return PolicyDecision(verdict, adjusted[worst], reason, tiers, verdicts, tuple(notes))
 
     def to_dict(self) -> dict:
         return {
@@ -130,8 +166,11 @@ class Policy:
 def policy_from_dict(data: Mapping) -> Policy:
     """The :class:`Policy` that ``Policy.to_dict()`` wrote (a gate report's ``settings.suite_policy``)."""
     default = data.get("default")
-    return Policy(str(data["path"]), {str(k): SuitePolicy(**v) for k, v in data["suites"].items()},
-                  SuitePolicy(**default) if default else None)  # fmt: skip
+    return Policy(
+        str(data["path"]),
+        {str(k): SuitePolicy(**v) for k, v in data["suites"].items()},
+        SuitePolicy(**default) if default else None,
+    )
 
 
 def _rule(data, path: str, where: str) -> SuitePolicy:
@@ -139,12 +178,17 @@ def _rule(data, path: str, where: str) -> SuitePolicy:
         raise DataError("must be a mapping with margin, drop, tier", file=path, field=where, value=data)
     unknown = [k for k in data if k not in _KEYS]
     if unknown:
-        raise DataError(f"unknown key (valid: {', '.join(_KEYS)})", file=path, field=f"{where}.{unknown[0]}",
-                        value=data[unknown[0]])  # fmt: skip
+        raise DataError(
+            f"unknown key (valid: {', '.join(_KEYS)})", file=path, field=f"{where}.{unknown[0]}", value=data[unknown[0]]
+        )
     margin = data.get("margin")
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 1:
-        raise DataError("margin must be a number in (0, 1) (0.02 = 2 points, or 2% with drop: relative)",
-                        file=path, field=f"{where}.margin", value=margin)  # fmt: skip
+        raise DataError(
+            "margin must be a number in (0, 1) (0.02 = 2 points, or 2% with drop: relative)",
+            file=path,
+            field=f"{where}.margin",
+            value=margin,
+        )
     drop = data.get("drop", "absolute")
     if drop not in DROPS:
         raise DataError(f"must be one of {', '.join(DROPS)}", file=path, field=f"{where}.drop", value=drop)
@@ -165,16 +209,18 @@ def read_policy(path) -> Policy:
         raise DataError("no such file", file=p) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise DataError(f"not valid YAML ({getattr(exc, 'problem', exc)})", file=p,
-                        line=mark.line + 1 if mark else None) from None  # fmt: skip
+        raise DataError(
+            f"not valid YAML ({getattr(exc, 'problem', exc)})", file=p, line=mark.line + 1 if mark else None
+        ) from None
     if not isinstance(data, Mapping):
         raise DataError("a policy file must be a mapping with suites (and optionally version, default)", file=p)
     unknown = [k for k in data if k not in _TOP]
     if unknown:
         raise DataError(f"unknown key (valid: {', '.join(_TOP)})", file=p, field=str(unknown[0]))
     if data.get("version", 1) != 1:
-        raise DataError("unsupported policy version (this qualgate reads 1)", file=p, field="version",
-                        value=data.get("version"))  # fmt: skip
+        raise DataError(
+            "unsupported policy version (this qualgate reads 1)", file=p, field="version", value=data.get("version")
+        )
     suites = data.get("suites")
     if not isinstance(suites, Mapping) or not suites:
         raise DataError("must be a non-empty mapping of suite name to rule", file=p, field="suites", value=suites)
@@ -183,18 +229,21 @@ def read_policy(path) -> Policy:
     return Policy(p, rules, default)
 
 
-def evidence_reasons(policy: Policy, report: Mapping, candidate: Mapping) -> list[str]:
-    """Why a gate report (``GateReport.to_dict()``) does not meet ``policy`` for ``candidate``.
+def evidence_reasons(policy: Policy, report, candidate: Candidate) -> list[str]:
+    """Why a gate report (:class:`qualgate.evidence.gate_report.Evidence`) does not meet
+    ``policy`` for ``candidate`` (one of its candidates).
 
     The report must have been gated with a policy file, and for every blocking suite of
     ``policy`` the candidate's entry must be blocking there too, decided PASS, at a margin no
     looser than the policy's (a relative drop is converted with the recorded baseline
     accuracy). Warning and advisory suites add no condition.
     """
-    if not (report.get("settings") or {}).get("suite_policy"):
-        return [f"the evidence was gated without a policy file; `qualgate check --policy-file {policy.path}` "
-                f"needs `qualgate gate --policy-file` evidence"]
-    entries = {s.get("scope"): s for s in candidate.get("suites") or [] if isinstance(s, Mapping)}
+    if not getattr(report.settings, "suite_policy", None):
+        return [
+            f"the evidence was gated without a policy file; `qualgate check --policy-file {policy.path}` "
+            f"needs `qualgate gate --policy-file` evidence"
+        ]
+    entries = {s.get("scope"): s for s in getattr(candidate, "suites", ()) if isinstance(s, Mapping)}
     reasons = []
     for suite, rule in policy.suites.items():
         if rule.tier != "blocking":
@@ -205,12 +254,14 @@ def evidence_reasons(policy: Policy, report: Mapping, candidate: Mapping) -> lis
             continue
         if entry.get("tier") != "blocking":
             reasons.append(f"suite {suite} was gated at tier {entry.get('tier')!r}; the policy makes it blocking")
-        if entry.get("verdict_decisive") != "PASS":
+        if entry.get("verdict_decisive") != Verdict.PASS:
             reasons.append(f"suite {suite}: verdict {entry.get('verdict_decisive')}, not PASS")
         used, acc = entry.get("margin"), entry.get("accuracy_baseline")
         if not isinstance(used, (int, float)) or not isinstance(acc, (int, float)):
             reasons.append(f"suite {suite}: the evidence records no margin or baseline accuracy")
         elif used > rule.absolute_margin(acc) + 1e-12:
-            reasons.append(f"suite {suite} was gated at a margin of {used:.4g}, looser than the policy's "
-                           f"{rule.absolute_margin(acc):.4g}")
+            reasons.append(
+                f"suite {suite} was gated at a margin of {used:.4g}, looser than the policy's "
+                f"{rule.absolute_margin(acc):.4g}"
+            )
     return reasons

@@ -16,12 +16,13 @@ import math
 
 import numpy as np
 
-from qualgate.formatting import fmt_p_is, fmt_pct, fmt_points
 from qualgate.config.options import POLICIES
+from qualgate.evidence.contract import Verdict
+from qualgate.formatting import fmt_p_is, fmt_pct, fmt_points
 from qualgate.stats import (
     ClusteredTable,
     ConfidenceInterval,
-    _checks,
+    checks,
     clustered_difference_ci,
     clustered_mcnemar,
     clustered_noninferiority,
@@ -34,7 +35,11 @@ from qualgate.stats import (
 
 __all__ = ["FAIL", "INCONCLUSIVE", "ONE_SEED_METHOD", "PASS", "Analysis", "analyze", "decide"]
 
-PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+PASS, FAIL, INCONCLUSIVE = (
+    Verdict.PASS,
+    Verdict.FAIL,
+    Verdict.INCONCLUSIVE,
+)  #: :class:`~qualgate.evidence.contract.Verdict`
 _TARGET_POWER = 0.8
 #: Non-inferiority test with one pair per question: the exact unconditional test, whose size
 #: is at most alpha at every n and discordance (the asymptotic score test's reaches 0.068 at
@@ -72,27 +77,31 @@ def decide(policy, *, pvalue_noninferiority, pvalue_loss, alpha):
 
     Returns
     -------
-    str or ndarray of str
-        ``'PASS'``, ``'FAIL'`` or ``'INCONCLUSIVE'``.
+    Verdict or ndarray of str
+        :class:`~qualgate.evidence.contract.Verdict` ``PASS``, ``FAIL`` or ``INCONCLUSIVE``
+        (an array of their names for array input).
 
     Examples
     --------
     >>> decide("noninferiority", pvalue_noninferiority=0.01, pvalue_loss=0.6, alpha=0.05)
-    'PASS'
+    <Verdict.PASS: 'PASS'>
     >>> decide("noninferiority", pvalue_noninferiority=0.4, pvalue_loss=0.01, alpha=0.05)
-    'FAIL'
+    <Verdict.FAIL: 'FAIL'>
     >>> decide("mcnemar", pvalue_noninferiority=None, pvalue_loss=0.2, alpha=0.05)
-    'PASS'
+    <Verdict.PASS: 'PASS'>
     """
-    _checks.choice("policy", policy, POLICIES)
+    checks.choice("policy", policy, POLICIES)
     loss_significant = np.asarray(pvalue_loss) <= alpha
     if policy == "mcnemar":
-        out = np.where(loss_significant, FAIL, PASS)
+        out = np.where(loss_significant, FAIL.value, PASS.value)
     else:
         out = np.where(
-            np.asarray(pvalue_noninferiority) < alpha, PASS, np.where(loss_significant, FAIL, INCONCLUSIVE)
+            np.asarray(pvalue_noninferiority) < alpha,
+            PASS.value,
+            np.where(loss_significant, FAIL.value, INCONCLUSIVE.value),
         )
-    return str(out) if out.ndim == 0 else out
+    return Verdict(str(out)) if out.ndim == 0 else out
+
 
 # ------------------------------------------------------------------------ one scope
 
@@ -133,7 +142,7 @@ class Analysis:
     ci_difference: ConfidenceInterval
     confidence_level: float
     loss_upper_bound: float
-    verdict: str
+    verdict: Verdict
     reason: str
     more_questions: int | None = None
     power: float | None = None
@@ -225,8 +234,9 @@ def analyze(
         deff = ni.design_effect
     else:  # one pair per question: the exact test (ONE_SEED_METHOD)
         t = tables[0]
-        ni = noninferiority(t.both_correct, t.lost, t.gained, t.both_wrong, margin=margin, alpha=alpha,
-                            method=ONE_SEED_METHOD)  # fmt: skip
+        ni = noninferiority(
+            t.both_correct, t.lost, t.gained, t.both_wrong, margin=margin, alpha=alpha, method=ONE_SEED_METHOD
+        )
         deff = 1.0
     ci = clustered_difference_ci(target, confidence_level=1 - 2 * alpha, weights=w, design_effect=deff_arg)
     p_loss, p_two, loss_method = _loss_tests(tables, w, clustered)
@@ -320,7 +330,11 @@ def _reason(policy, verdict, ni, p_loss, margin, alpha, discordant, more, power,
     tail = (
         f"; about {more:,} more questions would be needed at the observed discordance ({fmt_pct(discordant)})"
         if more
-        else ("; the observed loss is at or above the margin, so more questions will not help unless it shrinks" if more is None else "")
+        else (
+            "; the observed loss is at or above the margin, so more questions will not help unless it shrinks"
+            if more is None
+            else ""
+        )
     )
     return (
         f"the observed loss ({loss} points) is not significant, but its {level} upper bound ({ub} points) is not "
@@ -329,5 +343,3 @@ def _reason(policy, verdict, ni, p_loss, margin, alpha, discordant, more, power,
 
 
 # ------------------------------------------------------------------------ candidates
-
-

@@ -24,15 +24,18 @@ import dataclasses
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
+from qualgate.config.options import INCONCLUSIVE_AS, MISSING, MULTIPLICITIES, ORDERS
+from qualgate.evidence.contract import Missingness, ReportSide, SequentialCandidate, SequentialSettings, Verdict
+from qualgate.evidence.gate_report import decide_exit, names, now
 from qualgate.formatting import fmt_points, markdown_section, text_table
-from qualgate.evidence.gate_report import Evidence, decide_exit, names, now
-from qualgate.config.options import INCONCLUSIVE_AS, MISSING, MULTIPLICITIES, ORDERS, READING_DEFAULTS
-from qualgate.verdict.pairing import IMPUTED_MISSING, Pairing, Side, load_side, pair_records
 from qualgate.stats import SequentialResult, sequential_noninferiority
-from qualgate.stats._checks import choice, count, real
+from qualgate.stats.checks import choice, count, real
+from qualgate.verdict.pairing import IMPUTED_MISSING, Pairing, Side, load_side, pair_records
+from qualgate.verdict.result import GateResult
 
 __all__ = [
     "SequentialComparison",
@@ -53,6 +56,7 @@ def arrival_order(keys: Sequence[tuple[str, str]], *, seed: int) -> np.ndarray:
     on every machine and in every process, and adding or removing questions never reorders
     the others: the questions a sequential run used are a prefix of any larger run's order.
     """
+
     def rank(key):
         return hashlib.sha256(f"{seed}\x00{key[0]}\x00{key[1]}".encode()).hexdigest()
 
@@ -76,69 +80,66 @@ class SequentialComparison:
     result: SequentialResult
     pairs_per_question: int
     reason: str
-    missing: dict | None = None  #: as :attr:`qualgate.verdict.fixed.Comparison.missing`
+    missing: Missingness | None = None  #: as :attr:`qualgate.verdict.fixed.Comparison.missing`
 
     @property
-    def verdict(self) -> str:
-        return self.result.verdict
+    def verdict(self) -> Verdict:
+        return Verdict(self.result.verdict)
+
+    def to_candidate(self) -> SequentialCandidate:
+        """This comparison as the report file holds it."""
+        r = self.result
+        return SequentialCandidate(
+            name=self.name,
+            config_id=self.candidate.config_id,
+            mode=self.candidate.mode,
+            verdict=self.verdict,
+            reason=self.reason,
+            stopped_by=r.reason,
+            questions_used=r.n_questions,
+            questions_available=r.n_available,
+            pairs_per_question=self.pairs_per_question,
+            loss=r.loss,
+            loss_lower_bound=r.lower_bound,
+            loss_upper_bound=r.upper_bound,
+            e_pass=r.e_pass,
+            e_fail=r.e_fail,
+            alpha=r.alpha,
+            missing=self.missing,
+            side=ReportSide.of(self.candidate),
+        )
 
     def to_dict(self) -> dict:
-        r = self.result
-        return {
-            "name": self.name,
-            "config_id": self.candidate.config_id,
-            "mode": self.candidate.mode,
-            "verdict": r.verdict,
-            "reason": self.reason,
-            "stopped_by": r.reason,
-            "questions_used": r.n_questions,
-            "questions_available": r.n_available,
-            "pairs_per_question": self.pairs_per_question,
-            "loss": r.loss,
-            "loss_lower_bound": r.lower_bound,
-            "loss_upper_bound": r.upper_bound,
-            "e_pass": r.e_pass,
-            "e_fail": r.e_fail,
-            "alpha": r.alpha,
-            "missing": self.missing,
-            "side": self.candidate.to_dict(),
-        }
+        return self.to_candidate().to_dict()
 
 
-@dataclasses.dataclass(frozen=True)
-class SequentialReport:
-    """Everything ``qualgate gate --sequential`` decides; :meth:`evidence` is the report file."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SequentialReport(GateResult):
+    """Everything ``qualgate gate --sequential`` decides (:class:`~qualgate.verdict.result.GateResult`,
+    with the sequential design's settings); :meth:`evidence` is the report file."""
 
-    created_at: str
-    margin: float
-    alpha: float
+    DESIGN: ClassVar[str] = "sequential"
     power: float
     order: str
     order_seed: int | None
     max_questions: int | None
-    inconclusive: str
-    baseline: Side
     comparisons: tuple[SequentialComparison, ...]
-    verdict: str
-    exit_code: int
-    missing: str = "worst-case"
-    reading: dict = dataclasses.field(default_factory=lambda: dict(READING_DEFAULTS))
-    baseline_config: dict | None = None
-    plan: dict | None = None
     multiplicity: str = "bonferroni"
 
-    def evidence(self) -> Evidence:
-        settings = {"policy": "noninferiority", "margin": self.margin, "alpha": self.alpha, "power": self.power,
-                    "order": self.order, "order_seed": self.order_seed, "max_questions": self.max_questions,
-                    "multiplicity": self.multiplicity, "inconclusive": self.inconclusive, "missing": self.missing,
-                    **self.reading}  # fmt: skip
-        return Evidence(
-            self.created_at, "sequential", settings, self.baseline.to_dict() | {"config": self.baseline_config},
-            tuple(c.to_dict() for c in self.comparisons), self.verdict, int(self.exit_code), self.plan,
+    def settings(self) -> SequentialSettings:
+        return SequentialSettings(
+            policy="noninferiority",
+            margin=self.margin,
+            alpha=self.alpha,
+            power=self.power,
+            order=self.order,
+            order_seed=self.order_seed,
+            max_questions=self.max_questions,
+            multiplicity=self.multiplicity,
+            inconclusive=self.inconclusive,
+            missing=self.missing,
+            **self.reading,
         )
-
-    def to_dict(self) -> dict:
-        return self.evidence().to_dict()
 
 
 def _method(r: SequentialResult, pairs_per_question: int) -> str:
@@ -224,25 +225,47 @@ def sequential_gate(
             positions = arrival_order(q.question_keys, seed=seed) if order == "seeded" else np.arange(q.n_questions)
             sizes = np.bincount(q.question, minlength=q.n_questions)[positions]
             runs[how] = sequential_noninferiority(
-                question_differences(q, positions), margin=margin, alpha=each, power=power,
-                max_questions=max_questions, pairs=sizes,
+                question_differences(q, positions),
+                margin=margin,
+                alpha=each,
+                power=power,
+                max_questions=max_questions,
+                pairs=sizes,
             )
         r, w, d = runs[missing], runs["worst-case"].verdict, runs["drop"].verdict
-        info = {"imputed_as_lost": p.n_imputed, "verdict_worst_case": w, "verdict_dropped": d,
-                "incomplete": p.dropped}
+        info = Missingness(
+            imputed_as_lost=p.n_imputed, verdict_worst_case=Verdict(w), verdict_dropped=Verdict(d), incomplete=p.dropped
+        )
         comparisons.append(
-            SequentialComparison(name, p.candidate, r, p.max_cluster_size,
-                                 f"{_sentence(r, margin)} [{_method(r, p.max_cluster_size)}]", info)  # fmt: skip
+            SequentialComparison(
+                name,
+                p.candidate,
+                r,
+                p.max_cluster_size,
+                f"{_sentence(r, margin)} [{_method(r, p.max_cluster_size)}]",
+                info,
+            )
         )
     verdicts = [c.verdict for c in comparisons]
-    if multiplicity == "fixed-sequence" and any(v != "PASS" for v in verdicts[:-1]):
+    if multiplicity == "fixed-sequence" and any(v != Verdict.PASS for v in verdicts[:-1]):
         raise ValueError("in a fixed sequence every candidate but the last must have passed")
     overall, code = decide_exit(verdicts, inconclusive)
     return SequentialReport(
-        now(), margin, alpha, float(power), order, seed if order == "seeded" else None,
-        max_questions, inconclusive, pairings[0].baseline, tuple(comparisons), overall, int(code), missing,
+        created_at=now(),
+        margin=margin,
+        alpha=alpha,
+        power=float(power),
+        order=order,
+        order_seed=seed if order == "seeded" else None,
+        max_questions=max_questions,
+        inconclusive=inconclusive,
+        baseline=pairings[0].baseline,
+        comparisons=tuple(comparisons),
+        verdict=overall,
+        exit_code=int(code),
+        missing=missing,
         multiplicity=multiplicity,
-    )  # fmt: skip
+    )
 
 
 def _asked(p: Pairing, order: str, seed: int) -> Pairing:
@@ -279,8 +302,7 @@ def run_sequential_gate(
     opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
     base = load_side(baseline, **opts)
     pairings = [
-        pair_records(base, load_side(c, **opts), on_missing=on_missing, max_errors=max_errors)
-        for c in candidates
+        pair_records(base, load_side(c, **opts), on_missing=on_missing, max_errors=max_errors) for c in candidates
     ]
     _check_baseline_config(baseline_config, pairings[0].baseline)
     report = sequential_gate(pairings, names=names(candidates), **settings)
@@ -289,9 +311,14 @@ def run_sequential_gate(
 
 
 _HEADERS = [
-    "candidate", "questions used", "pairs/question", "loss (pts)", "always-valid bounds (pts)",
-    "stopped by", "verdict",
-]  # fmt: skip
+    "candidate",
+    "questions used",
+    "pairs/question",
+    "loss (pts)",
+    "always-valid bounds (pts)",
+    "stopped by",
+    "verdict",
+]
 
 
 def _rows(report: SequentialReport):
@@ -330,5 +357,6 @@ def render_text(report: SequentialReport) -> str:
 
 def render_markdown(report: SequentialReport) -> str:
     items = [f"**{c.name}**: {c.verdict}: {c.reason}." for c in report.comparisons]
-    return markdown_section(f"qualgate gate --sequential: {report.verdict}", _header(report), _rows(report),
-                            _HEADERS, items)
+    return markdown_section(
+        f"qualgate gate --sequential: {report.verdict}", _header(report), _rows(report), _HEADERS, items
+    )

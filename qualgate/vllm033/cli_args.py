@@ -18,10 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-
-from qualgate.records.strict import compose_yaml, loads_yaml, read_text
 from qualgate.errors import DataError
+from qualgate.records.strict import compose_yaml, loads_yaml, read_text
 from qualgate.vllm033.rules import cite, rule
+from qualgate.vllm033.serving_config import _NUMERIC_KEYS, SERVING_OPTIONS, ServingConfig, _key_lines
+
 
 def _shell_words(text: str, *, path: str) -> list[list[tuple[str, int]]]:
     """Split shell text into commands of ``(word, line)``, as a POSIX shell would.
@@ -115,8 +116,7 @@ def _serve_args(words: list[tuple[str, int]]):
             return _ENTRY_EITHER, words[j + 1 :]
         if w == "-m" and j + 1 < len(names):
             mod = names[j + 1]
-            if mod in ("vllm.entrypoints.openai.api_server",
-                       "vllm.entrypoints.launchers.api_server.entry"):
+            if mod in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.launchers.api_server.entry"):
                 return _ENTRY_API, words[j + 2 :]
             if mod == "vllm.entrypoints.cli.main" and names[j + 2 : j + 3] == ["serve"]:
                 return _ENTRY_SERVE, words[j + 3 :]
@@ -152,39 +152,54 @@ def _dotted_value(text: str):
 _HARMLESS = ("--per-request-spec-decode-metrics", "--specialize-active-lora")
 #: an option name or a value that mentions speculative decoding
 _SPECULATIVE_WORD = re.compile(r"(?i)spec|draft|fly|rejection|eagle|dflash|dspark|ngram|medusa|mtp")
-_SPECULATIVE_VALUE = re.compile(r"(?i)speculative|rejection.sample|fly.window|fly.entropy|spec.method|spec.tokens|spec.model")
+_SPECULATIVE_VALUE = re.compile(
+    r"(?i)speculative|rejection.sample|fly.window|fly.entropy|spec.method|spec.tokens|spec.model"
+)
 _FLAG_PREFIXES = ("--no-", "--enable-", "--disable-")
 _FLAGS = {"--trust-remote-code", "--enforce-eager", "--headless", "--async-scheduling", "--grpc"}
 _NEG_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
 def _refuse(msg, *, path, line, token, rule_id) -> DataError:
-    return DataError(f"{msg} ({cite(rule_id)}); qualgate cannot resolve it exactly as vLLM "
-                     "0.33 would, so it refuses it", file=path, line=line, field=token)
+    return DataError(
+        f"{msg} ({cite(rule_id)}); qualgate cannot resolve it exactly as vLLM 0.33 would, so it refuses it",
+        file=path,
+        line=line,
+        field=token,
+    )
 
 
 def _config_file_args(value: str, line: int, *, path: str) -> list[tuple[str, int]]:
     """``--config FILE``: the file's options as words (rule ``cli-config-file``)."""
-    from qualgate.vllm033.serving import _key_lines
     cfg = Path(path).parent / value
     if value.split(".")[-1] not in ("yaml", "yml"):
-        raise _refuse(f"vLLM reads only .yaml/.yml files with --config, got {value!r}",
-                      path=path, line=line, token="--config", rule_id="cli-config-file")
+        raise _refuse(
+            f"vLLM reads only .yaml/.yml files with --config, got {value!r}",
+            path=path,
+            line=line,
+            token="--config",
+            rule_id="cli-config-file",
+        )
     try:  # strict: a regular file, no aliases, no duplicate keys
         text = read_text(cfg, kind="yaml", bom="strip")
         data = loads_yaml(text, file=str(cfg))
         lines = _key_lines(compose_yaml(text, file=str(cfg)))
     except DataError as exc:
-        raise DataError(f"the file given to --config cannot be read: {exc}", file=path,
-                        line=line, field="--config", value=value) from exc
+        raise DataError(
+            f"the file given to --config cannot be read: {exc}", file=path, line=line, field="--config", value=value
+        ) from exc
     if not isinstance(data, Mapping):
-        raise DataError("the file given to --config is not a mapping of options", file=path,
-                        line=line, field="--config", value=value)
+        raise DataError(
+            "the file given to --config is not a mapping of options",
+            file=path,
+            line=line,
+            field="--config",
+            value=value,
+        )
     return _mapping_args(data, lines, default_line=line)
 
 
-def _mapping_args(data: Mapping, lines: dict[str, int], *, default_line: int | None = None
-                  ) -> list[tuple[str, int]]:
+def _mapping_args(data: Mapping, lines: dict[str, int], *, default_line: int | None = None) -> list[tuple[str, int]]:
     """A vLLM ``--config`` mapping as command-line words, as vLLM builds them."""
     out: list[tuple[str, int]] = []
     for key, value in data.items():
@@ -228,7 +243,7 @@ def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool):
         extra = _config_file_args(args[i + 1][0], args[i][1], path=path)
         model_first = serve and args and not args[0][0].startswith("-")
         head = args[:1] if model_first else []
-        args = head + extra + args[len(head):i] + args[i + 2 :]
+        args = head + extra + args[len(head) : i] + args[i + 2 :]
     out: list[tuple[str, int]] = []
     for word, line in args:  # rule cli-underscores
         if word.startswith("--"):
@@ -276,144 +291,267 @@ def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool):
     return keep, dotted_line
 
 
-def parse_command_line(args: list[tuple[str, int]], *, path: str, fmt: str,
-                       entry: str = _ENTRY_EITHER):
+def parse_command_line(args: list[tuple[str, int]], *, path: str, fmt: str, entry: str = _ENTRY_EITHER):
     """Build a :class:`ServingConfig` from vLLM arguments ``(word, line)``, as vLLM 0.33's
-    argument parser and ``EngineArgs.create_speculative_config`` read them (rules of
-    :mod:`qualgate.vllm033.rules` named in the comments)."""
-    from qualgate.vllm033.serving import _NUMERIC_KEYS, SERVING_OPTIONS, ServingConfig
+    argument parser and ``EngineArgs.create_speculative_config`` read them (each step a
+    function named for the rule of :mod:`qualgate.vllm033.rules` it applies)."""
+
     if entry == _ENTRY_EITHER:  # the docker image's entrypoint is not in the wheel
-        a = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_SERVE)
-        b = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_API)
-        if (a.model, a.speculative) != (b.model, b.speculative):
-            raise _refuse(f"these arguments mean model {a.model!r} under `vllm serve` and "
-                          f"{b.model!r} under the api_server module, and the image's "
-                          "entrypoint cannot be read from the wheel; pass --model only",
-                          path=path, line=args[0][1] if args else None, token="model",
-                          rule_id="api-server-model")
-        return dataclasses.replace(a, notes=(*a.notes, "read as `vllm serve` arguments; the "
-                                             "same under the api_server entrypoint"))
+        return _api_server_model(args, path=path, fmt=fmt)
     serve = entry == _ENTRY_SERVE
     words, dotted_lines = _flexible(list(args), path=path, serve=serve)
-    sc_opts = rule("cli-sc-alias").data["options"]
-    spec_flags = rule("cli-spec-flags").data["flags"]
-    parallel = {o: k for k, opts in rule("cli-parallel").data["options"].items() for o in opts}
-    spec_value: Any = None
-    spec_line = None
-    flag_values: dict[str, tuple[Any, int]] = {}
-    model = model_line = positional = None
-    options: dict[str, Any] = {}
-    lines: dict[str, int] = {}
-    notes: list[str] = []
-    long_names = (*sc_opts, *spec_flags)
-    i = 0
-    while i < len(words):
-        word, line = words[i]
-        if "$" in word or "`" in word:
-            raise _refuse(f"{word!r} is expanded by the shell at run time", path=path,
-                          line=line, token=word, rule_id="cli-sc-alias")
-        if not word.startswith("-") or word == "-" or _NEG_NUMBER.match(word):
-            if positional is None:
-                positional = (word, line)
-            else:
-                raise DataError(f"an unexpected positional argument {word!r} (vLLM's parser "
-                                "refuses it)", file=path, line=line, field=word)
-            i += 1
-            continue
-        name, eq, value = word.partition("=")
-        known = name in long_names or name in parallel or name in ("--model", "--config")
-        if not known and name.startswith("--") and any(
-                o.startswith(name) and o != name for o in long_names if o.startswith("--")):
-            raise _refuse(f"{name} is a prefix of a speculative option, which argparse "
-                          "accepts as an abbreviation", path=path, line=line, token=name,
-                          rule_id="cli-abbrev")
-        if not known and name not in _HARMLESS and _SPECULATIVE_WORD.search(name.lstrip("-")):
-            raise _refuse(f"{name} mentions speculative decoding but is not an option vLLM "
-                          "0.33 registers for it (-sc, --speculative-config, --spec-method, "
-                          "--spec-model, --spec-tokens)", path=path, line=line, token=name,
-                          rule_id="cli-spec-flags")
-        if not eq:
-            takes_value = known or not (
-                name in _FLAGS or name.startswith(_FLAG_PREFIXES) or i + 1 >= len(words)
-                or (words[i + 1][0].startswith("-") and not _NEG_NUMBER.match(words[i + 1][0])))
-            if takes_value and (i + 1 >= len(words) or (
-                    words[i + 1][0].startswith("-") and not _NEG_NUMBER.match(words[i + 1][0]))):
-                raise DataError(f"{name} expects a value (vLLM's parser refuses it without)",
-                                file=path, line=line, field=name)
-            value, value_line = words[i + 1] if takes_value else (None, line)
-            i += 2 if takes_value else 1
-        else:
-            value_line = line
-            i += 1
-        key = name.lstrip("-").replace("-", "_")
-        if name in sc_opts:  # rules cli-sc-alias, cli-last-wins, cli-json-none
-            if value in rule("cli-json-none").data["none"]:
-                spec_value, spec_line = None, line
-                continue
-            try:
-                spec_value = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=path,
-                                line=line, field=name, value=value) from exc
-            spec_line = line
-            if not isinstance(spec_value, dict):
-                raise DataError("must be a JSON object of speculative_config keys", file=path,
-                                line=line, field=name, value=spec_value)
-            for sub in spec_value:  # the line of each key inside a multi-line JSON value
-                at = value.find(f'"{sub}"')
-                where = f"speculative_config.{str(sub).replace('-', '_')}"
-                if at >= 0 and value_line is not None:
-                    lines[where] = value_line + value.count("\n", 0, at)
-                if f"{name}.{sub}" in dotted_lines:
-                    lines[where] = dotted_lines[f"{name}.{sub}"]
-        elif name in spec_flags:  # rule cli-spec-flags
-            raw = value
-            if spec_flags[name] == "num_speculative_tokens":
-                try:
-                    raw = int(value)
-                except ValueError as exc:
-                    raise DataError("must be an integer (vLLM parses it with int)", file=path,
-                                    line=line, field=name, value=value) from exc
-            flag_values[name] = (raw, line)
-        elif name == "--model":
-            model, model_line = value, line
-        elif name == "--config":
-            notes.append(f"{word}: vLLM reads a --config file only when `--config` and the "
-                         f"file are separate words; this one is never read "
-                         f"({cite('cli-config-equals')})")
-            lines["--config="] = line
-        elif name in parallel:
-            options[parallel[name]] = _scalar(value)
-            lines[parallel[name]] = line
-        elif name == "-q" or key in _NUMERIC_KEYS:
-            key = "quantization" if name == "-q" else key
-            options[key] = _scalar(value) if key in SERVING_OPTIONS else value
-            lines[key] = line
-        elif value is not None and _SPECULATIVE_VALUE.search(value):
-            raise _refuse(f"the value of {name} mentions speculative decoding", path=path,
-                          line=line, token=name, rule_id="cli-spec-flags")
-    # the model (rules serve-model, api-server-model)
-    if serve and positional is not None:
-        model, model_line = positional
-    elif not serve and positional is not None:
-        notes.append(f"the positional {positional[0]!r} is ignored by the api_server module "
-                     f"({cite('api-server-model')})")
-    if model_line is not None:
-        lines["model"] = model_line
-    # create_speculative_config (rules cli-spec-flags-merge, spec-key-hyphens)
-    spec = dict(spec_value) if spec_value is not None else None
-    for flag, (value, line) in flag_values.items():
-        k = spec_flags[flag]
+    r = _Reading(words, path, dotted_lines)
+    while r.i < len(words):
+        _read_option(r)
+    _serve_model(r, serve)
+    spec = _cli_spec_flags_merge(r)
+    return ServingConfig(
+        path=path, format=fmt, model=r.model, speculative=spec, options=r.options, lines=r.lines, notes=tuple(r.notes)
+    )
+
+
+def _api_server_model(args, *, path: str, fmt: str):
+    """Arguments for either entrypoint must mean the same under both (rule ``api-server-model``)."""
+    a = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_SERVE)
+    b = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_API)
+    if (a.model, a.speculative) != (b.model, b.speculative):
+        raise _refuse(
+            f"these arguments mean model {a.model!r} under `vllm serve` and "
+            f"{b.model!r} under the api_server module, and the image's "
+            "entrypoint cannot be read from the wheel; pass --model only",
+            path=path,
+            line=args[0][1] if args else None,
+            token="model",
+            rule_id="api-server-model",
+        )
+    return dataclasses.replace(
+        a, notes=(*a.notes, "read as `vllm serve` arguments; the same under the api_server entrypoint")
+    )
+
+
+@dataclasses.dataclass
+class _Reading:
+    """The arguments read so far by :func:`parse_command_line` (``i``: the next word)."""
+
+    words: list[tuple[str, int]]
+    path: str
+    dotted_lines: dict[str, int]
+    i: int = 0
+    spec_value: Any = None  #: the last -sc / --speculative-config value (rule cli-last-wins)
+    spec_line: int | None = None
+    flag_values: dict[str, tuple[Any, int]] = dataclasses.field(default_factory=dict)
+    model: str | None = None
+    model_line: int | None = None
+    positional: tuple[str, int] | None = None
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    lines: dict[str, int] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self):
+        self.sc_opts = rule("cli-sc-alias").data["options"]
+        self.spec_flags = rule("cli-spec-flags").data["flags"]
+        self.parallel = {o: k for k, opts in rule("cli-parallel").data["options"].items() for o in opts}
+        self.long_names = (*self.sc_opts, *self.spec_flags)
+
+    def known(self, name: str) -> bool:
+        return name in self.long_names or name in self.parallel or name in ("--model", "--config")
+
+    def next_is_option(self) -> bool:
+        """No word follows, or the next is an option (not a negative number)."""
+        if self.i + 1 >= len(self.words):
+            return True
+        nxt = self.words[self.i + 1][0]
+        return nxt.startswith("-") and not _NEG_NUMBER.match(nxt)
+
+
+def _read_option(r: _Reading) -> None:
+    """Read the word at ``r.i`` (with its value) and move past it."""
+
+    word, line = r.words[r.i]
+    if "$" in word or "`" in word:
+        raise _refuse(
+            f"{word!r} is expanded by the shell at run time", path=r.path, line=line, token=word, rule_id="cli-sc-alias"
+        )
+    if not word.startswith("-") or word == "-" or _NEG_NUMBER.match(word):
+        _positional(r, word, line)
+        return
+    name, eq, value = word.partition("=")
+    known = r.known(name)
+    _cli_abbrev(r, name, known, line)
+    _cli_spec_flags_registered(r, name, known, line)
+    value, value_line = _option_value(r, name, eq, value, known, line)
+    key = name.lstrip("-").replace("-", "_")
+    if name in r.sc_opts:
+        _cli_sc_alias(r, name, value, line, value_line)
+    elif name in r.spec_flags:
+        _cli_spec_flags(r, name, value, line)
+    elif name == "--model":
+        r.model, r.model_line = value, line
+    elif name == "--config":
+        _cli_config_equals(r, word, line)
+    elif name in r.parallel:
+        _cli_parallel(r, name, value, line)
+    elif name == "-q" or key in _NUMERIC_KEYS:
+        _numeric_option(r, name, key, value, line)
+    elif value is not None and _SPECULATIVE_VALUE.search(value):
+        raise _refuse(
+            f"the value of {name} mentions speculative decoding",
+            path=r.path,
+            line=line,
+            token=name,
+            rule_id="cli-spec-flags",
+        )
+
+
+def _positional(r: _Reading, word: str, line: int) -> None:
+    if r.positional is not None:
+        raise DataError(
+            f"an unexpected positional argument {word!r} (vLLM's parser refuses it)", file=r.path, line=line, field=word
+        )
+    r.positional = (word, line)
+    r.i += 1
+
+
+def _cli_abbrev(r: _Reading, name: str, known: bool, line: int) -> None:
+    """Rule ``cli-abbrev``: argparse takes a prefix of a long option for the option."""
+    if (
+        not known
+        and name.startswith("--")
+        and any(o.startswith(name) and o != name for o in r.long_names if o.startswith("--"))
+    ):
+        raise _refuse(
+            f"{name} is a prefix of a speculative option, which argparse accepts as an abbreviation",
+            path=r.path,
+            line=line,
+            token=name,
+            rule_id="cli-abbrev",
+        )
+
+
+def _cli_spec_flags_registered(r: _Reading, name: str, known: bool, line: int) -> None:
+    """Rule ``cli-spec-flags``: an option that mentions speculative decoding must be one vLLM
+    registers for it."""
+    if not known and name not in _HARMLESS and _SPECULATIVE_WORD.search(name.lstrip("-")):
+        raise _refuse(
+            f"{name} mentions speculative decoding but is not an option vLLM "
+            "0.33 registers for it (-sc, --speculative-config, --spec-method, "
+            "--spec-model, --spec-tokens)",
+            path=r.path,
+            line=line,
+            token=name,
+            rule_id="cli-spec-flags",
+        )
+
+
+def _option_value(r: _Reading, name: str, eq: str, value: str, known: bool, line: int):
+    """``(value, its line)`` of the option at ``r.i`` (``None`` for a flag), moving past both."""
+    if eq:
+        r.i += 1
+        return value, line
+    takes_value = known or not (name in _FLAGS or name.startswith(_FLAG_PREFIXES) or r.next_is_option())
+    if takes_value and r.next_is_option():
+        raise DataError(
+            f"{name} expects a value (vLLM's parser refuses it without)", file=r.path, line=line, field=name
+        )
+    value, value_line = r.words[r.i + 1] if takes_value else (None, line)
+    r.i += 2 if takes_value else 1
+    return value, value_line
+
+
+def _cli_sc_alias(r: _Reading, name: str, value, line: int, value_line) -> None:
+    """-sc / --speculative-config JSON (rules cli-sc-alias, cli-last-wins, cli-json-none)."""
+    if value in rule("cli-json-none").data["none"]:
+        r.spec_value, r.spec_line = None, line
+        return
+    try:
+        r.spec_value = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"not valid JSON: {exc.msg} (column {exc.colno})", file=r.path, line=line, field=name, value=value
+        ) from exc
+    r.spec_line = line
+    if not isinstance(r.spec_value, dict):
+        raise DataError(
+            "must be a JSON object of speculative_config keys", file=r.path, line=line, field=name, value=r.spec_value
+        )
+    for sub in r.spec_value:  # the line of each key inside a multi-line JSON value
+        at = value.find(f'"{sub}"')
+        where = f"speculative_config.{str(sub).replace('-', '_')}"
+        if at >= 0 and value_line is not None:
+            r.lines[where] = value_line + value.count("\n", 0, at)
+        if f"{name}.{sub}" in r.dotted_lines:
+            r.lines[where] = r.dotted_lines[f"{name}.{sub}"]
+
+
+def _cli_spec_flags(r: _Reading, name: str, value, line: int) -> None:
+    """Rule ``cli-spec-flags``: --spec-method, --spec-model, --spec-tokens."""
+    raw = value
+    if r.spec_flags[name] == "num_speculative_tokens":
+        try:
+            raw = int(value)
+        except ValueError as exc:
+            raise DataError(
+                "must be an integer (vLLM parses it with int)", file=r.path, line=line, field=name, value=value
+            ) from exc
+    r.flag_values[name] = (raw, line)
+
+
+def _cli_config_equals(r: _Reading, word: str, line: int) -> None:
+    """Rule ``cli-config-equals``: ``--config=FILE`` is never read."""
+    r.notes.append(
+        f"{word}: vLLM reads a --config file only when `--config` and the "
+        f"file are separate words; this one is never read "
+        f"({cite('cli-config-equals')})"
+    )
+    r.lines["--config="] = line
+
+
+def _cli_parallel(r: _Reading, name: str, value, line: int) -> None:
+    """Rule ``cli-parallel``: the parallelism options and their short forms."""
+    r.options[r.parallel[name]] = _scalar(value)
+    r.lines[r.parallel[name]] = line
+
+
+def _numeric_option(r: _Reading, name: str, key: str, value, line: int) -> None:
+    """The options that change numerics (in the config id) and the serving options."""
+
+    key = "quantization" if name == "-q" else key
+    r.options[key] = _scalar(value) if key in SERVING_OPTIONS else value
+    r.lines[key] = line
+
+
+def _serve_model(r: _Reading, serve: bool) -> None:
+    """The model (rules serve-model, api-server-model)."""
+    if serve and r.positional is not None:
+        r.model, r.model_line = r.positional
+    elif not serve and r.positional is not None:
+        r.notes.append(
+            f"the positional {r.positional[0]!r} is ignored by the api_server module ({cite('api-server-model')})"
+        )
+    if r.model_line is not None:
+        r.lines["model"] = r.model_line
+
+
+def _cli_spec_flags_merge(r: _Reading) -> dict[str, Any] | None:
+    """create_speculative_config: the flags merged into the JSON (rules cli-spec-flags-merge,
+    spec-key-hyphens)."""
+    spec = dict(r.spec_value) if r.spec_value is not None else None
+    for flag, (value, line) in r.flag_values.items():
+        k = r.spec_flags[flag]
         spec = {} if spec is None else spec
         if k in spec:
-            raise _refuse(f"{flag} and --speculative-config['{k}'] are mutually exclusive: "
-                          "vLLM refuses this command", path=path, line=line, token=flag,
-                          rule_id="cli-spec-flags-merge")
+            raise _refuse(
+                f"{flag} and --speculative-config['{k}'] are mutually exclusive: vLLM refuses this command",
+                path=r.path,
+                line=line,
+                token=flag,
+                rule_id="cli-spec-flags-merge",
+            )
         spec[k] = value
-        lines[f"speculative_config.{k}"] = line
+        r.lines[f"speculative_config.{k}"] = line
     if spec is not None:
         spec = {str(k).replace("-", "_"): v for k, v in spec.items()}
-        lines["speculative_config"] = spec_line or min(
-            v for k, v in lines.items() if k.startswith("speculative_config."))
-    return ServingConfig(path=path, format=fmt, model=model, speculative=spec, options=options,
-                         lines=lines, notes=tuple(notes))
+        r.lines["speculative_config"] = r.spec_line or min(
+            v for k, v in r.lines.items() if k.startswith("speculative_config.")
+        )
+    return spec

@@ -6,7 +6,7 @@ Every consumer looks its rules up here by id: the serving-config resolver
 (:mod:`qualgate.vllm033.serving`), the speculative-config resolver (:mod:`qualgate.vllm033.speculative`),
 ``lint``, ``check``, ``admission``, ``audit-log``, the offline backend, the decoding-config
 check and the recording ``vllm.LLM`` double of the tests. ``users`` names the modules that
-apply a row; ``tests/test_vllm033.py`` walks the table and checks that each of them really
+apply a row; ``tests/vllm033/test_rules.py`` walks the table and checks that each of them really
 refers to the row, and that each row's ``example`` resolves as ``expect`` says.
 
 Paths are relative to the wheel root (``vllm/...``). Line ranges are those of the statement
@@ -50,291 +50,546 @@ _DOUBLE = "tests.backends.conftest"
 #: vLLM 0.33's SpeculativeConfig fields (vllm/config/speculative.py:406-660); any other key is
 #: refused because vLLM's config dataclasses forbid extra fields (vllm/config/utils.py:70-76).
 SPECULATIVE_FIELDS = (
-    "enforce_eager", "num_speculative_tokens", "model", "method",
-    "draft_tensor_parallel_size", "tensor_parallel_size", "quantization", "moe_backend",
-    "attention_backend", "kv_cache_dtype", "max_model_len", "revision", "code_revision",
-    "index_share_for_mtp_iteration", "disable_padded_drafter_batch",
-    "disable_eagle_block_drop", "disable_lookahead_block_hashes",
-    "draft_lm_head_quantization", "use_local_argmax_reduction", "use_heterogeneous_vocab",
-    "prompt_lookup_max", "prompt_lookup_min", "parallel_drafting", "target_model_config",
-    "target_parallel_config", "num_speculative_tokens_per_batch_size", "draft_model_config",
-    "draft_parallel_config", "suffix_decoding_max_tree_depth",
-    "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
-    "suffix_decoding_min_token_prob", "draft_load_config", "rejection_sample_method",
-    "synthetic_acceptance_rates", "synthetic_acceptance_length",
-    "enable_adaptive_verification", "draft_sample_method", "dspark_draft_topk", "xpress_topc",
-    "fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k",
+    "enforce_eager",
+    "num_speculative_tokens",
+    "model",
+    "method",
+    "draft_tensor_parallel_size",
+    "tensor_parallel_size",
+    "quantization",
+    "moe_backend",
+    "attention_backend",
+    "kv_cache_dtype",
+    "max_model_len",
+    "revision",
+    "code_revision",
+    "index_share_for_mtp_iteration",
+    "disable_padded_drafter_batch",
+    "disable_eagle_block_drop",
+    "disable_lookahead_block_hashes",
+    "draft_lm_head_quantization",
+    "use_local_argmax_reduction",
+    "use_heterogeneous_vocab",
+    "prompt_lookup_max",
+    "prompt_lookup_min",
+    "parallel_drafting",
+    "target_model_config",
+    "target_parallel_config",
+    "num_speculative_tokens_per_batch_size",
+    "draft_model_config",
+    "draft_parallel_config",
+    "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests",
+    "suffix_decoding_max_spec_factor",
+    "suffix_decoding_min_token_prob",
+    "draft_load_config",
+    "rejection_sample_method",
+    "synthetic_acceptance_rates",
+    "synthetic_acceptance_length",
+    "enable_adaptive_verification",
+    "draft_sample_method",
+    "dspark_draft_topk",
+    "xpress_topc",
+    "fly_window_size",
+    "fly_entropy_threshold",
+    "fly_entropy_top_k",
 )
 
 MTP_MODEL_TYPES = (
-    "deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp",
-    "glm4_moe_lite_mtp", "glm_ocr_mtp", "ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp",
-    "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp", "qwen3_5_mtp", "longcat_flash_mtp",
-    "bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp", "mtp", "kimi_k3_mtp",
-    "pangu_ultra_moe_mtp", "step3p5_mtp", "step5_mtp", "hy_v3_mtp", "hy_v4_mtp",
-    "gemma4_mtp", "inkling_mtp", "glm5_next_mtp",
+    "deepseek_mtp",
+    "dots3_note_mtp",
+    "mimo_mtp",
+    "mimo_v2_mtp",
+    "glm4_moe_mtp",
+    "glm4_moe_lite_mtp",
+    "glm_ocr_mtp",
+    "ernie_mtp",
+    "nemotron_h_mtp",
+    "exaone_moe_mtp",
+    "exaone4_5_mtp",
+    "qwen3_next_mtp",
+    "qwen4_exp_mtp",
+    "qwen3_5_mtp",
+    "longcat_flash_mtp",
+    "bailing_hybrid_v3_mtp",
+    "minimax_m3_mtp",
+    "bailing_hybrid_mtp",
+    "mtp",
+    "kimi_k3_mtp",
+    "pangu_ultra_moe_mtp",
+    "step3p5_mtp",
+    "step5_mtp",
+    "hy_v3_mtp",
+    "hy_v4_mtp",
+    "gemma4_mtp",
+    "inkling_mtp",
+    "glm5_next_mtp",
 )
 
-_FLY = ('vllm serve Qwen/Qwen3-8B {opt} \'{{"method": "draft_model", "model": '
-        '"Qwen/Qwen3-0.6B", "num_speculative_tokens": 8, {rsm}, "fly_window_size": 2}}\'')
+_FLY = (
+    'vllm serve Qwen/Qwen3-8B {opt} \'{{"method": "draft_model", "model": '
+    '"Qwen/Qwen3-0.6B", "num_speculative_tokens": 8, {rsm}, "fly_window_size": 2}}\''
+)
 
 TABLE: tuple[Rule, ...] = (
     # ------------------------------------------------------------------ command line
-    Rule("cli-sc-alias", "vllm/engine/arg_utils.py:1865-1867",
-         "`-sc` is an alias of `--speculative-config`; its value is parsed with json.loads.",
-         (_S,), {"options": ("--speculative-config", "-sc")},
-         example=_FLY.format(opt="-sc", rsm='"rejection_sample_method": "fly"'),
-         expect={"rejection_sample_method": "fly", "fly_window_size": 2}),
-    Rule("cli-json-none", "vllm/engine/arg_utils.py:173-177",
-         "A JSON option's value '' or 'None' means no value (no speculative config).",
-         (_S,), {"none": ("", "None")},
-         example="vllm serve Qwen/Qwen3-8B --speculative-config None",
-         expect={"speculative": None}),
-    Rule("cli-spec-flags", "vllm/engine/arg_utils.py:1868-1873",
-         "`--spec-method`, `--spec-model` and `--spec-tokens` set method, model and "
-         "num_speculative_tokens of the speculative config.",
-         (_S,), {"flags": {"--spec-method": "method", "--spec-model": "model",
-                           "--spec-tokens": "num_speculative_tokens"}},
-         example="vllm serve Qwen/Qwen3-8B --spec-model Qwen/Qwen3-0.6B --spec-tokens 4",
-         expect={"method": "draft_model", "num_speculative_tokens": 4}),
-    Rule("cli-spec-flags-merge", "vllm/engine/arg_utils.py:2108-2121",
-         "A --spec-* flag is added to the JSON speculative config; if the JSON already has "
-         "that key (spelled exactly, before hyphens are rewritten) vLLM refuses: "
-         "\"{flag} and --speculative-config['{key}'] are mutually exclusive\".",
-         (_S,), example='vllm serve Qwen/Qwen3-8B --spec-tokens 4 -sc \'{"model": "d", '
-         '"num_speculative_tokens": 4}\'', expect={"error": "mutually exclusive"}),
-    Rule("spec-key-hyphens", "vllm/engine/arg_utils.py:2126-2128",
-         "Every top-level speculative-config key has '-' rewritten to '_' (later keys win).",
-         (_S, _SPEC),
-         example=_FLY.format(opt="--speculative-config",
-                             rsm='"rejection-sample-method": "fly"'),
-         expect={"rejection_sample_method": "fly"}),
-    Rule("cli-underscores", "vllm/utils/argparse_utils.py:374-394",
-         "In an option name, '_' becomes '-' up to the first '.' (`--speculative_config` is "
-         "`--speculative-config`).", (_S,),
-         example=_FLY.format(opt="--speculative_config", rsm='"rejection_sample_method": "fly"'),
-         expect={"rejection_sample_method": "fly"}),
-    Rule("cli-dotted", "vllm/utils/argparse_utils.py:462-500",
-         "`--OPT.KEY VALUE` (or `=VALUE`) builds one dict per option (VALUE as JSON, else a "
-         "human-readable int, else a string; `KEY+` appends to a list), appended as "
-         "`--OPT JSON` after every other argument, so it replaces an earlier `--OPT JSON` "
-         "instead of merging with it.", (_S,),
-         example='vllm serve Qwen/Qwen3-8B -sc \'{"method": "ngram", "num_speculative_tokens": '
-         '3}\' --speculative-config.model Qwen/Qwen3-0.6B '
-         '--speculative-config.num_speculative_tokens 4',
-         expect={"method": "draft_model", "num_speculative_tokens": 4}),
-    Rule("cli-last-wins", "vllm/utils/argparse_utils.py:446-460; vllm/utils/argparse_utils.py:494-495",
-         "An option given twice keeps its last value (argparse 'store'); vLLM only logs "
-         "'Found duplicate keys'.", (_S,),
-         example='vllm serve Qwen/Qwen3-8B -sc \'{"method": "ngram", "num_speculative_tokens": '
-         '3}\' --speculative-config \'{"method": "ngram", "num_speculative_tokens": 5}\'',
-         expect={"num_speculative_tokens": 5}),
-    Rule("cli-abbrev", "vllm/utils/argparse_utils.py:156-178",
-         "FlexibleArgumentParser keeps argparse's allow_abbrev, so any unique prefix of an "
-         "option (`--speculative`, `--spec-tok`) selects it; which prefixes are unique "
-         "depends on every option vLLM registers, so qualgate refuses an option that is a "
-         "prefix of a speculative option.", (_S,),
-         example="vllm serve Qwen/Qwen3-8B --speculative '{\"model\": \"d\", "
-         "\"num_speculative_tokens\": 4}'", expect={"error": "prefix"}),
-    Rule("cli-config-file", "vllm/utils/argparse_utils.py:371-372; vllm/utils/argparse_utils.py:516-604; vllm/utils/argparse_utils.py:633-673",
-         "`--config FILE` (the word `--config`, then the file) reads a .yaml/.yml mapping: "
-         "each key becomes `--KEY` (true: a flag; a list: its items; a mapping: JSON; else "
-         "str(value)), inserted after the model and before the other arguments, so the "
-         "command line wins.", (_S,)),
-    Rule("cli-config-equals", "vllm/utils/argparse_utils.py:371",
-         "Only the separate word `--config` triggers reading the file: `--config=FILE` is "
-         "stored and never read.", (_S, _LINT)),
-    Rule("serve-model", "vllm/utils/argparse_utils.py:324-356; vllm/entrypoints/cli/serve.py:56-57",
-         "`vllm serve MODEL`: the positional model wins; `--model M` is moved to the "
-         "positional place.", (_S,),
-         example="vllm serve --model Qwen/Qwen3-8B --max-num-seqs 8", expect={"model": "Qwen/Qwen3-8B"}),
-    Rule("api-server-model", "vllm/entrypoints/launchers/api_server/entry.py:218-224; vllm/entrypoints/common/cli_args.py:438-443",
-         "`python -m vllm.entrypoints.openai.api_server`: a positional model tag is parsed "
-         "but never copied to `model` (only `vllm serve` does, serve.py:56-57); the model "
-         "is `--model`.", (_S,)),
-    Rule("cli-parallel", "vllm/engine/arg_utils.py:1166-1168; vllm/engine/arg_utils.py:1208-1210; vllm/engine/arg_utils.py:1240-1242; vllm/config/parallel.py:38",
-         "`--distributed-executor-backend` (ray, mp, uni, external_launcher), "
-         "`--tensor-parallel-size`/`-tp` and `--data-parallel-size`/`-dp`.",
-         (_S, _BACK, _CONF),
-         {"options": {"tensor_parallel_size": ("--tensor-parallel-size", "-tp"),
-                      "data_parallel_size": ("--data-parallel-size", "-dp"),
-                      "distributed_executor_backend": ("--distributed-executor-backend",)},
-          "backends": ("ray", "mp", "uni", "external_launcher")}),
-    Rule("llm-data-parallel", "vllm/entrypoints/llm.py:280-293",
-         "`LLM(data_parallel_size > 1)` raises ValueError unless "
-         "distributed_executor_backend is 'external_launcher' (one process per rank).",
-         (_BACK, _CONF, _DOUBLE)),
+    Rule(
+        "cli-sc-alias",
+        "vllm/engine/arg_utils.py:1865-1867",
+        "`-sc` is an alias of `--speculative-config`; its value is parsed with json.loads.",
+        (_S,),
+        {"options": ("--speculative-config", "-sc")},
+        example=_FLY.format(opt="-sc", rsm='"rejection_sample_method": "fly"'),
+        expect={"rejection_sample_method": "fly", "fly_window_size": 2},
+    ),
+    Rule(
+        "cli-json-none",
+        "vllm/engine/arg_utils.py:173-177",
+        "A JSON option's value '' or 'None' means no value (no speculative config).",
+        (_S,),
+        {"none": ("", "None")},
+        example="vllm serve Qwen/Qwen3-8B --speculative-config None",
+        expect={"speculative": None},
+    ),
+    Rule(
+        "cli-spec-flags",
+        "vllm/engine/arg_utils.py:1868-1873",
+        "`--spec-method`, `--spec-model` and `--spec-tokens` set method, model and "
+        "num_speculative_tokens of the speculative config.",
+        (_S,),
+        {"flags": {"--spec-method": "method", "--spec-model": "model", "--spec-tokens": "num_speculative_tokens"}},
+        example="vllm serve Qwen/Qwen3-8B --spec-model Qwen/Qwen3-0.6B --spec-tokens 4",
+        expect={"method": "draft_model", "num_speculative_tokens": 4},
+    ),
+    Rule(
+        "cli-spec-flags-merge",
+        "vllm/engine/arg_utils.py:2108-2121",
+        "A --spec-* flag is added to the JSON speculative config; if the JSON already has "
+        "that key (spelled exactly, before hyphens are rewritten) vLLM refuses: "
+        "\"{flag} and --speculative-config['{key}'] are mutually exclusive\".",
+        (_S,),
+        example='vllm serve Qwen/Qwen3-8B --spec-tokens 4 -sc \'{"model": "d", "num_speculative_tokens": 4}\'',
+        expect={"error": "mutually exclusive"},
+    ),
+    Rule(
+        "spec-key-hyphens",
+        "vllm/engine/arg_utils.py:2126-2128",
+        "Every top-level speculative-config key has '-' rewritten to '_' (later keys win).",
+        (_S, _SPEC),
+        example=_FLY.format(opt="--speculative-config", rsm='"rejection-sample-method": "fly"'),
+        expect={"rejection_sample_method": "fly"},
+    ),
+    Rule(
+        "cli-underscores",
+        "vllm/utils/argparse_utils.py:374-394",
+        "In an option name, '_' becomes '-' up to the first '.' (`--speculative_config` is `--speculative-config`).",
+        (_S,),
+        example=_FLY.format(opt="--speculative_config", rsm='"rejection_sample_method": "fly"'),
+        expect={"rejection_sample_method": "fly"},
+    ),
+    Rule(
+        "cli-dotted",
+        "vllm/utils/argparse_utils.py:462-500",
+        "`--OPT.KEY VALUE` (or `=VALUE`) builds one dict per option (VALUE as JSON, else a "
+        "human-readable int, else a string; `KEY+` appends to a list), appended as "
+        "`--OPT JSON` after every other argument, so it replaces an earlier `--OPT JSON` "
+        "instead of merging with it.",
+        (_S,),
+        example='vllm serve Qwen/Qwen3-8B -sc \'{"method": "ngram", "num_speculative_tokens": '
+        "3}' --speculative-config.model Qwen/Qwen3-0.6B "
+        "--speculative-config.num_speculative_tokens 4",
+        expect={"method": "draft_model", "num_speculative_tokens": 4},
+    ),
+    Rule(
+        "cli-last-wins",
+        "vllm/utils/argparse_utils.py:446-460; vllm/utils/argparse_utils.py:494-495",
+        "An option given twice keeps its last value (argparse 'store'); vLLM only logs 'Found duplicate keys'.",
+        (_S,),
+        example='vllm serve Qwen/Qwen3-8B -sc \'{"method": "ngram", "num_speculative_tokens": '
+        '3}\' --speculative-config \'{"method": "ngram", "num_speculative_tokens": 5}\'',
+        expect={"num_speculative_tokens": 5},
+    ),
+    Rule(
+        "cli-abbrev",
+        "vllm/utils/argparse_utils.py:156-178",
+        "FlexibleArgumentParser keeps argparse's allow_abbrev, so any unique prefix of an "
+        "option (`--speculative`, `--spec-tok`) selects it; which prefixes are unique "
+        "depends on every option vLLM registers, so qualgate refuses an option that is a "
+        "prefix of a speculative option.",
+        (_S,),
+        example='vllm serve Qwen/Qwen3-8B --speculative \'{"model": "d", "num_speculative_tokens": 4}\'',
+        expect={"error": "prefix"},
+    ),
+    Rule(
+        "cli-config-file",
+        "vllm/utils/argparse_utils.py:371-372; vllm/utils/argparse_utils.py:516-604; vllm/utils/argparse_utils.py:633-673",
+        "`--config FILE` (the word `--config`, then the file) reads a .yaml/.yml mapping: "
+        "each key becomes `--KEY` (true: a flag; a list: its items; a mapping: JSON; else "
+        "str(value)), inserted after the model and before the other arguments, so the "
+        "command line wins.",
+        (_S,),
+    ),
+    Rule(
+        "cli-config-equals",
+        "vllm/utils/argparse_utils.py:371",
+        "Only the separate word `--config` triggers reading the file: `--config=FILE` is stored and never read.",
+        (_S, _LINT),
+    ),
+    Rule(
+        "serve-model",
+        "vllm/utils/argparse_utils.py:324-356; vllm/entrypoints/cli/serve.py:56-57",
+        "`vllm serve MODEL`: the positional model wins; `--model M` is moved to the positional place.",
+        (_S,),
+        example="vllm serve --model Qwen/Qwen3-8B --max-num-seqs 8",
+        expect={"model": "Qwen/Qwen3-8B"},
+    ),
+    Rule(
+        "api-server-model",
+        "vllm/entrypoints/launchers/api_server/entry.py:218-224; vllm/entrypoints/common/cli_args.py:438-443",
+        "`python -m vllm.entrypoints.openai.api_server`: a positional model tag is parsed "
+        "but never copied to `model` (only `vllm serve` does, serve.py:56-57); the model "
+        "is `--model`.",
+        (_S,),
+    ),
+    Rule(
+        "cli-parallel",
+        "vllm/engine/arg_utils.py:1166-1168; vllm/engine/arg_utils.py:1208-1210; vllm/engine/arg_utils.py:1240-1242; vllm/config/parallel.py:38",
+        "`--distributed-executor-backend` (ray, mp, uni, external_launcher), "
+        "`--tensor-parallel-size`/`-tp` and `--data-parallel-size`/`-dp`.",
+        (_S, _BACK, _CONF),
+        {
+            "options": {
+                "tensor_parallel_size": ("--tensor-parallel-size", "-tp"),
+                "data_parallel_size": ("--data-parallel-size", "-dp"),
+                "distributed_executor_backend": ("--distributed-executor-backend",),
+            },
+            "backends": ("ray", "mp", "uni", "external_launcher"),
+        },
+    ),
+    Rule(
+        "llm-data-parallel",
+        "vllm/entrypoints/llm.py:280-293",
+        "`LLM(data_parallel_size > 1)` raises ValueError unless "
+        "distributed_executor_backend is 'external_launcher' (one process per rank).",
+        (_BACK, _CONF, _DOUBLE),
+    ),
     # ------------------------------------------------------------------ SpeculativeConfig
-    Rule("spec-extra-forbid", "vllm/config/utils.py:70-76; vllm/config/speculative.py:406-660",
-         "SpeculativeConfig is a pydantic dataclass that forbids extra fields: a key that "
-         "is not one of its fields is refused.", (_SPEC, _LINT),
-         {"fields": SPECULATIVE_FIELDS},
-         example='vllm serve Qwen/Qwen3-8B -sc \'{"model": "d", "num_speculative_tokens": 4, '
-         '"rejection_method": "fly"}\'', expect={"error": "rejection_method"}),
-    Rule("spec-method-literal", "vllm/config/speculative.py:38-84",
-         "method must be one of ngram, draft_model, suffix, custom_class, eagle, eagle3, "
-         "extract_hidden_states, dflash, ngram_gpu, dspark or an MTP model type; "
-         "rejection_sample_method one of standard, synthetic, block, fly; "
-         "draft_sample_method greedy or probabilistic.", (_SPEC,),
-         {"methods": ("ngram", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
-                      "extract_hidden_states", *MTP_MODEL_TYPES, "dflash", "ngram_gpu",
-                      "dspark"),
-          "rejection_sample_methods": ("standard", "synthetic", "block", "fly"),
-          "draft_sample_methods": ("greedy", "probabilistic")},
-         example="vllm serve Qwen/Qwen3-8B -sc '{\"method\": \"medusa\", \"model\": \"m\", "
-         "\"num_speculative_tokens\": 4}'", expect={"error": "medusa"}),
-    Rule("spec-lax-types", "vllm/config/utils.py:70-76",
-         "Validation is pydantic's default lax mode: an int field takes 8, 8.0, '8' and "
-         "true (as 1); a float field takes ints and numeric strings; a bool field takes "
-         "0/1 and 'true'/'false'; a str field only strings; a Literal only its exact values.",
-         (_SPEC,),
-         example='vllm serve Qwen/Qwen3-8B -sc \'{"model": "Qwen/Qwen3-0.6B", '
-         '"num_speculative_tokens": "8", "rejection_sample_method": "fly", '
-         '"fly_window_size": 2.0}\'',
-         expect={"num_speculative_tokens": 8, "fly_window_size": 2}),
-    Rule("spec-method-infer", "vllm/config/speculative.py:1215-1244",
-         "Without method: a dotted import path as model is custom_class, model 'ngram' or "
-         "'[ngram]' is ngram, anything else draft_model.", (_SPEC,),
-         example="vllm serve Qwen/Qwen3-8B -sc '{\"model\": \"[ngram]\", "
-         "\"num_speculative_tokens\": 3}'", expect={"method": "ngram"}),
-    Rule("spec-mtp-alias", "vllm/config/speculative.py:1246-1250",
-         "A method that is an MTP model type other than 'mtp' is replaced by 'mtp'.",
-         (_SPEC,), example="vllm serve Qwen/Qwen3-8B -sc '{\"method\": \"deepseek_mtp\", "
-         "\"num_speculative_tokens\": 1}'", expect={"method": "mtp"}),
-    Rule("spec-method-by-name", "vllm/config/speculative.py:1436-1462",
-         "Unless method is eagle, eagle3, dflash or dspark, a drafter whose name (lower "
-         "case) contains 'eagle-' becomes eagle, 'eagle3' eagle3, 'dflash' dflash, 'dspark' "
-         "dspark, checked in that order.", (_SPEC,),
-         {"by_name": (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"),
-                      ("dspark", "dspark"))},
-         example="vllm serve meta-llama/Llama-3.1-8B-Instruct -sc '{\"model\": "
-         "\"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", \"num_speculative_tokens\": 3}'",
-         expect={"method": "eagle3"}),
-    Rule("spec-method-by-arch", "vllm/config/speculative.py:1449-1481",
-         "vLLM also switches a draft_model drafter to dflash, dspark or mtp by its "
-         "architectures/model_type (its config.json), which qualgate cannot read offline.",
-         (_LINT,)),
-    Rule("spec-model-needed", "vllm/config/speculative.py:1252-1296",
-         "Without model: mtp and dspark draft with the target, ngram/suffix/ngram_gpu/"
-         "extract_hidden_states need none; any other method refuses 'num_speculative_tokens "
-         "was provided but without speculative model.'", (_SPEC,),
-         {"self_drafting": ("mtp", "dspark"), "model_free": ("ngram", "ngram_gpu", "suffix",
-                                                             "extract_hidden_states")},
-         example="vllm serve Qwen/Qwen3-8B --spec-tokens 4", expect={"error": "without speculative model"}),
-    Rule("spec-k-default", "vllm/config/speculative.py:1584-1619; vllm/config/speculative.py:1726-1739; vllm/config/speculative.py:538; vllm/config/speculative.py:1945-1950",
-         "Without num_speculative_tokens: suffix uses suffix_decoding_max_tree_depth (24), "
-         "dspark the drafter's block_size, a drafter with n_predict (MTP, EAGLE heads) that "
-         "value; otherwise vLLM refuses.", (_SPEC, _LINT),
-         {"suffix_default": 24},
-         example="vllm serve Qwen/Qwen3-8B -sc '{\"method\": \"suffix\"}'",
-         expect={"method": "suffix", "num_speculative_tokens": 24}),
-    Rule("spec-field-bounds", "vllm/config/speculative.py:413; vllm/config/speculative.py:652-660",
-         "Field constraints hold whatever the method: num_speculative_tokens > 0, "
-         "fly_window_size >= 1, fly_entropy_threshold >= 0, fly_entropy_top_k >= 1.",
-         (_SPEC, _LINT),
-         {"bounds": {"num_speculative_tokens": ("gt", 0), "fly_window_size": ("ge", 1),
-                     "fly_entropy_threshold": ("ge", 0), "fly_entropy_top_k": ("ge", 1)}},
-         example="vllm serve Qwen/Qwen3-8B -sc '{\"model\": \"d\", \"num_speculative_tokens\": "
-         "4, \"fly_entropy_threshold\": -1}'", expect={"error": "fly_entropy_threshold"}),
-    Rule("spec-tp-in-spec", "vllm/config/speculative.py:1940-1944",
-         "'tensor_parallel_size' inside the speculative config is refused (use "
-         "draft_tensor_parallel_size).", (_SPEC,)),
-    Rule("synthetic-rates", "vllm/config/speculative.py:600-631; vllm/config/speculative.py:1973-1987",
-         "synthetic needs exactly one of synthetic_acceptance_rates (length K, in [0, 1], "
-         "non-increasing) or synthetic_acceptance_length (in [1, K + 1]); either key "
-         "without synthetic is refused.", (_LINT,)),
-    Rule("hetero-vocab", "vllm/config/speculative.py:1995-2012",
-         "use_heterogeneous_vocab needs method draft_model and greedy drafting, and is "
-         "refused with use_local_argmax_reduction.", (_LINT,),
-         {"messages": (
-             "use_heterogeneous_vocab only works with method='draft_model'",
-             "use_heterogeneous_vocab currently only supports greedy draft sampling. Set "
-             "draft_sample_method='greedy' (the default) or omit it.",
-             "use_heterogeneous_vocab is not compatible with use_local_argmax_reduction "
-             "because token-level intersection requires the full draft logits.")}),
-    Rule("fly-rules", "vllm/config/speculative.py:2014-2030",
-         "FLy: refused with extract_hidden_states, needs K >= 2, fly_window_size defaults to "
-         "min(6, K - 1) and must be smaller than K.", (_SPEC, _LINT),
-         {"messages": ("FLy requires num_speculative_tokens to be at least 2.",
-                       "FLy requires fly_window_size to be smaller than "
-                       "num_speculative_tokens.")},
-         example='vllm serve Qwen/Qwen3-8B -sc \'{"model": "Qwen/Qwen3-0.6B", '
-         '"num_speculative_tokens": 8, "rejection_sample_method": "fly"}\'',
-         expect={"fly_window_size": 6}),
-    Rule("fly-warning", "vllm/config/speculative.py:2031-2034; vllm/logger.py:126-129",
-         "FLy logs once per process, with logger.warning_once from vllm.config.speculative: "
-         "'FLy verification is a lossy speculative decoding method and may degrade model "
-         "outputs.'", (_AUD, _DOUBLE, _BACK)),
+    Rule(
+        "spec-extra-forbid",
+        "vllm/config/utils.py:70-76; vllm/config/speculative.py:406-660",
+        "SpeculativeConfig is a pydantic dataclass that forbids extra fields: a key that "
+        "is not one of its fields is refused.",
+        (_SPEC, _LINT),
+        {"fields": SPECULATIVE_FIELDS},
+        example='vllm serve Qwen/Qwen3-8B -sc \'{"model": "d", "num_speculative_tokens": 4, '
+        '"rejection_method": "fly"}\'',
+        expect={"error": "rejection_method"},
+    ),
+    Rule(
+        "spec-method-literal",
+        "vllm/config/speculative.py:38-84",
+        "method must be one of ngram, draft_model, suffix, custom_class, eagle, eagle3, "
+        "extract_hidden_states, dflash, ngram_gpu, dspark or an MTP model type; "
+        "rejection_sample_method one of standard, synthetic, block, fly; "
+        "draft_sample_method greedy or probabilistic.",
+        (_SPEC,),
+        {
+            "methods": (
+                "ngram",
+                "draft_model",
+                "suffix",
+                "custom_class",
+                "eagle",
+                "eagle3",
+                "extract_hidden_states",
+                *MTP_MODEL_TYPES,
+                "dflash",
+                "ngram_gpu",
+                "dspark",
+            ),
+            "rejection_sample_methods": ("standard", "synthetic", "block", "fly"),
+            "draft_sample_methods": ("greedy", "probabilistic"),
+        },
+        example='vllm serve Qwen/Qwen3-8B -sc \'{"method": "medusa", "model": "m", "num_speculative_tokens": 4}\'',
+        expect={"error": "medusa"},
+    ),
+    Rule(
+        "spec-lax-types",
+        "vllm/config/utils.py:70-76",
+        "Validation is pydantic's default lax mode: an int field takes 8, 8.0, '8' and "
+        "true (as 1); a float field takes ints and numeric strings; a bool field takes "
+        "0/1 and 'true'/'false'; a str field only strings; a Literal only its exact values.",
+        (_SPEC,),
+        example='vllm serve Qwen/Qwen3-8B -sc \'{"model": "Qwen/Qwen3-0.6B", '
+        '"num_speculative_tokens": "8", "rejection_sample_method": "fly", '
+        '"fly_window_size": 2.0}\'',
+        expect={"num_speculative_tokens": 8, "fly_window_size": 2},
+    ),
+    Rule(
+        "spec-method-infer",
+        "vllm/config/speculative.py:1215-1244",
+        "Without method: a dotted import path as model is custom_class, model 'ngram' or "
+        "'[ngram]' is ngram, anything else draft_model.",
+        (_SPEC,),
+        example='vllm serve Qwen/Qwen3-8B -sc \'{"model": "[ngram]", "num_speculative_tokens": 3}\'',
+        expect={"method": "ngram"},
+    ),
+    Rule(
+        "spec-mtp-alias",
+        "vllm/config/speculative.py:1246-1250",
+        "A method that is an MTP model type other than 'mtp' is replaced by 'mtp'.",
+        (_SPEC,),
+        example='vllm serve Qwen/Qwen3-8B -sc \'{"method": "deepseek_mtp", "num_speculative_tokens": 1}\'',
+        expect={"method": "mtp"},
+    ),
+    Rule(
+        "spec-method-by-name",
+        "vllm/config/speculative.py:1436-1462",
+        "Unless method is eagle, eagle3, dflash or dspark, a drafter whose name (lower "
+        "case) contains 'eagle-' becomes eagle, 'eagle3' eagle3, 'dflash' dflash, 'dspark' "
+        "dspark, checked in that order.",
+        (_SPEC,),
+        {"by_name": (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark"))},
+        example='vllm serve meta-llama/Llama-3.1-8B-Instruct -sc \'{"model": '
+        '"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}\'',
+        expect={"method": "eagle3"},
+    ),
+    Rule(
+        "spec-method-by-arch",
+        "vllm/config/speculative.py:1449-1481",
+        "vLLM also switches a draft_model drafter to dflash, dspark or mtp by its "
+        "architectures/model_type (its config.json), which qualgate cannot read offline.",
+        (_LINT,),
+    ),
+    Rule(
+        "spec-model-needed",
+        "vllm/config/speculative.py:1252-1296",
+        "Without model: mtp and dspark draft with the target, ngram/suffix/ngram_gpu/"
+        "extract_hidden_states need none; any other method refuses 'num_speculative_tokens "
+        "was provided but without speculative model.'",
+        (_SPEC,),
+        {"self_drafting": ("mtp", "dspark"), "model_free": ("ngram", "ngram_gpu", "suffix", "extract_hidden_states")},
+        example="vllm serve Qwen/Qwen3-8B --spec-tokens 4",
+        expect={"error": "without speculative model"},
+    ),
+    Rule(
+        "spec-k-default",
+        "vllm/config/speculative.py:1584-1619; vllm/config/speculative.py:1726-1739; vllm/config/speculative.py:538; vllm/config/speculative.py:1945-1950",
+        "Without num_speculative_tokens: suffix uses suffix_decoding_max_tree_depth (24), "
+        "dspark the drafter's block_size, a drafter with n_predict (MTP, EAGLE heads) that "
+        "value; otherwise vLLM refuses.",
+        (_SPEC, _LINT),
+        {"suffix_default": 24},
+        example='vllm serve Qwen/Qwen3-8B -sc \'{"method": "suffix"}\'',
+        expect={"method": "suffix", "num_speculative_tokens": 24},
+    ),
+    Rule(
+        "spec-field-bounds",
+        "vllm/config/speculative.py:413; vllm/config/speculative.py:652-660",
+        "Field constraints hold whatever the method: num_speculative_tokens > 0, "
+        "fly_window_size >= 1, fly_entropy_threshold >= 0, fly_entropy_top_k >= 1.",
+        (_SPEC, _LINT),
+        {
+            "bounds": {
+                "num_speculative_tokens": ("gt", 0),
+                "fly_window_size": ("ge", 1),
+                "fly_entropy_threshold": ("ge", 0),
+                "fly_entropy_top_k": ("ge", 1),
+            }
+        },
+        example='vllm serve Qwen/Qwen3-8B -sc \'{"model": "d", "num_speculative_tokens": '
+        '4, "fly_entropy_threshold": -1}\'',
+        expect={"error": "fly_entropy_threshold"},
+    ),
+    Rule(
+        "spec-tp-in-spec",
+        "vllm/config/speculative.py:1940-1944",
+        "'tensor_parallel_size' inside the speculative config is refused (use draft_tensor_parallel_size).",
+        (_SPEC,),
+    ),
+    Rule(
+        "synthetic-rates",
+        "vllm/config/speculative.py:600-631; vllm/config/speculative.py:1973-1987",
+        "synthetic needs exactly one of synthetic_acceptance_rates (length K, in [0, 1], "
+        "non-increasing) or synthetic_acceptance_length (in [1, K + 1]); either key "
+        "without synthetic is refused.",
+        (_LINT,),
+    ),
+    Rule(
+        "hetero-vocab",
+        "vllm/config/speculative.py:1995-2012",
+        "use_heterogeneous_vocab needs method draft_model and greedy drafting, and is "
+        "refused with use_local_argmax_reduction.",
+        (_LINT,),
+        {
+            "messages": (
+                "use_heterogeneous_vocab only works with method='draft_model'",
+                "use_heterogeneous_vocab currently only supports greedy draft sampling. Set "
+                "draft_sample_method='greedy' (the default) or omit it.",
+                "use_heterogeneous_vocab is not compatible with use_local_argmax_reduction "
+                "because token-level intersection requires the full draft logits.",
+            )
+        },
+    ),
+    Rule(
+        "fly-rules",
+        "vllm/config/speculative.py:2014-2030",
+        "FLy: refused with extract_hidden_states, needs K >= 2, fly_window_size defaults to "
+        "min(6, K - 1) and must be smaller than K.",
+        (_SPEC, _LINT),
+        {
+            "messages": (
+                "FLy requires num_speculative_tokens to be at least 2.",
+                "FLy requires fly_window_size to be smaller than num_speculative_tokens.",
+            )
+        },
+        example='vllm serve Qwen/Qwen3-8B -sc \'{"model": "Qwen/Qwen3-0.6B", '
+        '"num_speculative_tokens": 8, "rejection_sample_method": "fly"}\'',
+        expect={"fly_window_size": 6},
+    ),
+    Rule(
+        "fly-warning",
+        "vllm/config/speculative.py:2031-2034; vllm/logger.py:126-129",
+        "FLy logs once per process, with logger.warning_once from vllm.config.speculative: "
+        "'FLy verification is a lossy speculative decoding method and may degrade model "
+        "outputs.'",
+        (_AUD, _DOUBLE, _BACK),
+    ),
     # ------------------------------------------------------------------ engine config
-    Rule("per-request-metrics", "vllm/config/vllm.py:1734-1741; vllm/config/observability.py:50",
-         "per_request_spec_decode_metrics ('none' by default, 'summary', 'detailed') other "
-         "than 'none' without a speculative config raises ValueError('--per-request-spec-"
-         "decode-metrics requires speculative decoding to be enabled (via "
-         "--speculative-config).')", (_BACK, _DOUBLE),
-         {"message": "--per-request-spec-decode-metrics requires speculative decoding to be "
-                     "enabled (via --speculative-config)."}),
-    Rule("llm-disable-log-stats", "vllm/entrypoints/llm.py:225-226",
-         "LLM sets disable_log_stats=True unless given.", (_BACK,)),
-    Rule("draft-slots", "vllm/config/speculative.py:2057-2098",
-         "Extra per-request input slots for drafting: draft_model 1, PARD (draft_model with "
-         "parallel_drafting) K, P-EAGLE (eagle/eagle3 with parallel_drafting) K - 1, "
-         "dflash/dspark 0, every other method 0.", (_ADM,)),
-    Rule("scheduler-charge", "vllm/v1/core/sched/scheduler.py:719-722; vllm/v1/core/sched/scheduler.py:844-848; vllm/v1/core/sched/scheduler.py:1002-1003",
-         "A running decode request takes 1 + K tokens of the step budget plus its drafting "
-         "slots of the input budget (max_num_batched_tokens): draft_model K + 2, PARD 2K + 1, "
-         "P-EAGLE 2K, others K + 1.", (_ADM,)),
-    Rule("partial-chunk", "vllm/v1/core/sched/scheduler.py:844-848; vllm/v1/core/sched/scheduler.py:1062-1074",
-         "A request is still scheduled with fewer tokens than its charge when the budget "
-         "left is smaller (a partial chunk), so one request more than budget // charge can "
-         "be running.", (_ADM,)),
-    Rule("lookahead", "vllm/config/vllm.py:625-652",
-         "num_lookahead_tokens: dflash K + 1; dspark K (anchor sampling, the default) or "
-         "K + 1 (sample_from_anchor false in the drafter's config); eagle/eagle3/mtp/"
-         "draft_model K; ngram and suffix 0.", (_ADM, _DOUBLE)),
-    Rule("budget-too-small", "vllm/config/vllm.py:2369-2377",
-         "max_num_batched_tokens <= num_lookahead_tokens raises 'VllmConfig does not have "
-         "enough slots to schedule a token and support the speculative decoding settings.'",
-         (_ADM, _DOUBLE)),
-    Rule("override-line", "vllm/config/vllm.py:2378-2396; vllm/v1/core/sched/scheduler.py:134-138",
-         "For dflash/dspark, when max_num_batched_tokens // num_lookahead_tokens is below "
-         "max_num_active_seqs (default max_num_seqs), vLLM lowers it and logs once, as a "
-         "WARNING of vllm.config.vllm: 'The %s draft pass needs %d query tokens per request "
-         "within max_num_batched_tokens=%d. Overriding max_num_active_seqs from %d to %d.', "
-         "whichever bound binds admission.", (_ADM, _AUD, _DOUBLE),
-         {"format": "The %s draft pass needs %d query tokens per request within "
-                    "max_num_batched_tokens=%d. Overriding max_num_active_seqs from %d to %d.",
-          "logger": "vllm.config.vllm", "file": "vllm.py", "line": 2386}),
+    Rule(
+        "per-request-metrics",
+        "vllm/config/vllm.py:1734-1741; vllm/config/observability.py:50",
+        "per_request_spec_decode_metrics ('none' by default, 'summary', 'detailed') other "
+        "than 'none' without a speculative config raises ValueError('--per-request-spec-"
+        "decode-metrics requires speculative decoding to be enabled (via "
+        "--speculative-config).')",
+        (_BACK, _DOUBLE),
+        {
+            "message": "--per-request-spec-decode-metrics requires speculative decoding to be "
+            "enabled (via --speculative-config)."
+        },
+    ),
+    Rule(
+        "llm-disable-log-stats",
+        "vllm/entrypoints/llm.py:225-226",
+        "LLM sets disable_log_stats=True unless given.",
+        (_BACK,),
+    ),
+    Rule(
+        "draft-slots",
+        "vllm/config/speculative.py:2057-2098",
+        "Extra per-request input slots for drafting: draft_model 1, PARD (draft_model with "
+        "parallel_drafting) K, P-EAGLE (eagle/eagle3 with parallel_drafting) K - 1, "
+        "dflash/dspark 0, every other method 0.",
+        (_ADM,),
+    ),
+    Rule(
+        "scheduler-charge",
+        "vllm/v1/core/sched/scheduler.py:719-722; vllm/v1/core/sched/scheduler.py:844-848; vllm/v1/core/sched/scheduler.py:1002-1003",
+        "A running decode request takes 1 + K tokens of the step budget plus its drafting "
+        "slots of the input budget (max_num_batched_tokens): draft_model K + 2, PARD 2K + 1, "
+        "P-EAGLE 2K, others K + 1.",
+        (_ADM,),
+    ),
+    Rule(
+        "partial-chunk",
+        "vllm/v1/core/sched/scheduler.py:844-848; vllm/v1/core/sched/scheduler.py:1062-1074",
+        "A request is still scheduled with fewer tokens than its charge when the budget "
+        "left is smaller (a partial chunk), so one request more than budget // charge can "
+        "be running.",
+        (_ADM,),
+    ),
+    Rule(
+        "lookahead",
+        "vllm/config/vllm.py:625-652",
+        "num_lookahead_tokens: dflash K + 1; dspark K (anchor sampling, the default) or "
+        "K + 1 (sample_from_anchor false in the drafter's config); eagle/eagle3/mtp/"
+        "draft_model K; ngram and suffix 0.",
+        (_ADM, _DOUBLE),
+    ),
+    Rule(
+        "budget-too-small",
+        "vllm/config/vllm.py:2369-2377",
+        "max_num_batched_tokens <= num_lookahead_tokens raises 'VllmConfig does not have "
+        "enough slots to schedule a token and support the speculative decoding settings.'",
+        (_ADM, _DOUBLE),
+    ),
+    Rule(
+        "override-line",
+        "vllm/config/vllm.py:2378-2396; vllm/v1/core/sched/scheduler.py:134-138",
+        "For dflash/dspark, when max_num_batched_tokens // num_lookahead_tokens is below "
+        "max_num_active_seqs (default max_num_seqs), vLLM lowers it and logs once, as a "
+        "WARNING of vllm.config.vllm: 'The %s draft pass needs %d query tokens per request "
+        "within max_num_batched_tokens=%d. Overriding max_num_active_seqs from %d to %d.', "
+        "whichever bound binds admission.",
+        (_ADM, _AUD, _DOUBLE),
+        {
+            "format": "The %s draft pass needs %d query tokens per request within "
+            "max_num_batched_tokens=%d. Overriding max_num_active_seqs from %d to %d.",
+            "logger": "vllm.config.vllm",
+            "file": "vllm.py",
+            "line": 2386,
+        },
+    ),
     # ------------------------------------------------------------------ sampling
-    Rule("sampling-ranges", "vllm/sampling_params.py:634-702",
-         "SamplingParams refuses, with VLLMValidationError: presence/frequency_penalty "
-         "outside [-2, 2], repetition_penalty not finite or <= 0, temperature not finite, "
-         "< 0 or > 2, top_p outside (0, 1], top_k < -1 or not an int, min_p outside [0, 1], "
-         "max_tokens < 1, min_tokens < 0 or > max_tokens.", (_CONF,),
-         {"ranges": {"presence_penalty": (-2.0, 2.0, True), "frequency_penalty": (-2.0, 2.0, True),
-                     "temperature": (0.0, 2.0, True), "min_p": (0.0, 1.0, True),
-                     "top_p": (0.0, 1.0, False)}}),
-    Rule("validation-error", "vllm/exceptions.py:10-28",
-         "VLLMValidationError derives from VLLMClientError and VLLMError, not from "
-         "ValueError.", (_BACK, _DOUBLE)),
+    Rule(
+        "sampling-ranges",
+        "vllm/sampling_params.py:634-702",
+        "SamplingParams refuses, with VLLMValidationError: presence/frequency_penalty "
+        "outside [-2, 2], repetition_penalty not finite or <= 0, temperature not finite, "
+        "< 0 or > 2, top_p outside (0, 1], top_k < -1 or not an int, min_p outside [0, 1], "
+        "max_tokens < 1, min_tokens < 0 or > max_tokens.",
+        (_CONF,),
+        {
+            "ranges": {
+                "presence_penalty": (-2.0, 2.0, True),
+                "frequency_penalty": (-2.0, 2.0, True),
+                "temperature": (0.0, 2.0, True),
+                "min_p": (0.0, 1.0, True),
+                "top_p": (0.0, 1.0, False),
+            }
+        },
+    ),
+    Rule(
+        "validation-error",
+        "vllm/exceptions.py:10-28",
+        "VLLMValidationError derives from VLLMClientError and VLLMError, not from ValueError.",
+        (_BACK, _DOUBLE),
+    ),
     # ------------------------------------------------------------------ logs
-    Rule("log-format", "vllm/logger.py:28-33; vllm/logging_utils/formatter.py:70-79",
-         "Log lines are '(PROCESS pid=N) LEVEL MM-DD HH:MM:SS [FILE:LINE] message' (the "
-         "file name, not the logger name); a multi-line message repeats that prefix on "
-         "every line.", (_AUD,),
-         {"pattern": r"^(?:\S+)?\((?P<proc>[^ ]+) pid=(?P<pid>\d+)\) (?P<level>[A-Z]+) "
-                     r"(?P<time>\d\d-\d\d \d\d:\d\d:\d\d) \[(?P<file>[^:\]]+):(?P<line>\d+)\] "
-                     r"(?P<msg>.*)$"}),
-    Rule("log-version", "vllm/entrypoints/common/startup.py:16-38; vllm/entrypoints/launchers/launcher.py:367",
-         "The API server logs 'vLLM server version %s, serving model %s' (logo disabled or "
-         "no vLLM handler) or a logo whose lines end in 'version X' and 'model M'.",
-         (_AUD,)),
-    Rule("log-non-default-args", "vllm/entrypoints/common/startup.py:94-96",
-         "The API server logs 'non-default args: %s' with the parsed arguments' dict.",
-         (_AUD,)),
-    Rule("log-engine-config", "vllm/v1/engine/core.py:139-143; vllm/config/vllm.py:2809-2812; vllm/config/speculative.py:2196-2210",
-         "The engine core logs 'Initializing a V1 LLM engine (v%s) with config: %s' with "
-         "'speculative_config=SpeculativeConfig(method=..., model=..., num_spec_tokens=...)'.",
-         (_AUD,)),
+    Rule(
+        "log-format",
+        "vllm/logger.py:28-33; vllm/logging_utils/formatter.py:70-79",
+        "Log lines are '(PROCESS pid=N) LEVEL MM-DD HH:MM:SS [FILE:LINE] message' (the "
+        "file name, not the logger name); a multi-line message repeats that prefix on "
+        "every line.",
+        (_AUD,),
+        {
+            "pattern": r"^(?:\S+)?\((?P<proc>[^ ]+) pid=(?P<pid>\d+)\) (?P<level>[A-Z]+) "
+            r"(?P<time>\d\d-\d\d \d\d:\d\d:\d\d) \[(?P<file>[^:\]]+):(?P<line>\d+)\] "
+            r"(?P<msg>.*)$"
+        },
+    ),
+    Rule(
+        "log-version",
+        "vllm/entrypoints/common/startup.py:16-38; vllm/entrypoints/launchers/launcher.py:367",
+        "The API server logs 'vLLM server version %s, serving model %s' (logo disabled or "
+        "no vLLM handler) or a logo whose lines end in 'version X' and 'model M'.",
+        (_AUD,),
+    ),
+    Rule(
+        "log-non-default-args",
+        "vllm/entrypoints/common/startup.py:94-96",
+        "The API server logs 'non-default args: %s' with the parsed arguments' dict.",
+        (_AUD,),
+    ),
+    Rule(
+        "log-engine-config",
+        "vllm/v1/engine/core.py:139-143; vllm/config/vllm.py:2809-2812; vllm/config/speculative.py:2196-2210",
+        "The engine core logs 'Initializing a V1 LLM engine (v%s) with config: %s' with "
+        "'speculative_config=SpeculativeConfig(method=..., model=..., num_spec_tokens=...)'.",
+        (_AUD,),
+    ),
 )
 
 _BY_ID = {r.id: r for r in TABLE}

@@ -34,15 +34,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from qualgate.records.strict import compose_yaml, loads_yaml, read_text
-from qualgate.config.decoding import IDENTITY_OPTIONS, config_id
 from qualgate.errors import DataError
+from qualgate.records.strict import compose_yaml, loads_yaml, read_text
 from qualgate.vllm033.cli_args import (
     _ENTRY_SERVE,
     _SPECULATIVE_VALUE,
@@ -52,87 +49,11 @@ from qualgate.vllm033.cli_args import (
     _shell_words,
     parse_command_line,
 )
+from qualgate.vllm033.serving_config import _NUMERIC_KEYS, ServingConfig, _key_lines
 
 __all__ = ["ServingConfig", "parse_command_line", "read_serving_config"]
 
-#: Serving options kept besides the identity: they matter to lint and admission, not to the id.
-SERVING_OPTIONS = ("max_num_seqs", "max_num_batched_tokens", "max_num_active_seqs")
-_NUMERIC_KEYS = (*IDENTITY_OPTIONS, *SERVING_OPTIONS)
-
-
-@dataclass(frozen=True)
-class ServingConfig:
-    """One serving configuration as written in a file, before resolution.
-
-    ``speculative`` is the raw ``speculative_config`` (``None``: target-only); ``lines`` maps
-    keys (``model``, ``speculative_config``, ``speculative_config.fly_window_size``, ...) to
-    1-based lines of ``path``.
-    """
-
-    path: str
-    format: str  #: decoding-config | serving-config | command-line | args-file
-    model: str | None
-    speculative: dict[str, Any] | None
-    options: dict[str, Any] = field(default_factory=dict)
-    sampling: dict[str, Any] | None = None
-    lines: dict[str, int] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()  #: how a spelling was read (e.g. a --config=FILE vLLM ignores)
-
-    def line_of(self, key: str | None) -> int | None:
-        """The line of ``key``, or of its nearest parent that has one."""
-        while key:
-            if key in self.lines:
-                return self.lines[key]
-            key = key.rpartition(".")[0]
-        return None
-
-    @property
-    def numerics(self) -> dict[str, Any]:
-        return {k: self.options[k] for k in IDENTITY_OPTIONS if self.options.get(k) is not None}
-
-    def config_id(self, *, drop: tuple[str, ...] = ()) -> str:
-        """:func:`qualgate.config.decoding.config_id` of this config; ``drop``: speculative keys left out.
-
-        Raises :class:`DataError` when the config names no model or its speculative config
-        cannot be resolved (:func:`~qualgate.vllm033.speculative.resolve_speculative`'s message).
-        """
-        if not self.model:
-            raise DataError("names no target model, so its config id cannot be computed",
-                            file=self.path, field="model")
-        spec = self.speculative
-        if spec and drop:
-            spec = {k: v for k, v in spec.items() if k not in drop}
-        try:
-            return config_id(self.model, spec, **self.numerics)
-        except ValueError as exc:
-            raise DataError(f"invalid speculative_config: {exc}", file=self.path,
-                            line=self.line_of("speculative_config"),
-                            field="speculative_config") from exc
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "format": self.format,
-            "model": self.model,
-            "speculative_config": self.speculative,
-            "options": self.options,
-            "notes": list(self.notes),
-        }
-
-
 # --------------------------------------------------------------------------- mappings
-
-
-def _key_lines(node, prefix="") -> dict[str, int]:
-    out: dict[str, int] = {}
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            name = str(k.value).replace("-", "_") if not prefix else str(k.value)
-            dotted = f"{prefix}.{name}" if prefix else name
-            out[dotted] = k.start_mark.line + 1
-            if isinstance(v, yaml.MappingNode) and dotted.count(".") < 2:
-                out.update(_key_lines(v, dotted))
-    return out
 
 
 def _from_decoding(data: Mapping, *, path: str, lines: dict[str, int]) -> ServingConfig:
@@ -140,16 +61,22 @@ def _from_decoding(data: Mapping, *, path: str, lines: dict[str, int]) -> Servin
     from qualgate.config.decoding import parse_config
 
     parse_config(data, path=path)  # unknown keys, sampling ranges, ... exit 3 like `run`
-    options = {str(k): v for k, v in (data.get("engine_options") or {}).items()
-               if k in _NUMERIC_KEYS}
+    options = {str(k): v for k, v in (data.get("engine_options") or {}).items() if k in _NUMERIC_KEYS}
     spec = data.get("speculative")
-    lines = {("speculative_config" + k[len("speculative"):]
-              if k.split(".")[0] == "speculative" else k): v for k, v in lines.items()}
-    lines.update({k.replace("engine_options.", ""): v for k, v in lines.items()
-                  if k.startswith("engine_options.")})
-    return ServingConfig(path=path, format="decoding-config", model=data.get("model"),
-                         speculative=dict(spec) if spec else None, options=options,
-                         sampling=dict(data.get("sampling") or {}), lines=lines)
+    lines = {
+        ("speculative_config" + k[len("speculative") :] if k.split(".")[0] == "speculative" else k): v
+        for k, v in lines.items()
+    }
+    lines.update({k.replace("engine_options.", ""): v for k, v in lines.items() if k.startswith("engine_options.")})
+    return ServingConfig(
+        path=path,
+        format="decoding-config",
+        model=data.get("model"),
+        speculative=dict(spec) if spec else None,
+        options=options,
+        sampling=dict(data.get("sampling") or {}),
+        lines=lines,
+    )
 
 
 # --------------------------------------------------------------------------- entry point
@@ -173,18 +100,23 @@ def _from_serving_mapping(data: Mapping, node, *, path: str) -> ServingConfig:
     """A ``vllm serve --config`` mapping, read as vLLM turns it into arguments."""
     lines = _key_lines(node)
     norm = {str(k).replace("-", "_") for k in data}
-    if "model" not in norm and not norm & {"speculative_config", "sc", "spec_method",
-                                           "spec_model", "spec_tokens"}:
+    if "model" not in norm and not norm & {"speculative_config", "sc", "spec_method", "spec_model", "spec_tokens"}:
         found: list[tuple[str, int]] = []
         _mentions(node, found)
-        what = (f"; it mentions {found[0][0]!r} at line {found[0][1]} in a structure qualgate "
-                "does not read" if found else "")
-        raise DataError("not understood as a serving config: a mapping needs `model` (and "
-                        "optionally `speculative-config`) as in a file for `vllm serve "
-                        f"--config`, or a qualgate decoding config{what}", file=path,
-                        line=found[0][1] if found else None, field=found[0][0] if found else None)
-    cfg = parse_command_line(_mapping_args(data, lines), path=path, fmt="serving-config",
-                             entry=_ENTRY_SERVE)
+        what = (
+            f"; it mentions {found[0][0]!r} at line {found[0][1]} in a structure qualgate does not read"
+            if found
+            else ""
+        )
+        raise DataError(
+            "not understood as a serving config: a mapping needs `model` (and "
+            "optionally `speculative-config`) as in a file for `vllm serve "
+            f"--config`, or a qualgate decoding config{what}",
+            file=path,
+            line=found[0][1] if found else None,
+            field=found[0][0] if found else None,
+        )
+    cfg = parse_command_line(_mapping_args(data, lines), path=path, fmt="serving-config", entry=_ENTRY_SERVE)
     spec_lines = {k: v for k, v in lines.items() if k.startswith("speculative_config.")}
     return dataclasses.replace(cfg, lines={**cfg.lines, **spec_lines})
 
@@ -196,10 +128,15 @@ def _scan_other_commands(commands, serve_words, *, path: str) -> None:
     for c in commands:
         for w in c:
             if id(w) not in used and _SPECULATIVE_VALUE.search(w[0]):
-                raise DataError(f"{w[0][:60]!r} mentions speculative decoding outside the vllm "
-                                "command (a shell variable or file read at run time); qualgate "
-                                "cannot resolve it exactly as vLLM 0.33 would, so it refuses "
-                                "it", file=path, line=w[1], field=w[0][:60])
+                raise DataError(
+                    f"{w[0][:60]!r} mentions speculative decoding outside the vllm "
+                    "command (a shell variable or file read at run time); qualgate "
+                    "cannot resolve it exactly as vLLM 0.33 would, so it refuses "
+                    "it",
+                    file=path,
+                    line=w[1],
+                    field=w[0][:60],
+                )
 
 
 def read_serving_config(path: str | Path) -> ServingConfig:
@@ -226,15 +163,13 @@ def read_serving_config(path: str | Path) -> ServingConfig:
         serves = [(c, a) for c in commands if (a := _serve_args(c)) is not None]
         if len(serves) > 1:
             at = ", ".join(str(c[0][1]) for c, _ in serves)
-            raise DataError(f"{len(serves)} vllm serve commands (lines {at}); give one per file",
-                            file=spath)
+            raise DataError(f"{len(serves)} vllm serve commands (lines {at}); give one per file", file=spath)
         if serves:
             command, (entry, args) = serves[0]
             _scan_other_commands(commands, command, path=spath)
             return parse_command_line(args, path=spath, fmt="command-line", entry=entry)
         if re.match(r"--?[A-Za-z]", commands[0][0][0]):
-            return parse_command_line([w for c in commands for w in c], path=spath,
-                                      fmt="args-file")
+            return parse_command_line([w for c in commands for w in c], path=spath, fmt="args-file")
 
     try:  # strict: no aliases, no duplicate keys, no NaN
         node = compose_yaml(text, file=spath)
@@ -242,14 +177,21 @@ def read_serving_config(path: str | Path) -> ServingConfig:
     except DataError as exc:
         if shell_error is not None:
             raise shell_error from None
-        raise DataError(f"neither a vllm serve command line nor valid YAML/JSON: {exc.message}",
-                        file=exc.file, line=exc.line, field=exc.field) from exc
+        raise DataError(
+            f"neither a vllm serve command line nor valid YAML/JSON: {exc.message}",
+            file=exc.file,
+            line=exc.line,
+            field=exc.field,
+        ) from exc
     if not isinstance(data, Mapping):
         if shell_error is not None:
             raise shell_error
-        raise DataError("expected a serving config mapping (model, speculative_config), a "
-                        "decoding config, or a vllm serve command line", file=spath,
-                        value=data if not isinstance(data, str) else data[:80])
+        raise DataError(
+            "expected a serving config mapping (model, speculative_config), a "
+            "decoding config, or a vllm serve command line",
+            file=spath,
+            value=data if not isinstance(data, str) else data[:80],
+        )
     if any(str(k) in ("engine", "sampling", "engine_options") for k in data):
         return _from_decoding(data, path=spath, lines=_key_lines(node))
     return _from_serving_mapping(data, node, path=spath)

@@ -37,9 +37,7 @@ __all__ = [
 ]
 
 #: Logged once by vLLM 0.33 (and by the reference engine) when FLy is enabled.
-FLY_LOSSY_WARNING = (
-    "FLy verification is a lossy speculative decoding method and may degrade model outputs."
-)
+FLY_LOSSY_WARNING = "FLy verification is a lossy speculative decoding method and may degrade model outputs."
 
 SPECULATIVE_METHODS = (
     "draft_model",
@@ -95,13 +93,22 @@ def _int(name, value, *, minimum):
 
 #: the type of each SpeculativeConfig field qualgate reads (vllm/config/speculative.py:406-660)
 _FIELD_KINDS = {
-    "num_speculative_tokens": "int", "model": "str?", "method": "method?",
-    "rejection_sample_method": "rsm", "draft_sample_method": "dsm",
-    "fly_window_size": "int?", "fly_entropy_threshold": "float", "fly_entropy_top_k": "int",
-    "draft_tensor_parallel_size": "int?", "tensor_parallel_size": "int?",
-    "use_heterogeneous_vocab": "bool", "use_local_argmax_reduction": "bool",
-    "parallel_drafting": "bool", "suffix_decoding_max_tree_depth": "int",
-    "prompt_lookup_max": "int?", "prompt_lookup_min": "int?",
+    "num_speculative_tokens": "int",
+    "model": "str?",
+    "method": "method?",
+    "rejection_sample_method": "rsm",
+    "draft_sample_method": "dsm",
+    "fly_window_size": "int?",
+    "fly_entropy_threshold": "float",
+    "fly_entropy_top_k": "int",
+    "draft_tensor_parallel_size": "int?",
+    "tensor_parallel_size": "int?",
+    "use_heterogeneous_vocab": "bool",
+    "use_local_argmax_reduction": "bool",
+    "parallel_drafting": "bool",
+    "suffix_decoding_max_tree_depth": "int",
+    "prompt_lookup_max": "int?",
+    "prompt_lookup_min": "int?",
     "synthetic_acceptance_length": "float?",
 }
 _INT_TEXT = re.compile(r"^\s*[+-]?\d[\d_]*(?:\.0*)?\s*$")
@@ -149,12 +156,11 @@ def _lax(name: str, kind: str, value: Any) -> Any:
             return value
         raise bad
     allowed = rule("spec-method-literal").data[
-        {"method": "methods", "rsm": "rejection_sample_methods",
-         "dsm": "draft_sample_methods"}[kind]]
+        {"method": "methods", "rsm": "rejection_sample_methods", "dsm": "draft_sample_methods"}[kind]
+    ]
     if isinstance(value, str) and value in allowed:
         return value
-    raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r} "
-                     f"({cite('spec-method-literal')})")
+    raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r} ({cite('spec-method-literal')})")
 
 
 def _is_custom_proposer_path(model: str | None) -> bool:
@@ -183,19 +189,24 @@ def normalise_speculative(speculative: Mapping[str, Any]) -> dict[str, Any]:
     fields = rule("spec-extra-forbid").data["fields"]
     extra = sorted(k for k in spec if k not in fields)
     if extra:
-        raise ValueError(f"vLLM refuses speculative_config key(s) {extra}: not fields of "
-                         f"SpeculativeConfig ({cite('spec-extra-forbid')})")
+        raise ValueError(
+            f"vLLM refuses speculative_config key(s) {extra}: not fields of "
+            f"SpeculativeConfig ({cite('spec-extra-forbid')})"
+        )
     for key, kind in _FIELD_KINDS.items():
         if key in spec:
             spec[key] = _lax(key, kind, spec[key])
     if spec.get("tensor_parallel_size") is not None:  # rule spec-tp-in-spec
-        raise ValueError("'tensor_parallel_size' is not a valid argument in the "
-                         "speculative_config. Please pass 'draft_tensor_parallel_size' instead.")
+        raise ValueError(
+            "'tensor_parallel_size' is not a valid argument in the "
+            "speculative_config. Please pass 'draft_tensor_parallel_size' instead."
+        )
     for key, (op, bound) in rule("spec-field-bounds").data["bounds"].items():
         v = spec.get(key)
         if v is not None and not (v > bound if op == "gt" else v >= bound):
-            raise ValueError(f"{key} must be {'>' if op == 'gt' else '>='} {bound}, got "
-                             f"{v!r} ({cite('spec-field-bounds')})")
+            raise ValueError(
+                f"{key} must be {'>' if op == 'gt' else '>='} {bound}, got {v!r} ({cite('spec-field-bounds')})"
+            )
 
     model, method = spec.get("model"), spec.get("method")
     if method is None:
@@ -209,10 +220,17 @@ def normalise_speculative(speculative: Mapping[str, Any]) -> dict[str, Any]:
         method = "mtp"  # spec-mtp-alias
     needs = rule("spec-model-needed").data
     if model is None and method not in needs["self_drafting"] + needs["model_free"]:
-        raise ValueError("num_speculative_tokens was provided but without speculative model. "
-                         f"({cite('spec-model-needed')})")
-    if model is not None and method not in ("eagle", "eagle3", "dflash", "dspark",
-                                            *needs["model_free"], "custom_class"):
+        raise ValueError(
+            f"num_speculative_tokens was provided but without speculative model. ({cite('spec-model-needed')})"
+        )
+    if model is not None and method not in (
+        "eagle",
+        "eagle3",
+        "dflash",
+        "dspark",
+        *needs["model_free"],
+        "custom_class",
+    ):
         for part, named in rule("spec-method-by-name").data["by_name"]:
             if part in model.lower():
                 method = named
@@ -221,19 +239,19 @@ def normalise_speculative(speculative: Mapping[str, Any]) -> dict[str, Any]:
     if spec.get("num_speculative_tokens") is None:
         if method == "suffix":
             spec["num_speculative_tokens"] = spec.get(
-                "suffix_decoding_max_tree_depth", rule("spec-k-default").data["suffix_default"])
+                "suffix_decoding_max_tree_depth", rule("spec-k-default").data["suffix_default"]
+            )
         else:
             raise ValueError(
                 "num_speculative_tokens is not set: vLLM takes it from the drafter's config "
                 "(n_predict, or block_size for dspark), which qualgate cannot read, and "
                 "otherwise refuses the config; set it explicitly "
-                f"({cite('spec-k-default')})")
+                f"({cite('spec-k-default')})"
+            )
     return spec
 
 
-def resolve_speculative(
-    speculative: Mapping[str, Any] | None, *, allow_unknown: bool = False
-) -> dict[str, Any] | None:
+def resolve_speculative(speculative: Mapping[str, Any] | None, *, allow_unknown: bool = False) -> dict[str, Any] | None:
     """Validate a ``speculative_config`` and fill in vLLM 0.33's defaults.
 
     Parameters
@@ -283,30 +301,21 @@ def resolve_speculative(
 
     rsm = speculative.get("rejection_sample_method", "standard")
     if rsm not in REJECTION_SAMPLE_METHODS:
-        raise ValueError(
-            "rejection_sample_method must be one of "
-            f"{list(REJECTION_SAMPLE_METHODS)}, got {rsm!r}"
-        )
+        raise ValueError(f"rejection_sample_method must be one of {list(REJECTION_SAMPLE_METHODS)}, got {rsm!r}")
     out["rejection_sample_method"] = rsm
 
     dsm = speculative.get("draft_sample_method", "greedy")
     if dsm not in DRAFT_SAMPLE_METHODS:
-        raise ValueError(
-            f"draft_sample_method must be one of {list(DRAFT_SAMPLE_METHODS)}, got {dsm!r}"
-        )
+        raise ValueError(f"draft_sample_method must be one of {list(DRAFT_SAMPLE_METHODS)}, got {dsm!r}")
     out["draft_sample_method"] = dsm
 
     if rsm == "fly":  # rule fly-rules
         if k < 2:
-            raise ValueError(
-                f"FLy requires num_speculative_tokens >= 2, got {k!r}"
-            )
+            raise ValueError(f"FLy requires num_speculative_tokens >= 2, got {k!r}")
         w = speculative.get("fly_window_size")
         w = default_fly_window(k) if w is None else _int("fly_window_size", w, minimum=1)
         if w >= k:
-            raise ValueError(
-                f"fly_window_size must be smaller than num_speculative_tokens ({k}), got {w!r}"
-            )
+            raise ValueError(f"fly_window_size must be smaller than num_speculative_tokens ({k}), got {w!r}")
         tau = speculative.get("fly_entropy_threshold", FLY_DEFAULT_THRESHOLD)
         if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not math.isfinite(tau):
             raise ValueError(f"fly_entropy_threshold must be a finite number, got {tau!r}")
@@ -317,7 +326,5 @@ def resolve_speculative(
             speculative.get("fly_entropy_top_k", FLY_DEFAULT_TOP_K),
             minimum=1,
         )
-        out.update(
-            fly_window_size=w, fly_entropy_threshold=float(tau), fly_entropy_top_k=top_k
-        )
+        out.update(fly_window_size=w, fly_entropy_threshold=float(tau), fly_entropy_top_k=top_k)
     return out

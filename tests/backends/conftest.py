@@ -33,8 +33,8 @@ import pytest
 
 from qualgate.ci import method_charge
 from qualgate.demo.task import solve
-from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
 from qualgate.vllm033.rules import rule
+from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 
@@ -113,28 +113,35 @@ class RecordingLLM:
         spec = kwargs.get("speculative_config")
         if kwargs.get("per_request_spec_decode_metrics", "none") != "none" and not spec:
             raise ValueError(rule("per-request-metrics").data["message"])
-        if (kwargs.get("data_parallel_size", 1) > 1
-                and kwargs.get("distributed_executor_backend") != "external_launcher"):
-            raise ValueError(f"LLM(data_parallel_size={kwargs['data_parallel_size']}) is not "
-                             "supported for single-process usage and may hang.")  # llm-data-parallel
+        if (
+            kwargs.get("data_parallel_size", 1) > 1
+            and kwargs.get("distributed_executor_backend") != "external_launcher"
+        ):
+            raise ValueError(
+                f"LLM(data_parallel_size={kwargs['data_parallel_size']}) is not "
+                "supported for single-process usage and may hang."
+            )  # llm-data-parallel
         self.k = spec["num_speculative_tokens"] if spec else None
         self.per_pos = [0] * (self.k or 0)
         # LLM.__init__ -> configure_logging_if_needed -> dictConfig on the "vllm" logger
         # (vllm/logger.py), which drops handlers attached to "vllm", then the config is
         # validated and the warnings are logged from vllm.config.* loggers.
-        logging.config.dictConfig({
-            "version": 1,
-            "disable_existing_loggers": False,
-            "handlers": {"vllm": {"class": "logging.NullHandler"}},
-            "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
-        })
+        logging.config.dictConfig(
+            {
+                "version": 1,
+                "disable_existing_loggers": False,
+                "handlers": {"vllm": {"class": "logging.NullHandler"}},
+                "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
+            }
+        )
         lookahead = method_charge(spec["method"], self.k)[1] if spec else 0  # rule lookahead
         budget = kwargs.get("max_num_batched_tokens", 8192)
         if spec and budget <= lookahead:  # rule budget-too-small
             raise ValueError(
                 "VllmConfig does not have enough slots to schedule a token and support the "
                 "speculative decoding settings. Got max_num_batched_tokens="
-                f"{budget} and num_lookahead_tokens={lookahead}.")
+                f"{budget} and num_lookahead_tokens={lookahead}."
+            )
         if spec and spec.get("rejection_sample_method") == "fly" and not RecordingLLM.fly_logged:
             # logger.warning_once: once per process (here: per test)
             RecordingLLM.fly_logged = True
@@ -143,7 +150,8 @@ class RecordingLLM:
         if spec and spec.get("method") in ("dflash", "dspark") and budget // lookahead < seqs:
             over = rule("override-line").data  # rule override-line
             logging.getLogger(over["logger"]).warning(
-                over["format"], spec["method"], lookahead, budget, seqs, budget // lookahead)
+                over["format"], spec["method"], lookahead, budget, seqs, budget // lookahead
+            )
         engine = self
 
         class _Core:
@@ -154,12 +162,16 @@ class RecordingLLM:
         RecordingLLM.instances.append(self)
 
     def chat(self, messages, sampling_params, *, use_tqdm=True, chat_template_kwargs=None):
-        self.chat_calls.append({"messages": messages, "params": list(sampling_params),
-                                "use_tqdm": use_tqdm,
-                                "chat_template_kwargs": chat_template_kwargs})
+        self.chat_calls.append(
+            {
+                "messages": messages,
+                "params": list(sampling_params),
+                "use_tqdm": use_tqdm,
+                "chat_template_kwargs": chat_template_kwargs,
+            }
+        )
         if any("REFUSE" in m[-1]["content"] for m in messages):
-            raise ValueError("The decoder prompt (length 99999) is longer than the maximum "
-                             "model length of 40960.")
+            raise ValueError("The decoder prompt (length 99999) is longer than the maximum model length of 40960.")
         out = []
         for conv, p in zip(messages, sampling_params):
             metrics = None
@@ -173,12 +185,19 @@ class RecordingLLM:
                     for pos in range(a):
                         self.per_pos[pos] += 1
             text = f"#### {solve(conv[-1]['content'])}"
-            out.append(types.SimpleNamespace(
-                outputs=[types.SimpleNamespace(text=text, token_ids=list(range(3 + p.seed % 5)),
-                                               finish_reason="stop",
-                                               spec_decode_metrics=metrics)],
-                metrics=None,
-            ))
+            out.append(
+                types.SimpleNamespace(
+                    outputs=[
+                        types.SimpleNamespace(
+                            text=text,
+                            token_ids=list(range(3 + p.seed % 5)),
+                            finish_reason="stop",
+                            spec_decode_metrics=metrics,
+                        )
+                    ],
+                    metrics=None,
+                )
+            )
         return out
 
     def get_metrics(self):
@@ -188,12 +207,9 @@ class RecordingLLM:
             return [c(name="vllm:num_requests_running", labels=labels, value=0.0)]
         return [
             c(name="vllm:spec_decode_num_drafts", labels=labels, value=self.counters["drafts"]),
-            c(name="vllm:spec_decode_num_draft_tokens", labels=labels,
-              value=self.counters["draft_tokens"]),
-            c(name="vllm:spec_decode_num_accepted_tokens", labels=labels,
-              value=self.counters["accepted"]),
-            c(name="vllm:spec_decode_num_accepted_tokens_per_pos", labels=labels,
-              values=list(self.per_pos)),
+            c(name="vllm:spec_decode_num_draft_tokens", labels=labels, value=self.counters["draft_tokens"]),
+            c(name="vllm:spec_decode_num_accepted_tokens", labels=labels, value=self.counters["accepted"]),
+            c(name="vllm:spec_decode_num_accepted_tokens_per_pos", labels=labels, values=list(self.per_pos)),
         ]
 
 
@@ -265,11 +281,29 @@ class FakeVLLMServer:
     HTTPS; ``port`` and ``version`` (of ``/version``) can be chosen.
     """
 
-    def __init__(self, *, model="Qwen/Qwen3-8B", served=None, speculative=None,
-                 per_request_metrics=True, server_info=False, wrong_mod=3, burst_429=0,
-                 fail_500=(), always_500=(), slow=(), slow_s=1.0, metrics_k=None,
-                 retry_after="0", delay_s=0.0, hostile=None, die_after=None, port=0,
-                 version="0.33.0", tls=None):
+    def __init__(
+        self,
+        *,
+        model="Qwen/Qwen3-8B",
+        served=None,
+        speculative=None,
+        per_request_metrics=True,
+        server_info=False,
+        wrong_mod=3,
+        burst_429=0,
+        fail_500=(),
+        always_500=(),
+        slow=(),
+        slow_s=1.0,
+        metrics_k=None,
+        retry_after="0",
+        delay_s=0.0,
+        hostile=None,
+        die_after=None,
+        port=0,
+        version="0.33.0",
+        tls=None,
+    ):
         self.model = model
         self.served = served or model
         self.speculative = speculative
@@ -309,8 +343,7 @@ class FakeVLLMServer:
             self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
             scheme = "https"
         self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 
     def __enter__(self):
         self.thread.start()
@@ -347,11 +380,14 @@ class FakeVLLMServer:
             "id": f"chatcmpl-{seed}",
             "object": "chat.completion",
             "model": self.served,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": f"#### {answer}",
-                                     "reasoning": None}}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 3 + seed % 5,
-                      "total_tokens": 23 + seed % 5},
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": f"#### {answer}", "reasoning": None},
+                }
+            ],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 3 + seed % 5, "total_tokens": 23 + seed % 5},
         }
         if self.k:
             steps = accepted_per_step(seed, self.k)
@@ -368,26 +404,37 @@ class FakeVLLMServer:
 
     def prometheus(self) -> str:
         lab = f'engine="0",model_name="{self.served}"'
-        lines = ["# TYPE vllm:num_requests_running gauge",
-                 f"vllm:num_requests_running{{{lab}}} 0.0"]
+        lines = ["# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{lab}}} 0.0"]
         if self.metrics_k:
-            for name, key in (("num_drafts", "drafts"), ("num_draft_tokens", "draft_tokens"),
-                              ("num_accepted_tokens", "accepted")):
-                lines += [f"# TYPE vllm:spec_decode_{name} counter",
-                          f"vllm:spec_decode_{name}_total{{{lab}}} {float(self.counters[key])}"]
+            for name, key in (
+                ("num_drafts", "drafts"),
+                ("num_draft_tokens", "draft_tokens"),
+                ("num_accepted_tokens", "accepted"),
+            ):
+                lines += [
+                    f"# TYPE vllm:spec_decode_{name} counter",
+                    f"vllm:spec_decode_{name}_total{{{lab}}} {float(self.counters[key])}",
+                ]
             lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
-            lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}}'
-                      f" {float(v)}" for i, v in enumerate(self.per_pos)]
+            lines += [
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {float(v)}'
+                for i, v in enumerate(self.per_pos)
+            ]
         return "\n".join(lines) + "\n"
 
     def vllm_config(self) -> dict:
         spec = None
         if self.speculative:
             # the JSON dump carries every SpeculativeConfig field, FLy's unused ones included
-            spec = {"fly_window_size": None, "fly_entropy_threshold": 0.3,
-                    "fly_entropy_top_k": 3, "draft_sample_method": "greedy",
-                    "rejection_sample_method": "standard", "prompt_lookup_max": None,
-                    **self.speculative}
+            spec = {
+                "fly_window_size": None,
+                "fly_entropy_threshold": 0.3,
+                "fly_entropy_top_k": 3,
+                "draft_sample_method": "greedy",
+                "rejection_sample_method": "standard",
+                "prompt_lookup_max": None,
+                **self.speculative,
+            }
         return {"model_config": {"model": self.model}, "speculative_config": spec}
 
     def _handler(self):
@@ -419,6 +466,7 @@ class FakeVLLMServer:
                     self.close_connection = True
                     return True
                 return False
+
             def log_message(self, *args):
                 pass
 
@@ -439,9 +487,21 @@ class FakeVLLMServer:
                 if self._hostile(self.path.split("?")[0]):
                     return
                 if self.path == "/v1/models":
-                    self._send(200, {"object": "list", "data": [
-                        {"id": server.served, "object": "model", "owned_by": "vllm",
-                         "root": server.model, "max_model_len": 40960}]})
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [
+                                {
+                                    "id": server.served,
+                                    "object": "model",
+                                    "owned_by": "vllm",
+                                    "root": server.model,
+                                    "max_model_len": 40960,
+                                }
+                            ],
+                        },
+                    )
                 elif self.path == "/version":
                     self._send(200, {"version": server.version})
                 elif self.path == "/metrics":
@@ -462,8 +522,7 @@ class FakeVLLMServer:
                     server.auth.append(self.headers.get("Authorization"))
                 try:
                     with server.lock:
-                        dying = (server.die_after is not None
-                                 and len(server.bodies) >= server.die_after)
+                        dying = server.die_after is not None and len(server.bodies) >= server.die_after
                     if dying:
                         return server.kill()
                     if not self._hostile("completion", body):
@@ -477,8 +536,9 @@ class FakeVLLMServer:
                 if body.get("max_completion_tokens", 0) > 40960:
                     with server.lock:
                         server.statuses.append(400)
-                    return self._send(400, {"error": {"message": "This model's maximum "
-                                                      "context length is 40960 tokens."}})
+                    return self._send(
+                        400, {"error": {"message": "This model's maximum context length is 40960 tokens."}}
+                    )
                 seed = body["seed"]
                 with server.lock:
                     if server.burst_429 > 0:
@@ -498,8 +558,9 @@ class FakeVLLMServer:
                     if fault in (500, "slow"):
                         server.statuses.append(0 if fault == "slow" else 500)
                 if fault == 429:
-                    return self._send(429, {"error": {"message": "rate limited"}},
-                                      headers=[("Retry-After", server.retry_after)])
+                    return self._send(
+                        429, {"error": {"message": "rate limited"}}, headers=[("Retry-After", server.retry_after)]
+                    )
                 if fault == 500:
                     return self._send(500, {"error": {"message": "engine hiccup"}})
                 if fault == "slow":
@@ -531,26 +592,42 @@ def fake_server():
         s.__exit__(None, None, None)
 
 
-def write_server_plan(tmp_path: Path, configs: dict[str, dict], *, seeds=(0, 1, 2),
-                      baseline="target", margin=0.3) -> Path:
+def write_server_plan(
+    tmp_path: Path, configs: dict[str, dict], *, seeds=(0, 1, 2), baseline="target", margin=0.3
+) -> Path:
     """A plan over the tiny arithmetic suite with one vllm-server config per entry of
     ``configs`` (name -> {"urls": [...], "speculative": {...} or None, "options": {...}})."""
     (tmp_path / "tiny.yaml").write_text(TINY_SUITE)
     names = {}
     for name, c in configs.items():
-        opts = {"base_urls": c["urls"], "concurrency": 4, "timeout_s": 0.5, "max_retries": 3,
-                "retry_backoff_s": 0.01, "chat_template_kwargs": {"enable_thinking": False},
-                **c.get("options", {})}
-        cfg = {"name": name, "engine": "vllm-server", "model": c.get("model", "Qwen/Qwen3-8B"),
-               "sampling": {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_tokens": 256},
-               "engine_options": opts}
+        opts = {
+            "base_urls": c["urls"],
+            "concurrency": 4,
+            "timeout_s": 0.5,
+            "max_retries": 3,
+            "retry_backoff_s": 0.01,
+            "chat_template_kwargs": {"enable_thinking": False},
+            **c.get("options", {}),
+        }
+        cfg = {
+            "name": name,
+            "engine": "vllm-server",
+            "model": c.get("model", "Qwen/Qwen3-8B"),
+            "sampling": {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_tokens": 256},
+            "engine_options": opts,
+        }
         if c.get("speculative"):
             cfg["speculative"] = c["speculative"]
         (tmp_path / f"{name}.yaml").write_text(json.dumps(cfg))  # JSON is YAML
         names[name] = f"{name}.yaml"
-    plan = {"name": "server-test", "suites": [{"suite": "tiny.yaml"}], "seeds": list(seeds),
-            "configs": names, "baseline": baseline,
-            "gate": {"policy": "noninferiority", "margin": margin, "alpha": 0.05}}
+    plan = {
+        "name": "server-test",
+        "suites": [{"suite": "tiny.yaml"}],
+        "seeds": list(seeds),
+        "configs": names,
+        "baseline": baseline,
+        "gate": {"policy": "noninferiority", "margin": margin, "alpha": 0.05},
+    }
     path = tmp_path / "plan.yaml"
     path.write_text(json.dumps(plan))
     return path

@@ -17,15 +17,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from backends.test_vllm_server import server_config, some_requests
 
 from qualgate.backends import open_backend
 from qualgate.backends._http import Client, TransportError, proxy_for
 from qualgate.errors import DataError
-from backends.test_vllm_server import some_requests, server_config
 
 TLS = Path(__file__).parent / "tls"
-PROXY_VARS = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-              "all_proxy", "ALL_PROXY")
+PROXY_VARS = (
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -62,8 +70,7 @@ class ForwardProxy:
                 pass
 
             def _record(self):
-                proxy.seen.append((self.command, self.path,
-                                   self.headers.get("Proxy-Authorization")))
+                proxy.seen.append((self.command, self.path, self.headers.get("Proxy-Authorization")))
 
             def do_CONNECT(self):
                 self._record()
@@ -86,8 +93,7 @@ class ForwardProxy:
                             except OSError:
                                 pass
 
-                back = threading.Thread(target=pump, args=(upstream, self.connection),
-                                        daemon=True)
+                back = threading.Thread(target=pump, args=(upstream, self.connection), daemon=True)
                 back.start()
                 pump(self.connection, upstream)
                 back.join(5)
@@ -99,10 +105,10 @@ class ForwardProxy:
                 n = int(self.headers.get("Content-Length", 0))
                 body = self.rfile.read(n) if n else None
                 conn = http.client.HTTPConnection(*proxy.routes[netloc], timeout=5)
-                headers = {k: v for k, v in self.headers.items()
-                           if not k.lower().startswith("proxy-")}
-                conn.request(self.command, parts.path + (f"?{parts.query}" if parts.query
-                                                         else ""), body=body, headers=headers)
+                headers = {k: v for k, v in self.headers.items() if not k.lower().startswith("proxy-")}
+                conn.request(
+                    self.command, parts.path + (f"?{parts.query}" if parts.query else ""), body=body, headers=headers
+                )
                 resp = conn.getresponse()
                 data = resp.read()
                 conn.close()
@@ -136,8 +142,7 @@ def address(url):
     return parts.hostname, parts.port
 
 
-def test_http_urls_go_through_http_proxy_with_its_credentials(fake_server, forward_proxy,
-                                                              monkeypatch):
+def test_http_urls_go_through_http_proxy_with_its_credentials(fake_server, forward_proxy, monkeypatch):
     srv = fake_server()
     proxy = forward_proxy({"vllm.test:8000": address(srv.url)})
     monkeypatch.setenv("HTTP_PROXY", proxy.url.replace("://", "://qg:s%40cret@"))
@@ -153,8 +158,7 @@ def test_http_urls_go_through_http_proxy_with_its_credentials(fake_server, forwa
 
 
 @pytest.mark.slow
-def test_https_urls_are_tunnelled_through_https_proxy_and_verified(fake_server, forward_proxy,
-                                                                   monkeypatch):
+def test_https_urls_are_tunnelled_through_https_proxy_and_verified(fake_server, forward_proxy, monkeypatch):
     srv = fake_server(tls=(TLS / "server.pem", TLS / "server.key"))
     proxy = forward_proxy({"vllm.test:8443": address(srv.url)})
     monkeypatch.setenv("HTTPS_PROXY", proxy.url)
@@ -167,14 +171,16 @@ def test_https_urls_are_tunnelled_through_https_proxy_and_verified(fake_server, 
     assert proxy.seen == [("CONNECT", "vllm.test:8443", None)]
 
 
-def test_a_certificate_the_client_does_not_trust_is_refused_naming_the_url(
-        fake_server, forward_proxy, monkeypatch):
+def test_a_certificate_the_client_does_not_trust_is_refused_naming_the_url(fake_server, forward_proxy, monkeypatch):
     srv = fake_server(tls=(TLS / "server.pem", TLS / "server.key"))
     proxy = forward_proxy({"vllm.test:8443": address(srv.url)})
     monkeypatch.setenv("HTTPS_PROXY", proxy.url)
     monkeypatch.setenv("SSL_CERT_FILE", str(TLS / "server.key"))  # no CA in it
-    with pytest.raises(DataError, match=r"cannot reach https://vllm.test:8443/v1/models "
-                                        r"\(protocol: SSLCertVerificationError"):
+    with pytest.raises(
+        DataError,
+        match=r"cannot reach https://vllm.test:8443/v1/models "
+        r"\(protocol: SSLCertVerificationError",
+    ):
         open_backend(server_config(["https://vllm.test:8443"]))
 
 
@@ -220,8 +226,7 @@ def test_the_deadline_covers_the_whole_exchange_not_each_receive():
     client = Client({})
     t0 = time.perf_counter()
     with pytest.raises(TransportError, match="no complete response within 0.5 s") as info:
-        client.request("GET", f"http://127.0.0.1:{listener.getsockname()[1]}", "/", None,
-                       timeout=0.5, max_bytes=10_000)
+        client.request("GET", f"http://127.0.0.1:{listener.getsockname()[1]}", "/", None, timeout=0.5, max_bytes=10_000)
     elapsed = time.perf_counter() - t0
     stop.set()
     listener.close()

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from backends.test_vllm_server import FLY, server_config, some_requests
 from click.testing import CliRunner
 
 from qualgate.backends import open_backend
 from qualgate.cli import cli
-from backends.test_vllm_server import FLY, some_requests, server_config
 
 TIMING = {"run_id", "latency_s"}  # the only fields that differ between two runs
 
@@ -27,25 +27,32 @@ def records(out, name):
 
 
 @pytest.mark.slow
-def test_a_replica_killed_mid_run_loses_and_duplicates_no_record(fake_server, server_plan,
-                                                                 tmp_path):
+def test_a_replica_killed_mid_run_loses_and_duplicates_no_record(fake_server, server_plan, tmp_path):
     one = {"target": fake_server(), "fly": fake_server(speculative=FLY)}
     (tmp_path / "one").mkdir()
-    plan = server_plan(tmp_path / "one", {"target": {"urls": [one["target"].url]},
-                                          "fly": {"urls": [one["fly"].url], "speculative": FLY}})
+    plan = server_plan(
+        tmp_path / "one",
+        {"target": {"urls": [one["target"].url]}, "fly": {"urls": [one["fly"].url], "speculative": FLY}},
+    )
     assert run(plan, tmp_path / "one" / "out").exit_code == 4  # too few pairs to decide
 
     # three replicas per config; one of each dies after a few answers, with requests in flight
     fleets = {
-        "target": [fake_server(delay_s=0.02, die_after=3), fake_server(delay_s=0.02),
-                   fake_server(delay_s=0.02)],
-        "fly": [fake_server(speculative=FLY, delay_s=0.02), fake_server(speculative=FLY,
-                delay_s=0.02, die_after=4), fake_server(speculative=FLY, delay_s=0.02)],
+        "target": [fake_server(delay_s=0.02, die_after=3), fake_server(delay_s=0.02), fake_server(delay_s=0.02)],
+        "fly": [
+            fake_server(speculative=FLY, delay_s=0.02),
+            fake_server(speculative=FLY, delay_s=0.02, die_after=4),
+            fake_server(speculative=FLY, delay_s=0.02),
+        ],
     }
     (tmp_path / "many").mkdir()
-    plan = server_plan(tmp_path / "many", {
-        "target": {"urls": [s.url for s in fleets["target"]]},
-        "fly": {"urls": [s.url for s in fleets["fly"]], "speculative": FLY}})
+    plan = server_plan(
+        tmp_path / "many",
+        {
+            "target": {"urls": [s.url for s in fleets["target"]]},
+            "fly": {"urls": [s.url for s in fleets["fly"]], "speculative": FLY},
+        },
+    )
     out = tmp_path / "many" / "out"
     r = run(plan, out)
     assert r.exit_code == 4, r.output
@@ -64,8 +71,7 @@ def test_a_replica_killed_mid_run_loses_and_duplicates_no_record(fake_server, se
 
 def test_replicas_that_run_different_versions_exit_3(fake_server, server_plan, tmp_path):
     a, b = fake_server(), fake_server(version="0.34.0")
-    plan = server_plan(tmp_path, {"target": {"urls": [a.url, b.url]},
-                                  "fly": {"urls": [a.url], "speculative": FLY}})
+    plan = server_plan(tmp_path, {"target": {"urls": [a.url, b.url]}, "fly": {"urls": [a.url], "speculative": FLY}})
     r = run(plan, tmp_path / "out")
     assert r.exit_code == 3
     assert "the replicas run different versions" in r.stderr and "0.34.0" in r.stderr
@@ -73,8 +79,7 @@ def test_replicas_that_run_different_versions_exit_3(fake_server, server_plan, t
 
 def test_a_replica_on_another_model_exits_3(fake_server, server_plan, tmp_path):
     a, b = fake_server(), fake_server(model="Qwen/Qwen3-32B")
-    plan = server_plan(tmp_path, {"target": {"urls": [a.url, b.url]},
-                                  "fly": {"urls": [a.url], "speculative": FLY}})
+    plan = server_plan(tmp_path, {"target": {"urls": [a.url, b.url]}, "fly": {"urls": [a.url], "speculative": FLY}})
     r = run(plan, tmp_path / "out")
     assert r.exit_code == 3 and f"the server at {b.url} serves" in r.stderr
 
@@ -116,8 +121,7 @@ def test_metrics_counters_that_go_back_count_from_zero():
     from qualgate.backends._replicas import accumulate
 
     def counters(d, t, a, pos):
-        return {"num_drafts": d, "num_draft_tokens": t, "num_accepted_tokens": a,
-                "num_accepted_tokens_per_pos": pos}
+        return {"num_drafts": d, "num_draft_tokens": t, "num_accepted_tokens": a, "num_accepted_tokens_per_pos": pos}
 
     before, later = counters(10, 80, 30, [20, 10]), counters(15, 120, 40, [26, 14])
     grown = accumulate(None, before, later)

@@ -15,7 +15,6 @@ import weakref
 
 import pytest
 from click.testing import CliRunner
-from support import REPO
 
 from qualgate.backends import Request, open_backend
 from qualgate.backends.vllm import VLLMBackend, llm_kwargs, sampling_params
@@ -24,6 +23,8 @@ from qualgate.config.decoding import load_config, load_plan, parse_config
 from qualgate.errors import DataError
 from qualgate.run.runner import request_seed
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
+
+from support import REPO
 
 PLAN = REPO / "configs" / "plans" / "qwen3-8b-fly.yaml"
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
@@ -41,15 +42,29 @@ COMMON = {
     "per_request_spec_decode_metrics": "summary",
     "disable_log_stats": False,
 }
-DRAFT = {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8,
-         "draft_sample_method": "greedy"}
+DRAFT = {
+    "method": "draft_model",
+    "model": "Qwen/Qwen3-0.6B",
+    "num_speculative_tokens": 8,
+    "draft_sample_method": "greedy",
+}
 EXPECTED_SPEC = {
     "target": None,
     "standard": {**DRAFT, "rejection_sample_method": "standard"},
-    "fly-w2": {**DRAFT, "rejection_sample_method": "fly", "fly_window_size": 2,
-               "fly_entropy_threshold": 0.3, "fly_entropy_top_k": 3},
-    "fly-default": {**DRAFT, "rejection_sample_method": "fly", "fly_window_size": 6,
-                    "fly_entropy_threshold": 0.3, "fly_entropy_top_k": 3},
+    "fly-w2": {
+        **DRAFT,
+        "rejection_sample_method": "fly",
+        "fly_window_size": 2,
+        "fly_entropy_threshold": 0.3,
+        "fly_entropy_top_k": 3,
+    },
+    "fly-default": {
+        **DRAFT,
+        "rejection_sample_method": "fly",
+        "fly_window_size": 6,
+        "fly_entropy_threshold": 0.3,
+        "fly_entropy_top_k": 3,
+    },
 }
 QUESTIONS = ["What is 2 + 3?", "What is 10 * 4 - 7?", "What is 99 - 98?"]
 
@@ -57,19 +72,22 @@ QUESTIONS = ["What is 2 + 3?", "What is 10 * 4 - 7?", "What is 99 - 98?"]
 def requests_for(cfg, questions=QUESTIONS, suite="tinyarith"):
     """Requests as the harness builds them: the config's sampling and a per-request seed."""
     return [
-        Request(({"role": "user", "content": q},),
-                {**cfg.sampling, "seed": request_seed(suite, str(i), 0, 0)})
+        Request(({"role": "user", "content": q},), {**cfg.sampling, "seed": request_seed(suite, str(i), 0, 0)})
         for i, q in enumerate(questions)
     ]
 
 
 def small_config(**spec):
-    return parse_config({
-        "name": "x", "engine": "vllm", "model": "Qwen/Qwen3-8B",
-        "speculative": spec or None,
-        "sampling": {"temperature": 0.0, "max_tokens": 64},
-        "engine_options": {"max_num_seqs": 256, "max_num_batched_tokens": 2048},
-    })
+    return parse_config(
+        {
+            "name": "x",
+            "engine": "vllm",
+            "model": "Qwen/Qwen3-8B",
+            "speculative": spec or None,
+            "sampling": {"temperature": 0.0, "max_tokens": 64},
+            "engine_options": {"max_num_seqs": 256, "max_num_batched_tokens": 2048},
+        }
+    )
 
 
 @pytest.mark.parametrize("name", list(EXPECTED_SPEC))
@@ -89,8 +107,7 @@ def test_the_target_config_carries_no_per_request_metrics_option_and_vllm_refuse
     # vllm/config/vllm.py:1734-1741 (rule per-request-metrics)
     assert "per_request_spec_decode_metrics" not in llm_kwargs(load_plan(PLAN).configs["target"])
     with pytest.raises(ValueError, match="requires speculative decoding to be enabled"):
-        fake_llm(model="Qwen/Qwen3-8B", speculative_config=None,
-                 per_request_spec_decode_metrics="summary")
+        fake_llm(model="Qwen/Qwen3-8B", speculative_config=None, per_request_spec_decode_metrics="summary")
 
 
 @pytest.mark.slow
@@ -108,59 +125,84 @@ def test_a_validation_error_at_run_time_is_an_error_record_not_a_traceback(fake_
     assert not issubclass(sys.modules["vllm.exceptions"].VLLMValidationError, ValueError)
 
 
-@pytest.mark.parametrize("key, value", [("temperature", 2.5), ("temperature", float("nan")),
-                                        ("min_p", 1.5), ("presence_penalty", -3),
-                                        ("frequency_penalty", 2.1), ("repetition_penalty", 0),
-                                        ("top_p", 0)])
-def test_a_sampling_value_vllm_refuses_is_a_config_error_before_any_engine(fake_llm, tmp_path,
-                                                                            tiny_suite, key,
-                                                                            value):
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("temperature", 2.5),
+        ("temperature", float("nan")),
+        ("min_p", 1.5),
+        ("presence_penalty", -3),
+        ("frequency_penalty", 2.1),
+        ("repetition_penalty", 0),
+        ("top_p", 0),
+    ],
+)
+def test_a_sampling_value_vllm_refuses_is_a_config_error_before_any_engine(fake_llm, tmp_path, tiny_suite, key, value):
     # vllm/sampling_params.py:634-702 (rule sampling-ranges)
-    cfg = json.loads(json.dumps({"name": "hot", "engine": "vllm", "model": "Qwen/Qwen3-8B",
-                                 "sampling": {"max_tokens": 64, key: value}}))
+    cfg = json.loads(
+        json.dumps(
+            {"name": "hot", "engine": "vllm", "model": "Qwen/Qwen3-8B", "sampling": {"max_tokens": 64, key: value}}
+        )
+    )
     (tmp_path / "hot.yaml").write_text(json.dumps(cfg).replace("NaN", ".nan"))
     with pytest.raises(DataError, match=f"sampling.{key}"):
         load_config(tmp_path / "hot.yaml")
-    plan = {"name": "p", "suites": [{"suite": "tiny.yaml"}], "configs": {"hot": "hot.yaml",
-            "base": str(REPO / "configs" / "qwen3-8b" / "target.yaml")}, "baseline": "base"}
+    plan = {
+        "name": "p",
+        "suites": [{"suite": "tiny.yaml"}],
+        "configs": {"hot": "hot.yaml", "base": str(REPO / "configs" / "qwen3-8b" / "target.yaml")},
+        "baseline": "base",
+    }
     (tmp_path / "plan.yaml").write_text(json.dumps(plan))
-    r = CliRunner().invoke(cli, ["run", str(tmp_path / "plan.yaml"), "--out",
-                                 str(tmp_path / "out"), "-q"])
+    r = CliRunner().invoke(cli, ["run", str(tmp_path / "plan.yaml"), "--out", str(tmp_path / "out"), "-q"])
     assert r.exit_code == 3 and f"sampling.{key}" in r.stderr
     assert fake_llm.instances == []
 
 
 @pytest.mark.slow
 def test_parallel_options_pass_through_under_vllms_names(fake_llm):
-    cfg = parse_config({"name": "tp", "engine": "vllm", "model": "Qwen/Qwen3-8B",
-                        "sampling": {"max_tokens": 64},
-                        "engine_options": {"tensor_parallel_size": 4,
-                                           "distributed_executor_backend": "ray"}})
+    cfg = parse_config(
+        {
+            "name": "tp",
+            "engine": "vllm",
+            "model": "Qwen/Qwen3-8B",
+            "sampling": {"max_tokens": 64},
+            "engine_options": {"tensor_parallel_size": 4, "distributed_executor_backend": "ray"},
+        }
+    )
     with open_backend(cfg):
         pass
     (llm,) = fake_llm.instances
-    assert (llm.kwargs["tensor_parallel_size"], llm.kwargs["distributed_executor_backend"]) == (
-        4, "ray")
+    assert (llm.kwargs["tensor_parallel_size"], llm.kwargs["distributed_executor_backend"]) == (4, "ray")
     assert "data_parallel_size" not in llm.kwargs
 
 
-@pytest.mark.parametrize("options, field", [
-    ({"data_parallel_size": 2}, "data_parallel_size"),  # vllm/entrypoints/llm.py:280-293
-    ({"distributed_executor_backend": "slurm"}, "distributed_executor_backend"),
-    ({"tensor_parallel_size": 0}, "tensor_parallel_size"),
-])
+@pytest.mark.parametrize(
+    "options, field",
+    [
+        ({"data_parallel_size": 2}, "data_parallel_size"),  # vllm/entrypoints/llm.py:280-293
+        ({"distributed_executor_backend": "slurm"}, "distributed_executor_backend"),
+        ({"tensor_parallel_size": 0}, "tensor_parallel_size"),
+    ],
+)
 def test_parallel_options_vllm_refuses_are_config_errors(options, field):
     with pytest.raises(DataError, match=f"engine_options.{field}"):
-        parse_config({"name": "x", "engine": "vllm", "model": "m", "sampling": {"max_tokens": 8},
-                      "engine_options": options})
+        parse_config(
+            {"name": "x", "engine": "vllm", "model": "m", "sampling": {"max_tokens": 8}, "engine_options": options}
+        )
 
 
 @pytest.mark.slow
 def test_data_parallel_with_the_external_launcher_passes_through(fake_llm):
-    cfg = parse_config({"name": "dp", "engine": "vllm", "model": "Qwen/Qwen3-8B",
-                        "sampling": {"max_tokens": 64},
-                        "engine_options": {"data_parallel_size": 2,
-                                           "distributed_executor_backend": "external_launcher"}})
+    cfg = parse_config(
+        {
+            "name": "dp",
+            "engine": "vllm",
+            "model": "Qwen/Qwen3-8B",
+            "sampling": {"max_tokens": 64},
+            "engine_options": {"data_parallel_size": 2, "distributed_executor_backend": "external_launcher"},
+        }
+    )
     with open_backend(cfg):
         pass
     assert fake_llm.instances[0].kwargs["data_parallel_size"] == 2
@@ -273,8 +315,10 @@ def test_a_fly_warning_logged_once_by_an_earlier_engine_is_still_recorded(fake_l
     with open_backend(plan.configs["fly-default"]) as backend:  # vLLM stays silent now
         info = backend.info()
     assert FLY_LOSSY_WARNING not in info["engine_warnings"]
-    assert info["fly_warning"] == {"message": FLY_LOSSY_WARNING,
-                                   "logged": "earlier in this process (vLLM logs it once)"}
+    assert info["fly_warning"] == {
+        "message": FLY_LOSSY_WARNING,
+        "logged": "earlier in this process (vLLM logs it once)",
+    }
 
 
 @pytest.mark.slow
@@ -296,8 +340,15 @@ def test_scheduler_override_is_captured_into_info(fake_llm):
 @pytest.mark.slow
 def test_batch_invariant_sets_the_environment_for_the_engine_and_restores_it(fake_llm):
     cfg = small_config()
-    inv = parse_config({"name": "inv", "engine": "vllm", "model": cfg.model,
-                        "sampling": cfg.sampling, "engine_options": {"batch_invariant": True}})
+    inv = parse_config(
+        {
+            "name": "inv",
+            "engine": "vllm",
+            "model": cfg.model,
+            "sampling": cfg.sampling,
+            "engine_options": {"batch_invariant": True},
+        }
+    )
     with open_backend(inv) as backend:
         assert os.environ["VLLM_BATCH_INVARIANT"] == "1"
         info = backend.info()
@@ -310,12 +361,17 @@ def test_batch_invariant_sets_the_environment_for_the_engine_and_restores_it(fak
 
 
 def test_a_config_vllm_refuses_is_a_data_error_and_leaves_the_environment_alone(fake_llm):
-    cfg = parse_config({"name": "tight", "engine": "vllm", "model": "Qwen/Qwen3-8B",
-                        "speculative": {"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8},
-                        "sampling": {"max_tokens": 64},
-                        "engine_options": {"max_num_batched_tokens": 8, "batch_invariant": True}})
-    with pytest.raises(DataError, match="vLLM refused this config: ValueError: VllmConfig does "
-                                        "not have enough slots"):
+    cfg = parse_config(
+        {
+            "name": "tight",
+            "engine": "vllm",
+            "model": "Qwen/Qwen3-8B",
+            "speculative": {"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8},
+            "sampling": {"max_tokens": 64},
+            "engine_options": {"max_num_batched_tokens": 8, "batch_invariant": True},
+        }
+    )
+    with pytest.raises(DataError, match="vLLM refused this config: ValueError: VllmConfig does not have enough slots"):
         open_backend(cfg)
     assert "VLLM_BATCH_INVARIANT" not in os.environ
 
@@ -359,9 +415,14 @@ def test_run_without_vllm_exits_3_with_the_install_hint(monkeypatch, tmp_path, t
 def _offline_plan(tmp_path):
     """Two of the example configs over the tiny suite (the ``tiny_suite`` fixture)."""
     configs = {n: str(REPO / "configs" / "qwen3-8b" / f"{n}.yaml") for n in ("target", "fly-w2")}
-    plan = {"name": "offline", "suites": [{"suite": "tiny.yaml"}], "seeds": [0, 1],
-            "configs": configs, "baseline": "target",
-            "gate": {"policy": "noninferiority", "margin": 0.3}}
+    plan = {
+        "name": "offline",
+        "suites": [{"suite": "tiny.yaml"}],
+        "seeds": [0, 1],
+        "configs": configs,
+        "baseline": "target",
+        "gate": {"policy": "noninferiority", "margin": 0.3},
+    }
     (tmp_path / "plan.yaml").write_text(json.dumps(plan))
     return tmp_path / "plan.yaml"
 
@@ -369,8 +430,7 @@ def _offline_plan(tmp_path):
 @pytest.mark.slow
 def test_qualgate_run_records_seeds_acceptance_and_engine_facts(fake_llm, tmp_path, tiny_suite):
     out = tmp_path / "out"
-    r = CliRunner().invoke(cli, ["run", str(_offline_plan(tmp_path)), "--out", str(out), "-q",
-                                 "--format", "json"])
+    r = CliRunner().invoke(cli, ["run", str(_offline_plan(tmp_path)), "--out", str(out), "-q", "--format", "json"])
     # both configs answer all 6 questions correctly: no discordance, too few questions to
     # bound the loss below the margin, so the gate says INCONCLUSIVE (exit 4)
     assert r.exit_code == 4, r.output
@@ -392,8 +452,11 @@ def test_qualgate_run_records_seeds_acceptance_and_engine_facts(fake_llm, tmp_pa
     assert manifest["configs"]["target"]["info"]["spec_decode"] is None
 
 
-@pytest.mark.skipif(not HAVE_VLLM, reason="vllm is not installed here (the 'vllm' extra needs "
-                    "a CUDA machine); the recording SamplingParams double was used instead")
+@pytest.mark.skipif(
+    not HAVE_VLLM,
+    reason="vllm is not installed here (the 'vllm' extra needs "
+    "a CUDA machine); the recording SamplingParams double was used instead",
+)
 def test_real_sampling_params_are_built_from_each_example_config():
     from vllm import SamplingParams
 

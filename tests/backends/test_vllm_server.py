@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from datetime import datetime, timedelta, timezone
 
 import pytest
 from click.testing import CliRunner
@@ -28,8 +28,13 @@ from qualgate.config.decoding import parse_config
 from qualgate.errors import DataError
 from qualgate.run.runner import request_seed
 
-FLY = {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8,
-       "rejection_sample_method": "fly", "fly_window_size": 2}
+FLY = {
+    "method": "draft_model",
+    "model": "Qwen/Qwen3-0.6B",
+    "num_speculative_tokens": 8,
+    "rejection_sample_method": "fly",
+    "fly_window_size": 2,
+}
 QIDS = [f"test-0-{i}" for i in range(6)]  # the tiny suite's question ids
 SEEDS = (0, 1, 2)
 
@@ -51,17 +56,27 @@ def records(out, name):
 
 
 def server_config(urls, speculative=None, **options):
-    opts = {"base_urls": urls, "timeout_s": 2.0, "max_retries": 3, "retry_backoff_s": 0.01,
-            **options}
-    return parse_config({"name": "c", "engine": "vllm-server", "model": "Qwen/Qwen3-8B",
-                         "speculative": speculative,
-                         "sampling": {"temperature": 0.6, "max_tokens": 32},
-                         "engine_options": opts})
+    opts = {"base_urls": urls, "timeout_s": 2.0, "max_retries": 3, "retry_backoff_s": 0.01, **options}
+    return parse_config(
+        {
+            "name": "c",
+            "engine": "vllm-server",
+            "model": "Qwen/Qwen3-8B",
+            "speculative": speculative,
+            "sampling": {"temperature": 0.6, "max_tokens": 32},
+            "engine_options": opts,
+        }
+    )
 
 
 def some_requests(n, start=0):
-    return [Request(({"role": "user", "content": f"What is {i} + 1?"},),
-                    {"temperature": 0.6, "max_tokens": 32, "seed": start + i}) for i in range(n)]
+    return [
+        Request(
+            ({"role": "user", "content": f"What is {i} + 1?"},),
+            {"temperature": 0.6, "max_tokens": 32, "seed": start + i},
+        )
+        for i in range(n)
+    ]
 
 
 # ----------------------------------------------------------------------------- full runs
@@ -72,10 +87,13 @@ def test_full_run_survives_a_429_burst_a_500_and_a_timeout(fake_server, server_p
     s500, slow = rseed(QIDS[1], 0), rseed(QIDS[2], 1)
     target = fake_server(burst_429=5, fail_500=[s500], slow=[slow], slow_s=1.0)
     fleet = [fake_server(speculative=FLY, server_info=True) for _ in range(2)]
-    plan = server_plan(tmp_path, {
-        "target": {"urls": [target.url]},
-        "fly": {"urls": [s.url for s in fleet], "speculative": FLY},
-    })
+    plan = server_plan(
+        tmp_path,
+        {
+            "target": {"urls": [target.url]},
+            "fly": {"urls": [s.url for s in fleet], "speculative": FLY},
+        },
+    )
     out = tmp_path / "out"
     r = run(plan, out)
     manifest = json.loads((out / "manifest.json").read_text())
@@ -86,10 +104,17 @@ def test_full_run_survives_a_429_burst_a_500_and_a_timeout(fake_server, server_p
     assert target.statuses.count(429) == 5 and target.statuses.count(500) == 1
     assert target.statuses.count(0) == 1  # the slow attempt, abandoned after timeout_s
     t_info = manifest["configs"]["target"]["info"]
-    assert t_info["requests"] == {"requests": 18, "attempts": 25, "retried_429": 5,
-                                  "retried_5xx": 1, "retried_timeout": 1,
-                                  "retried_connection": 0, "retried_identity": 0,
-                                  "failed": 0, "with_spec_metrics": 0}
+    assert t_info["requests"] == {
+        "requests": 18,
+        "attempts": 25,
+        "retried_429": 5,
+        "retried_5xx": 1,
+        "retried_timeout": 1,
+        "retried_connection": 0,
+        "retried_identity": 0,
+        "failed": 0,
+        "with_spec_metrics": 0,
+    }
     base, cand = records(out, "target"), records(out, "fly")
     assert len(base) == len(cand) == len(QIDS) * len(SEEDS)
     assert all(x["outcome"] == "correct" for x in base)
@@ -97,7 +122,8 @@ def test_full_run_survives_a_429_burst_a_500_and_a_timeout(fake_server, server_p
     # per-request seeds and the config's sampling reached the servers
     bodies = target.bodies + fleet[0].bodies + fleet[1].bodies
     assert sorted(b["seed"] for b in bodies) == sorted(
-        rseed(q, s) for q in QIDS for s in SEEDS for _ in ("target", "fly"))
+        rseed(q, s) for q in QIDS for s in SEEDS for _ in ("target", "fly")
+    )
     for b in bodies:
         assert b["model"] == "Qwen/Qwen3-8B" and b["max_completion_tokens"] == 256
         assert (b["temperature"], b["top_p"], b["top_k"]) == (0.6, 0.95, 20)
@@ -108,8 +134,7 @@ def test_full_run_survives_a_429_burst_a_500_and_a_timeout(fake_server, server_p
     for x in cand:
         s = rseed(x["question_id"], x["seed"])
         assert x["outcome"] == ("incorrect" if s % 3 == 0 else "correct")
-        assert (x["spec_steps"], x["draft_tokens"], x["accepted_tokens"]) == (
-            4, 32, sum(per_step(s)))
+        assert (x["spec_steps"], x["draft_tokens"], x["accepted_tokens"]) == (4, 32, sum(per_step(s)))
     f_info = manifest["configs"]["fly"]["info"]
     sd = f_info["spec_decode"]
     assert sd["num_accepted_tokens"] == sum(x["accepted_tokens"] for x in cand)
@@ -120,13 +145,11 @@ def test_full_run_survives_a_429_burst_a_500_and_a_timeout(fake_server, server_p
         assert f_info["servers"][s.url]["version"] == "0.33.0"
 
 
-def test_a_request_that_keeps_failing_is_recorded_as_an_error(fake_server, server_plan,
-                                                              tmp_path):
+def test_a_request_that_keeps_failing_is_recorded_as_an_error(fake_server, server_plan, tmp_path):
     bad = rseed(QIDS[3], 2)
     target = fake_server(always_500=[bad])
     fly = fake_server(speculative=FLY)
-    plan = server_plan(tmp_path, {"target": {"urls": [target.url]},
-                                  "fly": {"urls": [fly.url], "speculative": FLY}})
+    plan = server_plan(tmp_path, {"target": {"urls": [target.url]}, "fly": {"urls": [fly.url], "speculative": FLY}})
     out = tmp_path / "out"
     r = run(plan, out, "--max-errors", "1")
     manifest = json.loads((out / "manifest.json").read_text())
@@ -141,8 +164,7 @@ def test_a_request_that_keeps_failing_is_recorded_as_an_error(fake_server, serve
 
 def test_a_model_mismatch_exits_3_before_any_request(fake_server, server_plan, tmp_path):
     wrong = fake_server(model="Qwen/Qwen3-32B")
-    plan = server_plan(tmp_path, {"target": {"urls": [wrong.url]},
-                                  "fly": {"urls": [wrong.url], "speculative": FLY}})
+    plan = server_plan(tmp_path, {"target": {"urls": [wrong.url]}, "fly": {"urls": [wrong.url], "speculative": FLY}})
     r = run(plan, tmp_path / "out")
     assert r.exit_code == 3
     assert f"the server at {wrong.url} serves ['Qwen/Qwen3-32B'], not 'Qwen/Qwen3-8B'" in r.stderr
@@ -151,9 +173,13 @@ def test_a_model_mismatch_exits_3_before_any_request(fake_server, server_plan, t
 
 def test_a_served_name_over_another_model_exits_3(fake_server, server_plan, tmp_path):
     srv = fake_server(model="/models/Qwen3-32B", served="qwen")
-    plan = server_plan(tmp_path, {
-        "target": {"urls": [srv.url], "options": {"served_model_name": "qwen"}},
-        "fly": {"urls": [srv.url], "speculative": FLY}})
+    plan = server_plan(
+        tmp_path,
+        {
+            "target": {"urls": [srv.url], "options": {"served_model_name": "qwen"}},
+            "fly": {"urls": [srv.url], "speculative": FLY},
+        },
+    )
     r = run(plan, tmp_path / "out")
     assert r.exit_code == 3
     assert "loaded '/models/Qwen3-32B' as 'qwen'" in r.stderr
@@ -162,19 +188,16 @@ def test_a_served_name_over_another_model_exits_3(fake_server, server_plan, tmp_
 def test_a_different_served_speculative_config_exits_3(fake_server, server_plan, tmp_path):
     target = fake_server()
     w6 = fake_server(speculative={**FLY, "fly_window_size": 6}, server_info=True)
-    plan = server_plan(tmp_path, {"target": {"urls": [target.url]},
-                                  "fly": {"urls": [w6.url], "speculative": FLY}})
+    plan = server_plan(tmp_path, {"target": {"urls": [target.url]}, "fly": {"urls": [w6.url], "speculative": FLY}})
     r = run(plan, tmp_path / "out")
     assert r.exit_code == 3
     assert "serves a different speculative_config: fly_window_size: config 2, server 6" in r.stderr
     assert w6.statuses == []
 
 
-def test_a_target_only_config_on_a_speculative_server_exits_3(fake_server, server_plan,
-                                                               tmp_path):
+def test_a_target_only_config_on_a_speculative_server_exits_3(fake_server, server_plan, tmp_path):
     spec = fake_server(speculative=FLY)  # no /server_info: /metrics gives it away
-    plan = server_plan(tmp_path, {"target": {"urls": [spec.url]},
-                                  "fly": {"urls": [spec.url], "speculative": FLY}})
+    plan = server_plan(tmp_path, {"target": {"urls": [spec.url]}, "fly": {"urls": [spec.url], "speculative": FLY}})
     r = run(plan, tmp_path / "out")
     assert r.exit_code == 3
     assert "runs speculative decoding" in r.stderr and "target-only" in r.stderr
@@ -191,17 +214,16 @@ def test_a_different_k_in_a_response_is_that_requests_error(fake_server):
     with open_backend(server_config([k4.url], FLY)) as backend:
         gens = backend.generate(some_requests(3))
     for g in gens:
-        assert g.error.startswith(f"{k4.url}: decoded with 4 speculative tokens, but the "
-                                  "config is num_speculative_tokens 8")
+        assert g.error.startswith(
+            f"{k4.url}: decoded with 4 speculative tokens, but the config is num_speculative_tokens 8"
+        )
 
 
-def test_acceptance_comes_from_metrics_deltas_without_per_request_metrics(
-        fake_server, server_plan, tmp_path):
+def test_acceptance_comes_from_metrics_deltas_without_per_request_metrics(fake_server, server_plan, tmp_path):
     target = fake_server()
     fly = fake_server(speculative=FLY, per_request_metrics=False)
     fly.counters["drafts"] = 1000  # traffic before this config: not attributed to it
-    plan = server_plan(tmp_path, {"target": {"urls": [target.url]},
-                                  "fly": {"urls": [fly.url], "speculative": FLY}})
+    plan = server_plan(tmp_path, {"target": {"urls": [target.url]}, "fly": {"urls": [fly.url], "speculative": FLY}})
     out = tmp_path / "out"
     run(plan, out)
     cand = records(out, "fly")
@@ -275,8 +297,9 @@ def test_backoff_grows_exponentially(fake_server):
 def test_a_client_error_is_not_retried(fake_server):
     srv = fake_server()
     with open_backend(server_config([srv.url])) as backend:
-        (g,) = backend.generate([Request(({"role": "user", "content": "What is 1 + 1?"},),
-                                         {"max_tokens": 50000, "seed": 1})])
+        (g,) = backend.generate(
+            [Request(({"role": "user", "content": "What is 1 + 1?"},), {"max_tokens": 50000, "seed": 1})]
+        )
     assert g.error.startswith(f"{srv.url}: HTTP 400: ") and "maximum context length" in g.error
     assert srv.statuses == [400]
 
@@ -284,8 +307,9 @@ def test_a_client_error_is_not_retried(fake_server):
 def test_sampling_keys_the_protocol_lacks_fail_the_request_before_sending(fake_server):
     srv = fake_server()
     with open_backend(server_config([srv.url])) as backend:
-        (g,) = backend.generate([Request(({"role": "user", "content": "x"},),
-                                         {"max_tokens": 1, "seed": 1, "logprobs": 3})])
+        (g,) = backend.generate(
+            [Request(({"role": "user", "content": "x"},), {"max_tokens": 1, "seed": 1, "logprobs": 3})]
+        )
     assert "cannot be sent" in g.error and srv.statuses == []
 
 
@@ -328,27 +352,39 @@ def test_an_unreachable_server_is_a_data_error(fake_server):
 
 
 def test_request_body_maps_max_tokens_and_keeps_the_seed():
-    r = Request(({"role": "user", "content": "hi"},),
-                {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_tokens": 9, "seed": 5})
+    r = Request(
+        ({"role": "user", "content": "hi"},), {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_tokens": 9, "seed": 5}
+    )
     assert request_body("m", r, {"enable_thinking": False}) == {
-        "model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0,
-        "top_p": 1.0, "top_k": 0, "seed": 5, "max_completion_tokens": 9,
-        "chat_template_kwargs": {"enable_thinking": False}}
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "seed": 5,
+        "max_completion_tokens": 9,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
     with pytest.raises(ValueError, match="max_tokens"):
         request_body("m", Request(r.messages, {"seed": 5}))
 
 
 def test_parse_spec_metrics_sums_the_served_model_and_reads_positions():
-    text = "\n".join([
-        "# TYPE vllm:spec_decode_num_drafts counter",
-        'vllm:spec_decode_num_drafts_total{engine="0",model_name="a"} 10.0',
-        'vllm:spec_decode_num_drafts_total{engine="1",model_name="a"} 5.0',
-        'vllm:spec_decode_num_drafts_total{engine="0",model_name="b"} 99.0',
-        'vllm:spec_decode_num_drafts_created{engine="0",model_name="a"} 1.7e9',
-        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
-        'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="a",position="1"} 3.0',
-        'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="a",position="0"} 7.0',
-    ]) + "\n"
+    text = (
+        "\n".join(
+            [
+                "# TYPE vllm:spec_decode_num_drafts counter",
+                'vllm:spec_decode_num_drafts_total{engine="0",model_name="a"} 10.0',
+                'vllm:spec_decode_num_drafts_total{engine="1",model_name="a"} 5.0',
+                'vllm:spec_decode_num_drafts_total{engine="0",model_name="b"} 99.0',
+                'vllm:spec_decode_num_drafts_created{engine="0",model_name="a"} 1.7e9',
+                "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
+                'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="a",position="1"} 3.0',
+                'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="a",position="0"} 7.0',
+            ]
+        )
+        + "\n"
+    )
     m = parse_spec_metrics(text, "a")
     assert (m["num_drafts"], m["num_accepted_tokens_per_pos"]) == (15, [7, 3])
     assert m["present"] and m["vllm"]
@@ -357,6 +393,6 @@ def test_parse_spec_metrics_sums_the_served_model_and_reads_positions():
 
 def test_retry_after_reads_seconds_and_http_dates():
     assert retry_after("2.5") == 2.5
-    later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     assert 25 < retry_after(later) <= 30
     assert retry_after(None) is None and retry_after("soon") is None

@@ -69,9 +69,19 @@ def write_records(path, config_id, mode, outcomes):
             if o is None:
                 continue
             o = {True: "correct", False: "incorrect"}.get(o, o)
-            rec = {"schema_version": 1, "run_id": "forge", "config_id": config_id, "suite": "gsm8k",
-                   "suite_version": "1", "question_id": f"q{i:04d}", "seed": 0, "sample_index": 0,
-                   "outcome": o, "prompt_hash": "0" * 16, "mode": mode}
+            rec = {
+                "schema_version": 1,
+                "run_id": "forge",
+                "config_id": config_id,
+                "suite": "gsm8k",
+                "suite_version": "1",
+                "question_id": f"q{i:04d}",
+                "seed": 0,
+                "sample_index": 0,
+                "outcome": o,
+                "prompt_hash": "0" * 16,
+                "mode": mode,
+            }
             if o == "error":
                 rec["error"] = "HTTP 500"
             fh.write(json.dumps(rec) + "\n")
@@ -172,14 +182,16 @@ def sign(doc, key):
         return doc
     body = {k: v for k, v in doc.items() if k != "signature"}
     blob = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-    doc["signature"] = {"algorithm": "hmac-sha256",
-                        "value": hmac.new(key.encode(), blob.encode(), hashlib.sha256).hexdigest()}
+    doc["signature"] = {
+        "algorithm": "hmac-sha256",
+        "value": hmac.new(key.encode(), blob.encode(), hashlib.sha256).hexdigest(),
+    }
     return doc
 
 
 def age(doc, days, ctx, *, resign=True):
     """The honest report as if written ``days`` ago (its records too), signed then."""
-    t = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) - dt.timedelta(days=days)
+    t = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(days=days)
     doc["created_at"] = t.isoformat().replace("+00:00", "Z")
     for f in (ctx.root / "recs").glob("*.jsonl"):
         os.utime(f, (t.timestamp(), t.timestamp()))
@@ -187,7 +199,7 @@ def age(doc, days, ctx, *, resign=True):
 
 
 def _now_z(days=0):
-    t = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(days=days)
+    t = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(days=days)
     return t.isoformat().replace("+00:00", "Z")
 
 
@@ -212,6 +224,7 @@ def _edit(name, what, config, edit, args=(), modes=MODES, source="both"):
 
 def _fresh(name, what, build, modes=MODES):
     """A scenario that writes its own records and honest report first (in a scratch dir)."""
+
     def make(ctx, h):
         return build(ctx.scratch())
 
@@ -241,10 +254,15 @@ def _copy_first(doc, ctx):
 
 
 def _seven_keys(doc, ctx):
-    return {"kind": "qualgate.gate_report", "version": doc["version"], "created_at": _now_z(),
-            "policy": "noninferiority", "margin": 0.02,
-            "candidates": [{"name": "fly-default", "config_id": ctx.ids["fly-default"], "verdict": "PASS"}],
-            "verdict": "PASS"}
+    return {
+        "kind": "qualgate.gate_report",
+        "version": doc["version"],
+        "created_at": _now_z(),
+        "policy": "noninferiority",
+        "margin": 0.02,
+        "candidates": [{"name": "fly-default", "config_id": ctx.ids["fly-default"], "verdict": "PASS"}],
+        "verdict": "PASS",
+    }
 
 
 def _full_shape_by_hand(doc, ctx):
@@ -468,48 +486,82 @@ def _gone(doc, ctx):
 
 
 SCENARIOS = [
-    _edit("verdict-fail-to-pass", "a FAIL edited to PASS (verdict, exit code, missingness verdicts)", DEFAULT,
-          lambda d, c: make_pass(d, "fly-default")),
-    _edit("verdict-only", "only the candidate's verdict edited", DEFAULT,
-          lambda d, c: (cand(d, "fly-default").update(verdict="PASS"), d)[1]),
-    _edit("verdict-and-statistics", "verdict, p-values and bound edited to agree with each other", DEFAULT,
-          _stats_too),
+    _edit(
+        "verdict-fail-to-pass",
+        "a FAIL edited to PASS (verdict, exit code, missingness verdicts)",
+        DEFAULT,
+        lambda d, c: make_pass(d, "fly-default"),
+    ),
+    _edit(
+        "verdict-only",
+        "only the candidate's verdict edited",
+        DEFAULT,
+        lambda d, c: (cand(d, "fly-default").update(verdict="PASS"), d)[1],
+    ),
+    _edit("verdict-and-statistics", "verdict, p-values and bound edited to agree with each other", DEFAULT, _stats_too),
     _edit("config-ids-swapped", "the PASS candidate's config id swapped with the FAIL one's", DEFAULT, _swap_ids),
-    _edit("config-id-replaced", "another config's PASS relabelled with this config's id", DEFAULT, _replace_id,
-          source="pass"),
+    _edit(
+        "config-id-replaced",
+        "another config's PASS relabelled with this config's id",
+        DEFAULT,
+        _replace_id,
+        source="pass",
+    ),
     _edit("seven-key-json", "a hand-written 7-key JSON", DEFAULT, _seven_keys),
-    _edit("full-shape-by-hand", "a hand-written report of the full shape with invented digests", DEFAULT,
-          _full_shape_by_hand),
+    _edit(
+        "full-shape-by-hand",
+        "a hand-written report of the full shape with invented digests",
+        DEFAULT,
+        _full_shape_by_hand,
+    ),
     _fresh("re-dated", "a 60-day-old PASS re-dated to pass --max-age 30d", _old_redated),
     _fresh("any-age-by-default", "a 400-day-old PASS, checked without --max-age", _old_default),
     _edit("future-dated", "created_at two days ahead", W2, _future, source="pass"),
     _edit("margin-edited", "margin 0.5 edited to 0.01", DEFAULT, _margin(0.01), source="margin5"),
     _edit("margin-nan", "margin NaN", DEFAULT, _nan_margin, source="margin5"),
     _edit("margin-negative", "margin -1", DEFAULT, _margin(-1), source="margin5"),
-    _edit("margin-string", "margin \"0.01\" as a string", DEFAULT, _margin("0.01"), source="margin5"),
-    _edit("any-margin-by-default", "an honest PASS at a 50-point margin, checked without --max-margin", DEFAULT,
-          lambda d, c: d, source="margin5"),
+    _edit("margin-string", 'margin "0.01" as a string', DEFAULT, _margin("0.01"), source="margin5"),
+    _edit(
+        "any-margin-by-default",
+        "an honest PASS at a 50-point margin, checked without --max-margin",
+        DEFAULT,
+        lambda d, c: d,
+        source="margin5",
+    ),
     _fresh("loose-alpha", "an honest PASS at alpha 0.45 (INCONCLUSIVE at 0.05)", _alpha),
-    _edit("lower-case-verdict", "\"pass\" in lower case", DEFAULT, _lower),
+    _edit("lower-case-verdict", '"pass" in lower case', DEFAULT, _lower),
     _edit("pass-copy-first", "a PASS copy of the candidate inserted first", DEFAULT, _copy_first),
-    _edit("duplicate-verdict-key", "\"verdict\": \"FAIL\", \"verdict\": \"PASS\" in one object", DEFAULT,
-          _dup_verdict),
-    _fresh("records-rewritten", "the candidate's records replaced by a lossy run's after the report",
-           _records_rewritten, modes=("records",)),
-    _fresh("records-and-digests-rewritten", "as above, and the report's digest updated to match",
-           _records_and_digests_rewritten, modes=("records",)),
-    _edit("record-path-redirected", "the candidate's record path pointed elsewhere, verdict edited", DEFAULT,
-          _gone),
+    _edit("duplicate-verdict-key", '"verdict": "FAIL", "verdict": "PASS" in one object', DEFAULT, _dup_verdict),
+    _fresh(
+        "records-rewritten",
+        "the candidate's records replaced by a lossy run's after the report",
+        _records_rewritten,
+        modes=("records",),
+    ),
+    _fresh(
+        "records-and-digests-rewritten",
+        "as above, and the report's digest updated to match",
+        _records_and_digests_rewritten,
+        modes=("records",),
+    ),
+    _edit("record-path-redirected", "the candidate's record path pointed elsewhere, verdict edited", DEFAULT, _gone),
     _fresh("relabelled-baseline", "a FLy baseline whose records say mode: target", _relabelled_baseline),
-    _fresh("baseline-config-edited", "a FLy baseline's stated config replaced by the target's",
-           lambda ctx: _lossy_baseline_config_edited(ctx, both=False)),
-    _fresh("baseline-id-and-config-edited", "a FLy baseline's config id and config replaced by the target's",
-           lambda ctx: _lossy_baseline_config_edited(ctx, both=True)),
+    _fresh(
+        "baseline-config-edited",
+        "a FLy baseline's stated config replaced by the target's",
+        lambda ctx: _lossy_baseline_config_edited(ctx, both=False),
+    ),
+    _fresh(
+        "baseline-id-and-config-edited",
+        "a FLy baseline's config id and config replaced by the target's",
+        lambda ctx: _lossy_baseline_config_edited(ctx, both=True),
+    ),
     _fresh("baseline-is-the-config", "the served config is the report's (lossy) baseline", _baseline_is_candidate),
     _fresh("losses-as-errors", "26 lost pairs recorded as error, --max-errors 30", _hidden_losses("error")),
     _fresh("losses-dropped", "26 lost pairs missing, --on-missing drop", _hidden_losses("drop")),
-    _fresh("losses-dropped-by-option", "26 lost pairs as error, gated with --missing drop",
-           _hidden_losses_declared_drop),
+    _fresh(
+        "losses-dropped-by-option", "26 lost pairs as error, gated with --missing drop", _hidden_losses_declared_drop
+    ),
     _fresh("missingness-relabelled", "a --missing drop report relabelled worst-case", _hidden_losses_relabelled),
     _edit("signature-copied", "a PASS edited in, another report's signature copied", DEFAULT, _copied_signature),
     _edit("signed-with-own-key", "a PASS edited in and signed with the forger's key", DEFAULT, _wrong_key),
@@ -531,7 +583,8 @@ def hide_records(root: Path):
 
 def check_args(config, evidence, args, mode):
     return ["check", str(config), "--evidence", str(evidence), *map(str, args)] + (
-        ["--trust-unsigned"] if mode == "trust-unsigned" else [])
+        ["--trust-unsigned"] if mode == "trust-unsigned" else []
+    )
 
 
 def run_mode(root: Path, invoke, mode: str, *, new: bool = True, only=None):
@@ -586,15 +639,16 @@ def main(argv=None):
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pythonpath", default=str(Path(__file__).resolve().parents[2]))
-    ap.add_argument("--modes", default="before", help="comma list of " + ", ".join((*MODES, "trust-unsigned", "before")))
+    ap.add_argument(
+        "--modes", default="before", help="comma list of " + ", ".join((*MODES, "trust-unsigned", "before"))
+    )
     ap.add_argument("--in-process", action="store_true", help="run the qualgate importable here, in this process")
     a = ap.parse_args(argv)
     invoke = in_process_invoke() if a.in_process else subprocess_invoke(a.pythonpath)
     results = {}
     for mode in a.modes.split(","):
         with tempfile.TemporaryDirectory() as tmp:
-            results[mode] = {s.name: code for s, code, _ in
-                             run_mode(Path(tmp), invoke, mode, new=mode != "before")}
+            results[mode] = {s.name: code for s, code, _ in run_mode(Path(tmp), invoke, mode, new=mode != "before")}
     modes = list(results)
     print("| scenario | " + " | ".join(modes) + " |")
     print("| --- |" + " :-: |" * len(modes))

@@ -40,23 +40,21 @@ def test_the_lookahead_cap_binds_for_a_long_lookahead():
 
 
 def test_tied_bounds_are_all_reported():
-    assert admission(512, 64, 8, lookahead=8).binding == ("max_num_seqs", "token_budget",
-                                                         "lookahead_cap")
+    assert admission(512, 64, 8, lookahead=8).binding == ("max_num_seqs", "token_budget", "lookahead_cap")
 
 
-@given(st.integers(1, 10**6), st.integers(1, 4096), st.integers(1, 64),
-       st.none() | st.integers(1, 64))
+@given(st.integers(1, 10**6), st.integers(1, 4096), st.integers(1, 64), st.none() | st.integers(1, 64))
 @pytest.mark.slow
 def test_admitted_is_the_largest_count_within_every_bound(budget, seqs, charge, lookahead):
     r = admission(budget, seqs, charge, lookahead=lookahead)
     n = r.admitted
     assert n <= seqs and n * charge <= budget and (lookahead is None or n * lookahead <= budget)
-    assert n + 1 > seqs or (n + 1) * charge > budget or (
-        lookahead is not None and (n + 1) * lookahead > budget)
+    assert n + 1 > seqs or (n + 1) * charge > budget or (lookahead is not None and (n + 1) * lookahead > budget)
 
 
-@pytest.mark.parametrize("kwargs", [dict(budget=0, max_num_seqs=1, charge=1),
-                                    dict(budget=1, max_num_seqs=1, charge=1.5)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(budget=0, max_num_seqs=1, charge=1), dict(budget=1, max_num_seqs=1, charge=1.5)]
+)
 def test_invalid_arguments_name_the_parameter(kwargs):
     with pytest.raises(ValueError, match="must be a positive integer"):
         admission(**kwargs)
@@ -65,8 +63,10 @@ def test_invalid_arguments_name_the_parameter(kwargs):
 def test_cli_prints_the_minimum_and_the_binding_bound():
     r = run("--budget", 512, "--max-seqs", 128, "--charge", 6)
     assert r.exit_code == 0
-    assert r.stdout == ("admitted running requests: 85 = min(max_num_seqs 128, 512 // 6 = 85)\n"
-                        "binding: the token budget (budget // charge)\n")
+    assert r.stdout == (
+        "admitted running requests: 85 = min(max_num_seqs 128, 512 // 6 = 85)\n"
+        "binding: the token budget (budget // charge)\n"
+    )
 
 
 def test_cli_with_lookahead_prints_the_cap_and_the_end_of_vllms_override_line():
@@ -81,17 +81,20 @@ def test_cli_with_lookahead_prints_the_cap_and_the_end_of_vllms_override_line():
 # charge and lookahead per method, from vllm/config/speculative.py:2057-2098 (drafting slots),
 # vllm/v1/core/sched/scheduler.py:844-848, 1002-1003 (1 + K + slots) and
 # vllm/config/vllm.py:625-652 (num_lookahead_tokens)
-@pytest.mark.parametrize("method, k, opts, charge, lookahead", [
-    ("draft_model", 8, {}, 10, 8),
-    ("draft_model", 8, {"parallel_drafting": True}, 17, 8),  # PARD: 2K + 1
-    ("eagle3", 4, {"parallel_drafting": True}, 8, 4),  # P-EAGLE: 2K
-    ("eagle3", 3, {}, 4, 3),
-    ("mtp", 1, {}, 2, 1),
-    ("dflash", 7, {}, 8, 8),
-    ("dspark", 5, {}, 6, 5),
-    ("dspark", 5, {"fill_in": True}, 6, 6),
-    ("ngram", 3, {}, 4, 0),
-])
+@pytest.mark.parametrize(
+    "method, k, opts, charge, lookahead",
+    [
+        ("draft_model", 8, {}, 10, 8),
+        ("draft_model", 8, {"parallel_drafting": True}, 17, 8),  # PARD: 2K + 1
+        ("eagle3", 4, {"parallel_drafting": True}, 8, 4),  # P-EAGLE: 2K
+        ("eagle3", 3, {}, 4, 3),
+        ("mtp", 1, {}, 2, 1),
+        ("dflash", 7, {}, 8, 8),
+        ("dspark", 5, {}, 6, 5),
+        ("dspark", 5, {"fill_in": True}, 6, 6),
+        ("ngram", 3, {}, 4, 0),
+    ],
+)
 def test_charge_and_lookahead_follow_vllms_table(method, k, opts, charge, lookahead):
     from qualgate.ci import method_charge
 
@@ -128,18 +131,20 @@ def test_a_budget_vllm_refuses_is_a_usage_error_with_vllms_message():
 
 
 def test_cli_json_has_every_bound():
-    out = json.loads(run("--budget", 512, "--max-seqs", 128, "--charge", 6, "--format",
-                         "json").stdout)
+    out = json.loads(run("--budget", 512, "--max-seqs", 128, "--charge", 6, "--format", "json").stdout)
     assert out["admission"]["bounds"] == {"max_num_seqs": 128, "token_budget": 85}
 
 
-@pytest.mark.parametrize("args", [
-    [],
-    ["--budget", 512, "--max-seqs", 128],
-    ["--budget", 512, "--charge", 6],
-    ["--budget", 0, "--max-seqs", 128, "--charge", 6],
-    ["--metrics", DATA / "metrics-capped.prom"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--budget", 512, "--max-seqs", 128],
+        ["--budget", 512, "--charge", 6],
+        ["--budget", 0, "--max-seqs", 128, "--charge", 6],
+        ["--metrics", DATA / "metrics-capped.prom"],
+    ],
+)
 def test_incomplete_or_invalid_arguments_exit_2(args):
     assert run(*args).exit_code == 2
 
@@ -174,8 +179,7 @@ def test_running_requests_reaching_max_num_seqs_are_not_capped():
 
 
 def test_cli_compares_the_plateau_with_the_predicted_admission():
-    r = run("--budget", 512, "--max-seqs", 128, "--charge", 6,
-            "--metrics", DATA / "metrics-capped.prom")
+    r = run("--budget", 512, "--max-seqs", 128, "--charge", 6, "--metrics", DATA / "metrics-capped.prom")
     assert r.exit_code == 0
     assert "running plateaus at 85 (7 loaded scrape(s)): capped" in r.stdout
     assert "the plateau 85 matches the predicted 85" in r.stdout
@@ -213,16 +217,17 @@ class _Scrapes(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def metrics_server():
     def body(running, waiting):
-        return ("# TYPE vllm:num_requests_running gauge\n"
-                f'vllm:num_requests_running{{engine="0",model_name="m"}} {running}\n'
-                "# TYPE vllm:num_requests_waiting gauge\n"
-                f'vllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}\n')
+        return (
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{engine="0",model_name="m"}} {running}\n'
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            f'vllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}\n'
+        )
 
     _Scrapes.bodies = [body(10, 0), body(64, 20), body(64, 31), body(63, 9)]
     _Scrapes.served = 0
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Scrapes)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
     server.shutdown()
@@ -230,8 +235,7 @@ def metrics_server():
 
 
 def test_a_metrics_url_is_polled_and_judged(metrics_server):
-    r = run("--metrics", metrics_server, "--max-num-seqs", 128, "--samples", 4,
-            "--interval", 0, "--format", "json")
+    r = run("--metrics", metrics_server, "--max-num-seqs", 128, "--samples", 4, "--interval", 0, "--format", "json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)["metrics"]
     assert out["scrapes"] == 4 and _Scrapes.served == 4
@@ -246,6 +250,5 @@ def test_an_unreachable_url_exits_3():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    r = run("--metrics", f"http://127.0.0.1:{port}/metrics", "--max-num-seqs", 8,
-            "--samples", 1)
+    r = run("--metrics", f"http://127.0.0.1:{port}/metrics", "--max-num-seqs", 8, "--samples", 1)
     assert r.exit_code == 3 and "cannot fetch metrics" in r.stderr

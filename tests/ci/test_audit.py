@@ -38,8 +38,10 @@ def test_the_engine_echo_is_parsed():
     (engine,) = [e for e in rep.of("speculative_config") if e.data["source"] == "engine"]
     assert engine.line == 3
     assert engine.data["speculative_config"] == {
-        "method": "eagle3", "model": "RedHatAI/Qwen3-8B-speculator.eagle3",
-        "num_speculative_tokens": 3}
+        "method": "eagle3",
+        "model": "RedHatAI/Qwen3-8B-speculator.eagle3",
+        "num_speculative_tokens": 3,
+    }
 
 
 def test_the_scheduler_override_is_reported_with_both_numbers():
@@ -55,8 +57,8 @@ def test_an_args_echo_with_objects_that_are_not_literals_still_yields_the_config
     rep = audit_log(DATA / "vllm-dflash-override.log")
     (args,) = [e for e in rep.of("speculative_config") if e.data["source"] == "args"]
     assert args.data["config_id"] == config_id(
-        "Qwen/Qwen3-8B",
-        {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 15})
+        "Qwen/Qwen3-8B", {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 15}
+    )
 
 
 def test_a_restart_with_another_config_is_drift():
@@ -79,13 +81,16 @@ def test_the_version_and_model_come_from_the_logo_or_the_plain_line():
 
 
 def test_hyphenated_keys_and_spec_flags_in_the_args_echo_are_read_as_vllm_reads_them():
-    line = ("(APIServer pid=1) INFO 01-01 00:00:00 [startup.py:96] non-default args: "
-            "{'model_tag': 'm', 'model': 'm', 'speculative_config': {'rejection-sample-method': "
-            "'fly', 'num_speculative_tokens': 8}, 'spec_model': 'd'}\n")
+    line = (
+        "(APIServer pid=1) INFO 01-01 00:00:00 [startup.py:96] non-default args: "
+        "{'model_tag': 'm', 'model': 'm', 'speculative_config': {'rejection-sample-method': "
+        "'fly', 'num_speculative_tokens': 8}, 'spec_model': 'd'}\n"
+    )
     (e,) = audit_text(line).of("speculative_config")
     assert e.data["lossy"] and e.data["speculative_config"]["model"] == "d"
-    assert e.data["config_id"] == config_id("m", {"model": "d", "num_speculative_tokens": 8,
-                                                  "rejection_sample_method": "fly"})
+    assert e.data["config_id"] == config_id(
+        "m", {"model": "d", "num_speculative_tokens": 8, "rejection_sample_method": "fly"}
+    )
 
 
 def test_an_unknown_verifier_in_the_args_echo_counts_as_lossy():
@@ -109,8 +114,7 @@ def test_a_lossy_log_exits_0_without_forbid_lossy():
     r = run(DATA / "vllm-fly.log")
     assert r.exit_code == 0
     assert f"{DATA / 'vllm-fly.log'}:10: lossy verifier:" in r.stdout
-    assert r.stdout.splitlines()[-1].startswith(
-        f"{DATA / 'vllm-fly.log'}: lossy verifier in use (lines 7, 10)")
+    assert r.stdout.splitlines()[-1].startswith(f"{DATA / 'vllm-fly.log'}: lossy verifier in use (lines 7, 10)")
 
 
 def test_forbid_lossy_exits_1_on_a_lossy_log():
@@ -134,8 +138,12 @@ def test_json_output_lists_events_with_lines():
     out = json.loads(r.stdout)
     assert out["kind"] == "qualgate.audit_report" and out["lossy"] is False
     assert [(e["line"], e["kind"]) for e in out["events"]] == [
-        (1, "version"), (2, "speculative_config"), (3, "scheduler_override"),
-        (4, "version"), (4, "speculative_config")]
+        (1, "version"),
+        (2, "speculative_config"),
+        (3, "scheduler_override"),
+        (4, "version"),
+        (4, "speculative_config"),
+    ]
 
 
 def test_a_missing_log_exits_3(tmp_path):

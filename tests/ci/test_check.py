@@ -30,10 +30,19 @@ def write_records(path, config_id, mode, correct):
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
         for i, ok in enumerate(correct):
-            rec = Record(schema_version=1, run_id="ci-test", config_id=config_id, suite="gsm8k",
-                         suite_version="1", question_id=f"q{i:04d}", seed=0, sample_index=0,
-                         outcome="correct" if ok else "incorrect", prompt_hash="0" * 16,
-                         mode=mode)
+            rec = Record(
+                schema_version=1,
+                run_id="ci-test",
+                config_id=config_id,
+                suite="gsm8k",
+                suite_version="1",
+                question_id=f"q{i:04d}",
+                seed=0,
+                sample_index=0,
+                outcome="correct" if ok else "incorrect",
+                prompt_hash="0" * 16,
+                mode=mode,
+            )
             fh.write(json.dumps(rec.to_dict()) + "\n")
     return path
 
@@ -54,6 +63,10 @@ def gate(*args, exit_code=None):
     r = CliRunner().invoke(cli, ["gate", *map(str, args)])
     assert exit_code is None or r.exit_code == exit_code, r.output
     return r
+
+
+# every test reads the module's evidence: a run of the gate over real record files (2.4 CPU-s)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +90,16 @@ def evidence(tmp_path_factory):
     gate(small, small_w2, "--margin", 0.02, "--baseline-config", TARGET, "--output", d / "inconclusive.json")
     out["inconclusive"] = d / "inconclusive.json"
     lossy_base = write_records(d / "lossy-base.jsonl", i["fly-default"], "fly", base)
-    gate(lossy_base, w2, "--margin", 0.02, "--baseline-config", DATA / "fly-default-window.yaml",
-         "--output", d / "lossy-baseline.json")
+    gate(
+        lossy_base,
+        w2,
+        "--margin",
+        0.02,
+        "--baseline-config",
+        DATA / "fly-default-window.yaml",
+        "--output",
+        d / "lossy-baseline.json",
+    )
     out["lossy-baseline"] = d / "lossy-baseline.json"
     gate(b, w2, "--margin", 0.02, "--output", d / "no-baseline-config.json")
     out["no-baseline-config"] = d / "no-baseline-config.json"
@@ -110,12 +131,12 @@ def test_a_lossy_config_with_passing_evidence_for_its_id_is_allowed(evidence):
     r = run(DATA / "fly-w2.yaml", "--evidence", evidence["report"])
     assert r.exit_code == 0, r.output
     assert "verified by: records" in r.stdout
-    assert r.stdout.startswith(f"{DATA / 'fly-w2.yaml'}: allowed (fly, lossy; config id "
-                               f"{ids()['fly-w2']})")
+    assert r.stdout.startswith(f"{DATA / 'fly-w2.yaml'}: allowed (fly, lossy; config id {ids()['fly-w2']})")
 
 
-@pytest.mark.parametrize("name", ["fly-w2.docker.sh", "fly-w2.api_server.sh",
-                                  "with-config-file.serve.sh", "fly-w2.decoding.yaml"])
+@pytest.mark.parametrize(
+    "name", ["fly-w2.docker.sh", "fly-w2.api_server.sh", "with-config-file.serve.sh", "fly-w2.decoding.yaml"]
+)
 @pytest.mark.slow
 def test_the_same_deployment_in_any_format_is_allowed(evidence, name):
     assert run(DATA / name, "--evidence", evidence["report"]).exit_code == 0
@@ -142,9 +163,11 @@ def test_a_target_only_config_passes_without_evidence():
 def test_a_lossy_config_without_evidence_is_refused_naming_the_id_needed():
     r = run(DATA / "fly-w2.yaml")
     assert r.exit_code == 1
-    assert (f"refused: lossy verification (rejection_sample_method='fly') needs evidence: pass "
-            f"--evidence REPORT.json, a qualgate gate report with verdict PASS for a candidate "
-            f"with config id {ids()['fly-w2']}") in r.stdout
+    assert (
+        f"refused: lossy verification (rejection_sample_method='fly') needs evidence: pass "
+        f"--evidence REPORT.json, a qualgate gate report with verdict PASS for a candidate "
+        f"with config id {ids()['fly-w2']}"
+    ) in r.stdout
 
 
 @pytest.mark.slow
@@ -157,11 +180,13 @@ def test_evidence_for_another_window_is_refused_showing_the_resolved_window(evid
     assert ids()["fly-w2"] in reason and '"fly_window_size": 3' in reason
 
 
+@pytest.mark.slow
 def test_a_fail_verdict_is_refused_with_the_gates_reason(evidence):
     res = check(DATA / "fly-default-window.yaml", evidence["report"])
     (reason,) = res.reasons
-    assert reason.startswith(f"the gate's verdict for candidate fly-default ({ids()['fly-default']}) "
-                             "is FAIL, not PASS: ")
+    assert reason.startswith(
+        f"the gate's verdict for candidate fly-default ({ids()['fly-default']}) is FAIL, not PASS: "
+    )
 
 
 def test_an_inconclusive_verdict_is_refused(evidence):
@@ -179,8 +204,7 @@ def test_a_margin_looser_than_max_margin_is_refused_by_default(evidence):
 
 def test_max_margin_needs_a_noninferiority_gate(evidence):
     (reason,) = check(DATA / "fly-w2.yaml", evidence["mcnemar"]).reasons
-    assert reason.startswith("--max-margin 0.02 needs a non-inferiority gate; the report's "
-                             "policy is 'mcnemar'")
+    assert reason.startswith("--max-margin 0.02 needs a non-inferiority gate; the report's policy is 'mcnemar'")
 
 
 @pytest.mark.slow
@@ -188,8 +212,7 @@ def test_evidence_older_than_max_age_is_refused(evidence):
     created = json.loads(evidence["report"].read_text())["created_at"]
     later = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) + dt.timedelta(days=31)
     (reason,) = check(DATA / "fly-w2.yaml", evidence["report"], now=later).reasons  # default 30d
-    assert reason == (f"the report was created {created} (31.0 days ago), older than --max-age "
-                      "30.0 days")
+    assert reason == (f"the report was created {created} (31.0 days ago), older than --max-age 30.0 days")
     assert check(DATA / "fly-w2.yaml", evidence["report"], max_age="32d", now=later).allowed
 
 
@@ -235,8 +258,7 @@ def test_a_key_outside_the_id_is_refused_unless_allowed(evidence):
     (reason,) = check(DATA / "fly-draft-tp.yaml", evidence["report"]).reasons
     assert "['draft_tensor_parallel_size']" in reason
     assert "--allow-key draft_tensor_parallel_size" in reason
-    res = check(DATA / "fly-draft-tp.yaml", evidence["report"],
-                allow_keys=("draft_tensor_parallel_size",))
+    res = check(DATA / "fly-draft-tp.yaml", evidence["report"], allow_keys=("draft_tensor_parallel_size",))
     # without the allowed key, the config is fly-w2.yaml, which the report passed
     assert res.allowed and res.config_id == ids()["fly-w2"]
     assert res.notes == ("left out of the config id by --allow-key: draft_tensor_parallel_size",)
@@ -295,8 +317,17 @@ def test_an_unknown_verifier_is_not_taken_for_lossless():
     assert r.exit_code == 3 and "'lossless'" in r.stderr
 
 
-@pytest.mark.parametrize("args", [["--max-age", "soon"], ["--max-margin", 1.5], ["--max-margin", "nan"],
-                                  ["--max-margin", -1], ["--max-alpha", 0.7], ["--format", "yaml"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--max-age", "soon"],
+        ["--max-margin", 1.5],
+        ["--max-margin", "nan"],
+        ["--max-margin", -1],
+        ["--max-alpha", 0.7],
+        ["--format", "yaml"],
+    ],
+)
 def test_bad_options_exit_2(args):
     assert run(DATA / "fly-w2.yaml", *args).exit_code == 2
 
@@ -305,8 +336,7 @@ def test_bad_options_exit_2(args):
 def test_json_output_has_the_decision_and_the_candidate(evidence):
     r = run(DATA / "fly-w2.yaml", "--evidence", evidence["report"], "--format", "json")
     out = json.loads(r.stdout)
-    assert (out["kind"], out["decision"], out["lossy"]) == ("qualgate.check_result", "allowed",
-                                                            True)
+    assert (out["kind"], out["decision"], out["lossy"]) == ("qualgate.check_result", "allowed", True)
     assert out["evidence"]["candidate"]["verdict"] == "PASS"
     assert out["evidence"]["candidate"]["config_id"] == out["config_id"] == ids()["fly-w2"]
 
@@ -315,15 +345,18 @@ def test_json_output_has_the_decision_and_the_candidate(evidence):
 def test_the_github_step_summary_is_appended(evidence, tmp_path):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    r = run(DATA / "fly-default-window.yaml", "--evidence", evidence["report"],
-            env={"GITHUB_STEP_SUMMARY": str(summary)})
+    r = run(
+        DATA / "fly-default-window.yaml", "--evidence", evidence["report"], env={"GITHUB_STEP_SUMMARY": str(summary)}
+    )
     assert r.exit_code == 1
     text = summary.read_text()
     assert text.startswith("earlier step\n### qualgate check: refused\n")
     assert "is FAIL, not PASS" in text and f"`{ids()['fly-default']}`" in text
 
 
-@pytest.mark.parametrize("text, seconds", [("30d", 30 * 86400), ("12h", 43200), ("90m", 5400),
-                                           ("3600s", 3600), ("2w", 1209600), ("1.5", 129600)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("30d", 30 * 86400), ("12h", 43200), ("90m", 5400), ("3600s", 3600), ("2w", 1209600), ("1.5", 129600)],
+)
 def test_parse_age_units(text, seconds):
     assert parse_age(text).total_seconds() == seconds

@@ -21,8 +21,9 @@ def _write(path, config_id, mode, lose):
             ok = i % 10 != 0
             if ok and lose and lost < n_lost:
                 ok, lost = False, lost + 1
-            records.append(Record(1, "ci", config_id, suite, "1", f"q{i}", 0, 0, "correct" if ok else "incorrect",
-                                  "h", mode=mode))  # fmt: skip
+            records.append(
+                Record(1, "ci", config_id, suite, "1", f"q{i}", 0, 0, "correct" if ok else "incorrect", "h", mode=mode)
+            )
     with RecordWriter(path) as w:
         w.write_batch(records)
     return path
@@ -36,19 +37,53 @@ def setup(tmp_path_factory):
     (d / "strict.yaml").write_text("suites:\n  gsm8k: {margin: 0.05}\n  math500: {margin: 0.05}\n")
     (d / "lenient.yaml").write_text("suites:\n  gsm8k: {margin: 0.05}\n  math500: {margin: 0.05, tier: advisory}\n")
     for name, code in (("strict", 1), ("lenient", 0)):
-        r = CliRunner().invoke(cli, ["gate", str(base), str(cand), "--policy-file", str(d / f"{name}.yaml"),
-                                     "--baseline-config", str(DATA / "target.decoding.yaml"),
-                                     "--output", str(d / f"{name}.json")])  # fmt: skip
+        r = CliRunner().invoke(
+            cli,
+            [
+                "gate",
+                str(base),
+                str(cand),
+                "--policy-file",
+                str(d / f"{name}.yaml"),
+                "--baseline-config",
+                str(DATA / "target.decoding.yaml"),
+                "--output",
+                str(d / f"{name}.json"),
+            ],
+        )
         assert r.exit_code == code, r.output
-    r = CliRunner().invoke(cli, ["gate", str(base), str(cand), "--margin", "0.05", "--output", str(d / "plain.json"),
-                                 "--baseline-config", str(DATA / "target.decoding.yaml")])  # fmt: skip
+    r = CliRunner().invoke(
+        cli,
+        [
+            "gate",
+            str(base),
+            str(cand),
+            "--margin",
+            "0.05",
+            "--output",
+            str(d / "plain.json"),
+            "--baseline-config",
+            str(DATA / "target.decoding.yaml"),
+        ],
+    )
     return d
 
 
 def _check(d, evidence, policy):
     # the policy's margins are 5 points: --max-margin (default 2 points) is raised to match
-    return CliRunner().invoke(cli, ["check", str(DATA / "fly-w2.yaml"), "--evidence", str(d / evidence),
-                                    "--policy-file", str(d / policy), "--max-margin", "0.05"])  # fmt: skip
+    return CliRunner().invoke(
+        cli,
+        [
+            "check",
+            str(DATA / "fly-w2.yaml"),
+            "--evidence",
+            str(d / evidence),
+            "--policy-file",
+            str(d / policy),
+            "--max-margin",
+            "0.05",
+        ],
+    )
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from qualgate.cli import cli
+
 from support import REPO
 
 DOC = REPO / "docs" / "ci.md"
@@ -24,8 +25,7 @@ def workflow():
 
 def qualgate_commands():
     """Every ``qualgate ...`` invocation in the workflow's run steps and the bash blocks."""
-    scripts = [step["run"] for job in workflow()["jobs"].values() for step in job["steps"]
-               if "run" in step]
+    scripts = [step["run"] for job in workflow()["jobs"].values() for step in job["steps"] if "run" in step]
     scripts += blocks("bash")
     out = []
     for script in scripts:
@@ -57,8 +57,7 @@ def test_every_command_exists_with_the_options_used(words):
     ctx = click.Context(cli)
     command = cli.get_command(ctx, words[0])
     assert command is not None, f"no command qualgate {words[0]}"
-    params = {opt: p for p in command.params if isinstance(p, click.Option)
-              for opt in p.opts + p.secondary_opts}
+    params = {opt: p for p in command.params if isinstance(p, click.Option) for opt in p.opts + p.secondary_opts}
     args = iter(words[1:])
     for word in args:
         if not word.startswith("-"):
@@ -83,6 +82,5 @@ def test_the_exit_code_table_lists_every_code():
 def test_every_lint_rule_is_documented():
     from qualgate.ci import RULES
 
-    documented = set(re.findall(r"^\| `([a-z-]+)` \|", DOC.read_text().split("## Lint rules")[1],
-                                flags=re.M))
+    documented = set(re.findall(r"^\| `([a-z-]+)` \|", DOC.read_text().split("## Lint rules")[1], flags=re.M))
     assert documented == set(RULES)

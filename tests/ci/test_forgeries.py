@@ -27,19 +27,36 @@ def test_no_forgery_is_accepted(tmp_path, mode):
 
 def test_the_issues_scenarios_are_all_here():
     names = {s.name for s in SCENARIOS}
-    assert {"verdict-fail-to-pass", "config-id-replaced", "seven-key-json", "re-dated", "margin-edited",
-            "margin-nan", "margin-negative", "lower-case-verdict", "pass-copy-first", "records-rewritten",
-            "relabelled-baseline", "any-age-by-default", "any-margin-by-default", "losses-as-errors",
-            "losses-dropped", "duplicate-verdict-key"} <= names
+    assert {
+        "verdict-fail-to-pass",
+        "config-id-replaced",
+        "seven-key-json",
+        "re-dated",
+        "margin-edited",
+        "margin-nan",
+        "margin-negative",
+        "lower-case-verdict",
+        "pass-copy-first",
+        "records-rewritten",
+        "relabelled-baseline",
+        "any-age-by-default",
+        "any-margin-by-default",
+        "losses-as-errors",
+        "losses-dropped",
+        "duplicate-verdict-key",
+    } <= names
     assert len(SCENARIOS) >= 27
 
 
-@pytest.mark.parametrize("mode, args, allowed, how", [
-    ("records", [], True, "verified by: records"),
-    ("signed", [], True, "verified by: signature"),
-    ("unsigned", [], False, "cannot be verified"),
-    ("unsigned", ["--trust-unsigned"], True, "verified by: trusted-unsigned"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "mode, args, allowed, how",
+    [
+        ("records", [], True, "verified by: records"),
+        ("signed", [], True, "verified by: signature"),
+        ("unsigned", [], False, "cannot be verified"),
+        ("unsigned", ["--trust-unsigned"], True, "verified by: trusted-unsigned"),
+    ],
+)
 def test_honest_evidence_is_accepted_where_it_can_be_verified(tmp_path, mode, args, allowed, how):
     ctx = Ctx(tmp_path, invoke, True, KEY if mode == "signed" else None)
     honest(ctx)
@@ -55,9 +72,17 @@ def test_with_trust_unsigned_only_edits_that_keep_the_report_consistent_pass(tmp
     # wins, by design; every rule of the reader and of check still holds
     results = {s.name: code for s, code, _ in run_mode(tmp_path, invoke, "trust-unsigned")}
     accepted = sorted(n for n, code in results.items() if code == 0)
-    assert accepted == ["baseline-id-and-config-edited", "config-id-replaced", "config-ids-swapped",
-                        "full-shape-by-hand", "margin-edited", "missingness-relabelled", "re-dated",
-                        "sequential-verdict", "verdict-and-statistics"]
+    assert accepted == [
+        "baseline-id-and-config-edited",
+        "config-id-replaced",
+        "config-ids-swapped",
+        "full-shape-by-hand",
+        "margin-edited",
+        "missingness-relabelled",
+        "re-dated",
+        "sequential-verdict",
+        "verdict-and-statistics",
+    ]
 
 
 def test_a_signed_report_is_refused_without_its_signature(tmp_path):

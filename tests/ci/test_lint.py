@@ -73,8 +73,7 @@ def test_an_unreachable_entropy_threshold_means_fly_never_defers():
     assert "1.0986" in f.message and f.line == 8
 
 
-@pytest.mark.parametrize("k, expected", [(1, 0.36787944), (2, 0.73575888), (3, 1.09861229),
-                                         (10, 2.30258509)])
+@pytest.mark.parametrize("k, expected", [(1, 0.36787944), (2, 0.73575888), (3, 1.09861229), (10, 2.30258509)])
 def test_max_topk_entropy_is_attained_by_equal_probabilities(k, expected):
     # brute force over equal probabilities p = s / k, s in (0, 1]: k * (-p ln p)
     import numpy as np
@@ -93,14 +92,17 @@ def test_k_below_2_for_fly_is_rejected_as_vllm_says():
 
 def test_a_window_not_smaller_than_k_is_rejected():
     f = finding("fly-window-too-big.args", "vllm-rejects")
-    assert f.message.startswith("FLy requires fly_window_size to be smaller than "
-                                "num_speculative_tokens. (fly_window_size = 4,")
+    assert f.message.startswith(
+        "FLy requires fly_window_size to be smaller than num_speculative_tokens. (fly_window_size = 4,"
+    )
 
 
 def test_synthetic_without_rates_is_rejected_with_vllms_message():
     f = finding("synthetic-missing-rates.yaml", "vllm-rejects")
-    assert f.message == ("rejection_sample_method='synthetic' requires exactly one of "
-                         "synthetic_acceptance_rates or synthetic_acceptance_length.")
+    assert f.message == (
+        "rejection_sample_method='synthetic' requires exactly one of "
+        "synthetic_acceptance_rates or synthetic_acceptance_length."
+    )
 
 
 def test_tensor_parallel_size_inside_speculative_config_is_rejected_with_vllms_message():
@@ -143,9 +145,13 @@ def test_medusa_is_refused_as_vllm_0_33_refuses_it():
 
 
 def test_every_rule_is_exercised_by_a_data_file():
-    seen = {f.rule for p in DATA.iterdir() if p.suffix in (".yaml", ".json", ".sh", ".args")
-            and p.name not in ("broken.yaml", "bad-json.serve.sh", "plan.yaml")
-            for f in lint(p).findings}
+    seen = {
+        f.rule
+        for p in DATA.iterdir()
+        if p.suffix in (".yaml", ".json", ".sh", ".args")
+        and p.name not in ("broken.yaml", "bad-json.serve.sh", "plan.yaml")
+        for f in lint(p).findings
+    }
     assert seen == set(RULES)
 
 
@@ -208,12 +214,10 @@ def test_json_output_is_a_list_of_reports():
     assert [rep["kind"] for rep in reports] == ["qualgate.lint_report"] * 2
     assert reports[0]["lossy"] is True and reports[1]["lossy"] is False
     assert reports[0]["resolved_speculative_config"]["fly_window_size"] == 6
-    assert {f["rule"] for f in reports[0]["findings"]} == {"lossy-verification",
-                                                           "fly-implicit-window"}
+    assert {f["rule"] for f in reports[0]["findings"]} == {"lossy-verification", "fly-implicit-window"}
 
 
 def test_github_format_writes_workflow_annotations():
     r = run("--format", "github", DATA / "fly-k1.serve.sh")
     first = r.stdout.splitlines()[0]
-    assert first.startswith(f"::error file={DATA / 'fly-k1.serve.sh'},line=5,"
-                            "title=qualgate vllm-rejects::FLy requires")
+    assert first.startswith(f"::error file={DATA / 'fly-k1.serve.sh'},line=5,title=qualgate vllm-rejects::FLy requires")

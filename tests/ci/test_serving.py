@@ -10,16 +10,24 @@ from qualgate.errors import DataError
 
 DATA = Path(__file__).parent / "data"
 
-FLY_W2 = {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8,
-          "rejection_sample_method": "fly", "fly_window_size": 2}
+FLY_W2 = {
+    "method": "draft_model",
+    "model": "Qwen/Qwen3-0.6B",
+    "num_speculative_tokens": 8,
+    "rejection_sample_method": "fly",
+    "fly_window_size": 2,
+}
 
 
-@pytest.mark.parametrize("name, fmt", [
-    ("fly-w2.yaml", "serving-config"),
-    ("fly-w2.docker.sh", "command-line"),
-    ("fly-w2.api_server.sh", "command-line"),
-    ("with-config-file.serve.sh", "command-line"),
-])
+@pytest.mark.parametrize(
+    "name, fmt",
+    [
+        ("fly-w2.yaml", "serving-config"),
+        ("fly-w2.docker.sh", "command-line"),
+        ("fly-w2.api_server.sh", "command-line"),
+        ("with-config-file.serve.sh", "command-line"),
+    ],
+)
 def test_every_format_of_the_same_deployment_has_the_harness_id(name, fmt):
     cfg = read_serving_config(DATA / name)
     assert cfg.format == fmt
@@ -36,8 +44,11 @@ def test_a_decoding_config_has_the_id_the_harness_stores():
 
 def test_dotted_speculative_options_build_the_config():
     cfg = read_serving_config(DATA / "eagle3-standard.serve.sh")
-    assert cfg.speculative == {"method": "eagle3", "model": "RedHatAI/Qwen3-8B-speculator.eagle3",
-                               "num_speculative_tokens": 3}
+    assert cfg.speculative == {
+        "method": "eagle3",
+        "model": "RedHatAI/Qwen3-8B-speculator.eagle3",
+        "num_speculative_tokens": 3,
+    }
     assert cfg.options == {"dtype": "bfloat16"}
 
 
@@ -49,8 +60,7 @@ def test_an_args_file_is_read_as_serve_arguments():
 
 def test_keys_of_a_multiline_json_value_get_their_own_lines(tmp_path):
     p = tmp_path / "serve.sh"
-    p.write_text("vllm serve m \\\n  --speculative-config '{\"model\": \"d\",\n"
-                 "    \"num_speculative_tokens\": 4}'\n")
+    p.write_text('vllm serve m \\\n  --speculative-config \'{"model": "d",\n    "num_speculative_tokens": 4}\'\n')
     cfg = read_serving_config(p)
     assert cfg.line_of("speculative_config.model") == 2
     assert cfg.line_of("speculative_config.num_speculative_tokens") == 3
@@ -83,7 +93,7 @@ def test_two_serve_commands_in_one_file_are_refused(tmp_path):
 
 def test_an_unterminated_quote_is_a_data_error(tmp_path):
     p = tmp_path / "q.sh"
-    p.write_text("vllm serve m --speculative-config '{\"model\": \"d\"}\n")
+    p.write_text('vllm serve m --speculative-config \'{"model": "d"}\n')
     with pytest.raises(DataError, match="unterminated single quote"):
         read_serving_config(p)
 

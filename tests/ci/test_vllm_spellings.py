@@ -11,21 +11,22 @@ from click.testing import CliRunner
 from qualgate.ci import read_serving_config
 from qualgate.cli import cli
 from qualgate.errors import DataError
-from qualgate.vllm033.speculative import LOSSY_METHODS, SPECULATIVE_METHODS, normalise_speculative, resolve_speculative
 from qualgate.vllm033.rules import TABLE, cite, rule
+from qualgate.vllm033.speculative import LOSSY_METHODS, SPECULATIVE_METHODS, normalise_speculative, resolve_speculative
 
 D = '"method": "draft_model", "model": "Qwen/Qwen3-0.6B"'
-FLY = '{' + D + ', "num_speculative_tokens": 8, "rejection_sample_method": "fly", "fly_window_size": 2}'
-STD = '{' + D + ', "num_speculative_tokens": 8}'
+FLY = "{" + D + ', "num_speculative_tokens": 8, "rejection_sample_method": "fly", "fly_window_size": 2}'
+STD = "{" + D + ', "num_speculative_tokens": 8}'
 S = "vllm serve Qwen/Qwen3-8B "
-FLY_W2 = {"method": "draft_model", "rejection_sample_method": "fly", "fly_window_size": 2,
-          "num_speculative_tokens": 8}
+FLY_W2 = {"method": "draft_model", "rejection_sample_method": "fly", "fly_window_size": 2, "num_speculative_tokens": 8}
 LOSSLESS = {"rejection_sample_method": "standard"}
 TARGET = {"speculative": None}
 
-FLY_CFG = ("model: Qwen/Qwen3-8B\nspeculative-config:\n  method: draft_model\n"
-           "  model: Qwen/Qwen3-0.6B\n  num_speculative_tokens: 8\n"
-           "  rejection_sample_method: fly\n  fly_window_size: 2\n")
+FLY_CFG = (
+    "model: Qwen/Qwen3-8B\nspeculative-config:\n  method: draft_model\n"
+    "  model: Qwen/Qwen3-0.6B\n  num_speculative_tokens: 8\n"
+    "  rejection_sample_method: fly\n  fly_window_size: 2\n"
+)
 
 # (id, deciding rule, file name, text, expected resolution, {other files})
 CASES = [
@@ -34,141 +35,382 @@ CASES = [
     ("sc-equals", "cli-sc-alias", "s.sh", S + f"-sc='{FLY}'", FLY_W2),
     ("long-equals", "cli-sc-alias", "s.sh", S + f"--speculative-config='{FLY}'", FLY_W2),
     ("underscore-option", "cli-underscores", "s.sh", S + f"--speculative_config '{FLY}'", FLY_W2),
-    ("hyphen-keys", "spec-key-hyphens", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"num-speculative-tokens\": 8, \"rejection-sample-method\": \"fly\", \"fly-window-size\": 2}'",
-     FLY_W2),
-    ("hyphen-key-wins-later", "spec-key-hyphens", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"num_speculative_tokens\": 8, \"rejection_sample_method\": \"standard\", "
-     "\"rejection-sample-method\": \"fly\"}'", {"rejection_sample_method": "fly", "fly_window_size": 6}),
-    ("dotted", "cli-dotted", "s.sh", S + "--speculative-config.model Qwen/Qwen3-0.6B "
-     "--speculative-config.num_speculative_tokens 8 --speculative-config.rejection_sample_method "
-     "fly --speculative-config.fly_window_size 2", FLY_W2),
-    ("dotted-equals", "cli-dotted", "s.sh", S + "--speculative-config.model=Qwen/Qwen3-0.6B "
-     "--speculative-config.num_speculative_tokens=8 --speculative-config.rejection_sample_method=fly "
-     "--speculative-config.fly_window_size=2", FLY_W2),
-    ("dotted-sc", "cli-dotted", "s.sh", S + "-sc.model Qwen/Qwen3-0.6B -sc.num_speculative_tokens 8 "
-     "-sc.rejection_sample_method fly -sc.fly_window_size 2", FLY_W2),
-    ("dotted-underscored-option", "cli-dotted", "s.sh", S + "--speculative_config.model Qwen/Qwen3-0.6B "
-     "--speculative_config.num_speculative_tokens 8 --speculative_config.rejection_sample_method fly",
-     {"rejection_sample_method": "fly", "fly_window_size": 6}),
-    ("dotted-replaces-json", "cli-dotted", "s.sh", S + f"-sc '{STD}' --speculative-config.rejection_sample_method fly",
-     {"error": "without speculative model"}),
-    ("dotted-replaces-json-2", "cli-dotted", "s.sh", S + f"-sc '{FLY}' -sc.num_speculative_tokens 4",
-     {"error": "without speculative model"}),
-    ("spec-flags", "cli-spec-flags", "s.sh", S + "--spec-method draft_model --spec-model Qwen/Qwen3-0.6B "
-     "--spec-tokens 8", {**LOSSLESS, "num_speculative_tokens": 8, "method": "draft_model"}),
-    ("spec-flags-underscored", "cli-underscores", "s.sh", S + "--spec_model Qwen/Qwen3-0.6B --spec_tokens 8",
-     {**LOSSLESS, "num_speculative_tokens": 8}),
-    ("spec-flag-with-json", "cli-spec-flags", "s.sh", S + "--spec-model Qwen/Qwen3-0.6B -sc "
-     "'{\"num_speculative_tokens\": 8, \"rejection_sample_method\": \"fly\", \"fly_window_size\": 2}'",
-     FLY_W2),
-    ("spec-flag-conflict", "cli-spec-flags-merge", "s.sh", S + f"--spec-tokens 4 -sc '{FLY}'",
-     {"error": "mutually exclusive"}),
-    ("spec-flag-vs-hyphen-key", "cli-spec-flags-merge", "s.sh", S + "--spec-tokens 4 -sc "
-     "'{\"model\": \"Qwen/Qwen3-0.6B\", \"num-speculative-tokens\": 8}'", {"num_speculative_tokens": 4}),
+    (
+        "hyphen-keys",
+        "spec-key-hyphens",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", '
+        '"num-speculative-tokens": 8, "rejection-sample-method": "fly", "fly-window-size": 2}\'',
+        FLY_W2,
+    ),
+    (
+        "hyphen-key-wins-later",
+        "spec-key-hyphens",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", '
+        '"num_speculative_tokens": 8, "rejection_sample_method": "standard", '
+        '"rejection-sample-method": "fly"}\'',
+        {"rejection_sample_method": "fly", "fly_window_size": 6},
+    ),
+    (
+        "dotted",
+        "cli-dotted",
+        "s.sh",
+        S + "--speculative-config.model Qwen/Qwen3-0.6B "
+        "--speculative-config.num_speculative_tokens 8 --speculative-config.rejection_sample_method "
+        "fly --speculative-config.fly_window_size 2",
+        FLY_W2,
+    ),
+    (
+        "dotted-equals",
+        "cli-dotted",
+        "s.sh",
+        S + "--speculative-config.model=Qwen/Qwen3-0.6B "
+        "--speculative-config.num_speculative_tokens=8 --speculative-config.rejection_sample_method=fly "
+        "--speculative-config.fly_window_size=2",
+        FLY_W2,
+    ),
+    (
+        "dotted-sc",
+        "cli-dotted",
+        "s.sh",
+        S + "-sc.model Qwen/Qwen3-0.6B -sc.num_speculative_tokens 8 "
+        "-sc.rejection_sample_method fly -sc.fly_window_size 2",
+        FLY_W2,
+    ),
+    (
+        "dotted-underscored-option",
+        "cli-dotted",
+        "s.sh",
+        S + "--speculative_config.model Qwen/Qwen3-0.6B "
+        "--speculative_config.num_speculative_tokens 8 --speculative_config.rejection_sample_method fly",
+        {"rejection_sample_method": "fly", "fly_window_size": 6},
+    ),
+    (
+        "dotted-replaces-json",
+        "cli-dotted",
+        "s.sh",
+        S + f"-sc '{STD}' --speculative-config.rejection_sample_method fly",
+        {"error": "without speculative model"},
+    ),
+    (
+        "dotted-replaces-json-2",
+        "cli-dotted",
+        "s.sh",
+        S + f"-sc '{FLY}' -sc.num_speculative_tokens 4",
+        {"error": "without speculative model"},
+    ),
+    (
+        "spec-flags",
+        "cli-spec-flags",
+        "s.sh",
+        S + "--spec-method draft_model --spec-model Qwen/Qwen3-0.6B --spec-tokens 8",
+        {**LOSSLESS, "num_speculative_tokens": 8, "method": "draft_model"},
+    ),
+    (
+        "spec-flags-underscored",
+        "cli-underscores",
+        "s.sh",
+        S + "--spec_model Qwen/Qwen3-0.6B --spec_tokens 8",
+        {**LOSSLESS, "num_speculative_tokens": 8},
+    ),
+    (
+        "spec-flag-with-json",
+        "cli-spec-flags",
+        "s.sh",
+        S + "--spec-model Qwen/Qwen3-0.6B -sc "
+        '\'{"num_speculative_tokens": 8, "rejection_sample_method": "fly", "fly_window_size": 2}\'',
+        FLY_W2,
+    ),
+    (
+        "spec-flag-conflict",
+        "cli-spec-flags-merge",
+        "s.sh",
+        S + f"--spec-tokens 4 -sc '{FLY}'",
+        {"error": "mutually exclusive"},
+    ),
+    (
+        "spec-flag-vs-hyphen-key",
+        "cli-spec-flags-merge",
+        "s.sh",
+        S + '--spec-tokens 4 -sc \'{"model": "Qwen/Qwen3-0.6B", "num-speculative-tokens": 8}\'',
+        {"num_speculative_tokens": 4},
+    ),
     ("abbreviated-option", "cli-abbrev", "s.sh", S + f"--speculative '{FLY}'", {"error": "prefix"}),
-    ("abbreviated-flag", "cli-abbrev", "s.sh", S + "--spec-mod Qwen/Qwen3-0.6B --spec-tokens 4",
-     {"error": "prefix"}),
-    ("typo-option", "cli-spec-flags", "s.sh", S + f"--speculative-confg '{FLY}'",
-     {"error": "--speculative-confg"}),
-    ("removed-option", "cli-spec-flags", "s.sh", S + "--speculative-model Qwen/Qwen3-0.6B "
-     "--num-speculative-tokens 8", {"error": "--speculative-model"}),
-    ("last-wins-lossless", "cli-last-wins", "s.sh", S + f"-sc '{FLY}' --speculative-config '{STD}'",
-     {**LOSSLESS, "num_speculative_tokens": 8}),
+    ("abbreviated-flag", "cli-abbrev", "s.sh", S + "--spec-mod Qwen/Qwen3-0.6B --spec-tokens 4", {"error": "prefix"}),
+    ("typo-option", "cli-spec-flags", "s.sh", S + f"--speculative-confg '{FLY}'", {"error": "--speculative-confg"}),
+    (
+        "removed-option",
+        "cli-spec-flags",
+        "s.sh",
+        S + "--speculative-model Qwen/Qwen3-0.6B --num-speculative-tokens 8",
+        {"error": "--speculative-model"},
+    ),
+    (
+        "last-wins-lossless",
+        "cli-last-wins",
+        "s.sh",
+        S + f"-sc '{FLY}' --speculative-config '{STD}'",
+        {**LOSSLESS, "num_speculative_tokens": 8},
+    ),
     ("last-wins-lossy", "cli-last-wins", "s.sh", S + f"--speculative-config '{STD}' -sc '{FLY}'", FLY_W2),
     ("json-none", "cli-json-none", "s.sh", S + "--speculative-config None", TARGET),
     ("json-empty", "cli-json-none", "s.sh", S + "--speculative-config ''", TARGET),
-    ("model-option-moved", "serve-model", "s.sh", f"vllm serve --model Qwen/Qwen3-8B -sc '{FLY}'",
-     {**FLY_W2, "model": "Qwen/Qwen3-8B"}),
-    ("api-server", "api-server-model", "s.sh", "python -m vllm.entrypoints.openai.api_server "
-     f"--model Qwen/Qwen3-8B -sc '{FLY}'", {**FLY_W2, "model": "Qwen/Qwen3-8B"}),
-    ("api-server-positional", "api-server-model", "s.sh", "python -m vllm.entrypoints.openai.api_server "
-     f"Qwen/Qwen3-8B -sc '{FLY}'", {**FLY_W2, "model": None, "check": 3}),
-    ("cli-main", "serve-model", "s.sh", f"python -m vllm.entrypoints.cli.main serve Qwen/Qwen3-8B -sc '{FLY}'",
-     FLY_W2),
-    ("docker-ambiguous-model", "api-server-model", "s.sh", "docker run vllm/vllm-openai:v0.33.0 "
-     f"Qwen/Qwen3-8B --model Qwen/Qwen3-32B -sc '{FLY}'", {"error": "positional"}),
-    ("docker", "api-server-model", "s.sh", "docker run --gpus all vllm/vllm-openai:v0.33.0 "
-     f"--model Qwen/Qwen3-8B -sc '{FLY}'", FLY_W2),
-    ("shell-continuations", "cli-sc-alias", "s.sh", "#!/bin/sh\n# FLy, W = 2\nVLLM_LOGGING_LEVEL=INFO "
-     "vllm serve Qwen/Qwen3-8B \\\n  --max-num-seqs 64 \\\n  -sc '{\"model\": \"Qwen/Qwen3-0.6B\",\n"
-     "    \"num_speculative_tokens\": 8, \"rejection_sample_method\": \"fly\",\n"
-     "    \"fly_window_size\": 2}'\n", FLY_W2),
-    ("variable-indirection", "cli-spec-flags", "s.sh", f"ARGS='-sc {FLY}'\nvllm serve Qwen/Qwen3-8B $ARGS\n",
-     {"error": "outside the vllm command"}),
-    ("unexpanded-variable", "cli-sc-alias", "s.sh", 'vllm serve Qwen/Qwen3-8B "$SPEC_ARGS"\n',
-     {"error": "expanded by the shell"}),
-    ("unbalanced-quote", "cli-sc-alias", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"rejection_sample_method\": \"fly\"}\n", {"error": "unterminated"}),
+    (
+        "model-option-moved",
+        "serve-model",
+        "s.sh",
+        f"vllm serve --model Qwen/Qwen3-8B -sc '{FLY}'",
+        {**FLY_W2, "model": "Qwen/Qwen3-8B"},
+    ),
+    (
+        "api-server",
+        "api-server-model",
+        "s.sh",
+        f"python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B -sc '{FLY}'",
+        {**FLY_W2, "model": "Qwen/Qwen3-8B"},
+    ),
+    (
+        "api-server-positional",
+        "api-server-model",
+        "s.sh",
+        f"python -m vllm.entrypoints.openai.api_server Qwen/Qwen3-8B -sc '{FLY}'",
+        {**FLY_W2, "model": None, "check": 3},
+    ),
+    ("cli-main", "serve-model", "s.sh", f"python -m vllm.entrypoints.cli.main serve Qwen/Qwen3-8B -sc '{FLY}'", FLY_W2),
+    (
+        "docker-ambiguous-model",
+        "api-server-model",
+        "s.sh",
+        f"docker run vllm/vllm-openai:v0.33.0 Qwen/Qwen3-8B --model Qwen/Qwen3-32B -sc '{FLY}'",
+        {"error": "positional"},
+    ),
+    (
+        "docker",
+        "api-server-model",
+        "s.sh",
+        f"docker run --gpus all vllm/vllm-openai:v0.33.0 --model Qwen/Qwen3-8B -sc '{FLY}'",
+        FLY_W2,
+    ),
+    (
+        "shell-continuations",
+        "cli-sc-alias",
+        "s.sh",
+        "#!/bin/sh\n# FLy, W = 2\nVLLM_LOGGING_LEVEL=INFO "
+        'vllm serve Qwen/Qwen3-8B \\\n  --max-num-seqs 64 \\\n  -sc \'{"model": "Qwen/Qwen3-0.6B",\n'
+        '    "num_speculative_tokens": 8, "rejection_sample_method": "fly",\n'
+        '    "fly_window_size": 2}\'\n',
+        FLY_W2,
+    ),
+    (
+        "variable-indirection",
+        "cli-spec-flags",
+        "s.sh",
+        f"ARGS='-sc {FLY}'\nvllm serve Qwen/Qwen3-8B $ARGS\n",
+        {"error": "outside the vllm command"},
+    ),
+    (
+        "unexpanded-variable",
+        "cli-sc-alias",
+        "s.sh",
+        'vllm serve Qwen/Qwen3-8B "$SPEC_ARGS"\n',
+        {"error": "expanded by the shell"},
+    ),
+    (
+        "unbalanced-quote",
+        "cli-sc-alias",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", "rejection_sample_method": "fly"}\n',
+        {"error": "unterminated"},
+    ),
     ("args-file", "cli-sc-alias", "a.args", f"--model Qwen/Qwen3-8B\n-sc '{FLY}'\n", FLY_W2),
     ("yaml-mapping", "cli-config-file", "c.yaml", FLY_CFG, FLY_W2),
-    ("yaml-json-string", "cli-config-file", "c.yaml", f"model: Qwen/Qwen3-8B\nspeculative_config: '{FLY}'\n",
-     FLY_W2),
-    ("yaml-dotted-keys", "cli-dotted", "c.yaml", "model: Qwen/Qwen3-8B\nspeculative-config.model: "
-     "Qwen/Qwen3-0.6B\nspeculative-config.num_speculative_tokens: 8\n"
-     "speculative-config.rejection_sample_method: fly\n", {"rejection_sample_method": "fly"}),
-    ("yaml-abbreviated-key", "cli-abbrev", "c.yaml", "model: Qwen/Qwen3-8B\nspeculative:\n"
-     "  model: Qwen/Qwen3-0.6B\n  num_speculative_tokens: 8\n  rejection_sample_method: fly\n",
-     {"error": "prefix"}),
-    ("yaml-typo-key", "cli-spec-flags", "c.yaml", "model: Qwen/Qwen3-8B\nspeculative_confg:\n"
-     "  model: Qwen/Qwen3-0.6B\n  num_speculative_tokens: 8\n  rejection_sample_method: fly\n",
-     {"error": "speculative-confg"}),
-    ("yaml-nested-under-serve", "cli-config-file", "c.yaml", "serve:\n  " + FLY_CFG.replace("\n", "\n  "),
-     {"error": "not understood"}),
-    ("kubernetes-container", "cli-config-file", "c.yaml", "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n"
-     "  - name: vllm\n    image: vllm/vllm-openai:v0.33.0\n    args: [--model, Qwen/Qwen3-8B, -sc, "
-     f"'{FLY}']\n", {"error": "mentions"}),
+    ("yaml-json-string", "cli-config-file", "c.yaml", f"model: Qwen/Qwen3-8B\nspeculative_config: '{FLY}'\n", FLY_W2),
+    (
+        "yaml-dotted-keys",
+        "cli-dotted",
+        "c.yaml",
+        "model: Qwen/Qwen3-8B\nspeculative-config.model: "
+        "Qwen/Qwen3-0.6B\nspeculative-config.num_speculative_tokens: 8\n"
+        "speculative-config.rejection_sample_method: fly\n",
+        {"rejection_sample_method": "fly"},
+    ),
+    (
+        "yaml-abbreviated-key",
+        "cli-abbrev",
+        "c.yaml",
+        "model: Qwen/Qwen3-8B\nspeculative:\n"
+        "  model: Qwen/Qwen3-0.6B\n  num_speculative_tokens: 8\n  rejection_sample_method: fly\n",
+        {"error": "prefix"},
+    ),
+    (
+        "yaml-typo-key",
+        "cli-spec-flags",
+        "c.yaml",
+        "model: Qwen/Qwen3-8B\nspeculative_confg:\n"
+        "  model: Qwen/Qwen3-0.6B\n  num_speculative_tokens: 8\n  rejection_sample_method: fly\n",
+        {"error": "speculative-confg"},
+    ),
+    (
+        "yaml-nested-under-serve",
+        "cli-config-file",
+        "c.yaml",
+        "serve:\n  " + FLY_CFG.replace("\n", "\n  "),
+        {"error": "not understood"},
+    ),
+    (
+        "kubernetes-container",
+        "cli-config-file",
+        "c.yaml",
+        "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n"
+        "  - name: vllm\n    image: vllm/vllm-openai:v0.33.0\n    args: [--model, Qwen/Qwen3-8B, -sc, "
+        f"'{FLY}']\n",
+        {"error": "mentions"},
+    ),
     ("config-file", "cli-config-file", "s.sh", S + "--config fly.yaml", FLY_W2, {"fly.yaml": FLY_CFG}),
-    ("config-file-overridden", "cli-config-file", "s.sh", S + f"--config fly.yaml -sc '{STD}'",
-     {**LOSSLESS, "num_speculative_tokens": 8}, {"fly.yaml": FLY_CFG}),
-    ("config-equals-not-read", "cli-config-equals", "s.sh", S + "--config=fly.yaml", TARGET,
-     {"fly.yaml": FLY_CFG}),
-    ("config-not-yaml", "cli-config-file", "s.sh", S + "--config fly.json", {"error": ".yaml/.yml"},
-     {"fly.json": "{}"}),
-    ("lax-int-strings", "spec-lax-types", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"num_speculative_tokens\": \"8\", \"rejection_sample_method\": \"fly\", \"fly_window_size\": 2.0}'",
-     FLY_W2),
-    ("lax-int-bool", "spec-lax-types", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"num_speculative_tokens\": true, \"rejection_sample_method\": \"fly\"}'",
-     {"error": "FLy requires num_speculative_tokens >= 2"}),
-    ("lax-int-fraction", "spec-lax-types", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"num_speculative_tokens\": 8.5}'", {"error": "num_speculative_tokens"}),
-    ("method-inferred", "spec-method-infer", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"num_speculative_tokens\": 8, \"rejection_sample_method\": \"fly\", \"fly_window_size\": 2}'",
-     FLY_W2),
-    ("ngram-by-model", "spec-method-infer", "s.sh", S + "-sc '{\"model\": \"[ngram]\", "
-     "\"num_speculative_tokens\": 3}'", {"method": "ngram", **LOSSLESS}),
-    ("custom-class", "spec-method-infer", "s.sh", S + "-sc '{\"model\": \"my_pkg.MyProposer\", "
-     "\"num_speculative_tokens\": 3}'", {"method": "custom_class"}),
-    ("eagle3-by-name", "spec-method-by-name", "s.sh", "vllm serve meta-llama/Llama-3.1-8B-Instruct -sc "
-     "'{\"model\": \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", \"num_speculative_tokens\": 3}'",
-     {"method": "eagle3", **LOSSLESS}),
-    ("dflash-by-name", "spec-method-by-name", "s.sh", S + "-sc '{\"method\": \"draft_model\", "
-     "\"model\": \"z-lab/Qwen3-8B-DFlash-b16\", \"num_speculative_tokens\": 8, "
-     "\"rejection_sample_method\": \"fly\", \"fly_window_size\": 2}'",
-     {"method": "dflash", "rejection_sample_method": "fly"}),
-    ("mtp-alias", "spec-mtp-alias", "s.sh", S + "-sc '{\"method\": \"deepseek_mtp\", "
-     "\"num_speculative_tokens\": 1}'", {"method": "mtp"}),
-    ("medusa", "spec-method-literal", "s.sh", S + "-sc '{\"method\": \"medusa\", \"model\": \"m\", "
-     "\"num_speculative_tokens\": 5}'", {"error": "medusa"}),
-    ("upper-case-verifier", "spec-method-literal", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"num_speculative_tokens\": 8, \"rejection_sample_method\": \"FLY\"}'", {"error": "'FLY'"}),
-    ("unknown-key", "spec-extra-forbid", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"num_speculative_tokens\": 8, \"rejection_method\": \"fly\"}'", {"error": "rejection_method"}),
-    ("negative-threshold-standard", "spec-field-bounds", "s.sh", S + "-sc '{\"model\": "
-     "\"Qwen/Qwen3-0.6B\", \"num_speculative_tokens\": 8, \"fly_entropy_threshold\": -0.1}'",
-     {"error": "fly_entropy_threshold must be >= 0"}),
-    ("zero-window-standard", "spec-field-bounds", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"num_speculative_tokens\": 8, \"fly_window_size\": 0}'", {"error": "fly_window_size must be >= 1"}),
-    ("suffix-default-k", "spec-k-default", "s.sh", S + "-sc '{\"method\": \"suffix\"}'",
-     {"method": "suffix", "num_speculative_tokens": 24}),
+    (
+        "config-file-overridden",
+        "cli-config-file",
+        "s.sh",
+        S + f"--config fly.yaml -sc '{STD}'",
+        {**LOSSLESS, "num_speculative_tokens": 8},
+        {"fly.yaml": FLY_CFG},
+    ),
+    ("config-equals-not-read", "cli-config-equals", "s.sh", S + "--config=fly.yaml", TARGET, {"fly.yaml": FLY_CFG}),
+    (
+        "config-not-yaml",
+        "cli-config-file",
+        "s.sh",
+        S + "--config fly.json",
+        {"error": ".yaml/.yml"},
+        {"fly.json": "{}"},
+    ),
+    (
+        "lax-int-strings",
+        "spec-lax-types",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", '
+        '"num_speculative_tokens": "8", "rejection_sample_method": "fly", "fly_window_size": 2.0}\'',
+        FLY_W2,
+    ),
+    (
+        "lax-int-bool",
+        "spec-lax-types",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": true, "rejection_sample_method": "fly"}\'',
+        {"error": "FLy requires num_speculative_tokens >= 2"},
+    ),
+    (
+        "lax-int-fraction",
+        "spec-lax-types",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8.5}\'',
+        {"error": "num_speculative_tokens"},
+    ),
+    (
+        "method-inferred",
+        "spec-method-infer",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", '
+        '"num_speculative_tokens": 8, "rejection_sample_method": "fly", "fly_window_size": 2}\'',
+        FLY_W2,
+    ),
+    (
+        "ngram-by-model",
+        "spec-method-infer",
+        "s.sh",
+        S + '-sc \'{"model": "[ngram]", "num_speculative_tokens": 3}\'',
+        {"method": "ngram", **LOSSLESS},
+    ),
+    (
+        "custom-class",
+        "spec-method-infer",
+        "s.sh",
+        S + '-sc \'{"model": "my_pkg.MyProposer", "num_speculative_tokens": 3}\'',
+        {"method": "custom_class"},
+    ),
+    (
+        "eagle3-by-name",
+        "spec-method-by-name",
+        "s.sh",
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct -sc "
+        '\'{"model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}\'',
+        {"method": "eagle3", **LOSSLESS},
+    ),
+    (
+        "dflash-by-name",
+        "spec-method-by-name",
+        "s.sh",
+        S + '-sc \'{"method": "draft_model", '
+        '"model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 8, '
+        '"rejection_sample_method": "fly", "fly_window_size": 2}\'',
+        {"method": "dflash", "rejection_sample_method": "fly"},
+    ),
+    (
+        "mtp-alias",
+        "spec-mtp-alias",
+        "s.sh",
+        S + '-sc \'{"method": "deepseek_mtp", "num_speculative_tokens": 1}\'',
+        {"method": "mtp"},
+    ),
+    (
+        "medusa",
+        "spec-method-literal",
+        "s.sh",
+        S + '-sc \'{"method": "medusa", "model": "m", "num_speculative_tokens": 5}\'',
+        {"error": "medusa"},
+    ),
+    (
+        "upper-case-verifier",
+        "spec-method-literal",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8, "rejection_sample_method": "FLY"}\'',
+        {"error": "'FLY'"},
+    ),
+    (
+        "unknown-key",
+        "spec-extra-forbid",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8, "rejection_method": "fly"}\'',
+        {"error": "rejection_method"},
+    ),
+    (
+        "negative-threshold-standard",
+        "spec-field-bounds",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8, "fly_entropy_threshold": -0.1}\'',
+        {"error": "fly_entropy_threshold must be >= 0"},
+    ),
+    (
+        "zero-window-standard",
+        "spec-field-bounds",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8, "fly_window_size": 0}\'',
+        {"error": "fly_window_size must be >= 1"},
+    ),
+    (
+        "suffix-default-k",
+        "spec-k-default",
+        "s.sh",
+        S + '-sc \'{"method": "suffix"}\'',
+        {"method": "suffix", "num_speculative_tokens": 24},
+    ),
     ("no-drafter", "spec-model-needed", "s.sh", S + "--spec-tokens 4", {"error": "without speculative model"}),
-    ("fly-default-window", "fly-rules", "s.sh", S + "-sc '{\"model\": \"Qwen/Qwen3-0.6B\", "
-     "\"num_speculative_tokens\": 8, \"rejection_sample_method\": \"fly\"}'",
-     {"rejection_sample_method": "fly", "fly_window_size": 6}),
+    (
+        "fly-default-window",
+        "fly-rules",
+        "s.sh",
+        S + '-sc \'{"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8, "rejection_sample_method": "fly"}\'',
+        {"rejection_sample_method": "fly", "fly_window_size": 6},
+    ),
     ("target-only", "serve-model", "s.sh", S + "--max-num-seqs 128", TARGET),
-    ("parallel", "cli-parallel", "s.sh", S + f"-tp 2 --distributed_executor_backend ray -sc '{FLY}'",
-     {**FLY_W2, "options": {"tensor_parallel_size": 2, "distributed_executor_backend": "ray"}}),
+    (
+        "parallel",
+        "cli-parallel",
+        "s.sh",
+        S + f"-tp 2 --distributed_executor_backend ray -sc '{FLY}'",
+        {**FLY_W2, "options": {"tensor_parallel_size": 2, "distributed_executor_backend": "ray"}},
+    ),
 ]
 
 
@@ -211,8 +453,7 @@ def assert_resolves(path, expect, why):
 
 def test_the_corpus_covers_at_least_40_spellings_and_every_cli_rule():
     assert len(CASES) >= 40
-    assert {c[1] for c in CASES} >= {r.id for r in TABLE if r.id.startswith(("cli-", "serve-",
-                                                                              "api-"))}
+    assert {c[1] for c in CASES} >= {r.id for r in TABLE if r.id.startswith(("cli-", "serve-", "api-"))}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -227,8 +468,9 @@ def test_check_refuses_what_it_cannot_resolve_and_every_lossy_spelling(tmp_path,
     name, rule_id, fname, text, expect, *extra = case
     path = write(tmp_path, fname, text, extra[0] if extra else None)
     r = CliRunner().invoke(cli, ["check", str(path)])
-    want = expect.get("check") or (3 if "error" in expect else 1 if expect.get(
-        "rejection_sample_method") in LOSSY_METHODS else 0)
+    want = expect.get("check") or (
+        3 if "error" in expect else 1 if expect.get("rejection_sample_method") in LOSSY_METHODS else 0
+    )
     assert r.exit_code == want, f"{name} ({cite(rule_id)}): {r.output}"
     if want == 1:
         assert "refused (fly, lossy" in r.output

@@ -118,21 +118,30 @@ def test_plan_baseline_must_be_a_config(tmp_path):
     assert e.value.line == 3
 
 
-@pytest.mark.parametrize("candidates, refused", [
-    ("[fly, fly-coupled]", "fly-coupled"),  # two candidates serving one configuration
-    ("[target-coupled]", "target-coupled"),  # a candidate serving the baseline's
-])
+@pytest.mark.parametrize(
+    "candidates, refused",
+    [
+        ("[fly, fly-coupled]", "fly-coupled"),  # two candidates serving one configuration
+        ("[target-coupled]", "target-coupled"),  # a candidate serving the baseline's
+    ],
+)
 def test_a_plan_gating_two_configs_that_serve_one_configuration_is_refused_at_load(tmp_path, candidates, refused):
     # `coupled` changes how the reference engine draws noise, not what a server runs: the gate
     # report names each candidate by its config id and refuses a repeat, so the plan is refused
     # before anything is decoded rather than after
     target = FLY.split("speculative:")[0] + "sampling:\n  max_tokens: 64\n"
     write(tmp_path, "target.yaml", target.replace("engine: vllm", "engine: reference"))
-    write(tmp_path, "target-coupled.yaml", target.replace("engine: vllm", "engine: reference")
-          + "engine_options: {coupled: true}\n")
+    write(
+        tmp_path,
+        "target-coupled.yaml",
+        target.replace("engine: vllm", "engine: reference") + "engine_options: {coupled: true}\n",
+    )
     write(tmp_path, "fly.yaml", FLY.replace("engine: vllm", "engine: reference"))
-    write(tmp_path, "fly-coupled.yaml", FLY.replace("engine: vllm", "engine: reference")
-          + "engine_options: {coupled: true}\n")
+    write(
+        tmp_path,
+        "fly-coupled.yaml",
+        FLY.replace("engine: vllm", "engine: reference") + "engine_options: {coupled: true}\n",
+    )
     configs = "{target: target.yaml, target-coupled: target-coupled.yaml, fly: fly.yaml, fly-coupled: fly-coupled.yaml}"
     p = write(tmp_path, "p.yaml", f"suites: [gsm8k]\nconfigs: {configs}\nbaseline: target\ncandidates: {candidates}\n")
     with pytest.raises(DataError, match="serve one configuration") as e:

@@ -28,8 +28,7 @@ def test_every_reference_chain_grades_correct_under_the_strict_format():
 
 def test_a_wrong_final_answer_grades_incorrect():
     for q, row in zip(SUITE.questions[:300], ROWS):
-        wrong = row["reference"].replace(f"The answer is {row['answer']}.",
-                                         f"The answer is {int(row['answer']) + 1}.")
+        wrong = row["reference"].replace(f"The answer is {row['answer']}.", f"The answer is {int(row['answer']) + 1}.")
         assert SUITE.grade(q, wrong).outcome == "incorrect"
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from qualgate.demo import task
 
+
 def _dump(rows):
     return json.dumps(rows, sort_keys=True)
 
@@ -118,8 +119,9 @@ def test_parse_inverts_question_rendering():
         assert task._question(terms) == row["question"]
 
 
-@pytest.mark.parametrize("bad", [{"n": -1}, {"n": 1.5}, {"split": "dev"}, {"min_terms": 1},
-                                 {"p_product": 2.0}, {"max_factor": 5}])
+@pytest.mark.parametrize(
+    "bad", [{"n": -1}, {"n": 1.5}, {"split": "dev"}, {"min_terms": 1}, {"p_product": 2.0}, {"max_factor": 5}]
+)
 def test_invalid_parameters_are_rejected_naming_them(bad):
     kwargs = {"n": 3, "seed": 0} | bad
     with pytest.raises(ValueError, match=next(iter(bad))):

@@ -10,7 +10,7 @@ from qualgate.demo.tokenizer import CHARS, SPECIAL_TOKENS, build_tokenizer
 TOK = build_tokenizer()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.text(alphabet=CHARS, max_size=200))
 @pytest.mark.slow
 def test_every_character_is_one_token_and_decodes_back(text):
@@ -36,8 +36,7 @@ def test_unknown_character_becomes_unk():
 
 
 def test_generation_prompt_renders_system_then_user_then_assistant():
-    text = TOK.apply_chat_template(messages("What is 3 + 4?"), tokenize=False,
-                                   add_generation_prompt=True)
+    text = TOK.apply_chat_template(messages("What is 3 + 4?"), tokenize=False, add_generation_prompt=True)
     assert text == ("<|system|>End with: The answer is N.<|user|>What is 3 + 4?<|assistant|>")
 
 
@@ -46,8 +45,7 @@ def test_assistant_turn_ends_with_the_eos_token():
     conv = messages("What is 3 + 4?") + [answer]
     ids = TOK.apply_chat_template(conv, return_dict=False)
     assert ids[-1] == TOK.eos_token_id
-    prompt = TOK.apply_chat_template(messages("What is 3 + 4?"), add_generation_prompt=True,
-                                     return_dict=False)
+    prompt = TOK.apply_chat_template(messages("What is 3 + 4?"), add_generation_prompt=True, return_dict=False)
     assert ids[: len(prompt)] == prompt
     assert TOK.decode(ids[len(prompt) : -1]) == "3+4=7. The answer is 7."
 
@@ -69,7 +67,8 @@ def test_saved_tokenizer_reloads_with_autotokenizer(tmp_path):
     TOK.save_pretrained(tmp_path)
     loaded = AutoTokenizer.from_pretrained(tmp_path)
     conv = messages("What is 12 * 3 - 5?")
-    assert loaded.apply_chat_template(conv, add_generation_prompt=True, return_dict=False) == \
-        TOK.apply_chat_template(conv, add_generation_prompt=True, return_dict=False)
+    assert loaded.apply_chat_template(conv, add_generation_prompt=True, return_dict=False) == TOK.apply_chat_template(
+        conv, add_generation_prompt=True, return_dict=False
+    )
     assert (loaded.eos_token_id, loaded.pad_token_id, loaded.padding_side) == (5, 0, "left")
     assert loaded.decode(loaded("7*8=56.")["input_ids"]) == "7*8=56."

@@ -24,9 +24,18 @@ def _one_thread():
 
 
 def _train(seed=0, steps=20):
-    model, history = train.train_model(TINY, tokenizer=TOK, data=DATA, steps=steps,
-                                       batch_size=16, lr=3e-3, seed=seed, warmup=5,
-                                       log_every=10, log=lambda _: None)
+    model, history = train.train_model(
+        TINY,
+        tokenizer=TOK,
+        data=DATA,
+        steps=steps,
+        batch_size=16,
+        lr=3e-3,
+        seed=seed,
+        warmup=5,
+        log_every=10,
+        log=lambda _: None,
+    )
     return model, history
 
 
@@ -61,8 +70,7 @@ def test_training_lowers_the_loss():
 def test_a_model_agrees_with_itself_everywhere():
     model, _ = _train(steps=1)
     rows = task.generate(n=4, seed=0)
-    _, completions = train.generate_texts(model, TOK, rows, temperature=1.0, seed=0,
-                                          max_new_tokens=12)
+    _, completions = train.generate_texts(model, TOK, rows, temperature=1.0, seed=0, max_new_tokens=12)
     res = train.agreement(model, model, TOK, rows, completions, k=4)
     assert res["agreement"] == 1.0
     # each drafting step accepts k tokens and emits k + 1, until the completion runs out
@@ -74,13 +82,36 @@ def test_a_model_agrees_with_itself_everywhere():
 def test_command_writes_loadable_models_and_metrics(tmp_path, capsys):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    rc = train.main([
-        "--out", str(tmp_path), "--threads", "1", "--target-shape", TINY,
-        "--drafter-shape", "layers=1,hidden=16,heads=1,ff=32", "--target-steps", "4",
-        "--drafter-steps", "4", "--batch-size", "8", "--train-size", "64",
-        "--target-eval-every", "2", "--drafter-eval-every", "2",
-        "--eval-n", "4", "--final-n", "4", "--target-stop", "0.5",
-    ])
+    rc = train.main(
+        [
+            "--out",
+            str(tmp_path),
+            "--threads",
+            "1",
+            "--target-shape",
+            TINY,
+            "--drafter-shape",
+            "layers=1,hidden=16,heads=1,ff=32",
+            "--target-steps",
+            "4",
+            "--drafter-steps",
+            "4",
+            "--batch-size",
+            "8",
+            "--train-size",
+            "64",
+            "--target-eval-every",
+            "2",
+            "--drafter-eval-every",
+            "2",
+            "--eval-n",
+            "4",
+            "--final-n",
+            "4",
+            "--target-stop",
+            "0.5",
+        ]
+    )
     assert rc == 0
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert metrics == json.loads((tmp_path / "metrics.json").read_text())
@@ -89,8 +120,9 @@ def test_command_writes_loadable_models_and_metrics(tmp_path, capsys):
         assert train.weights_sha256(model) == metrics[which]["weights_sha256"]
         assert (tmp_path / which / "model.safetensors").is_file()
         tok = AutoTokenizer.from_pretrained(tmp_path / which)
-        assert tok.apply_chat_template(task.messages("What is 1 + 2?"), tokenize=False,
-                                       add_generation_prompt=True).endswith("<|assistant|>")
+        assert tok.apply_chat_template(
+            task.messages("What is 1 + 2?"), tokenize=False, add_generation_prompt=True
+        ).endswith("<|assistant|>")
         assert set(metrics[which]["test"]) >= {"greedy", "sampled"}
         assert len(metrics[which]["evals"]) == 2
     assert set(metrics["drafter_vs_target"]) == {"agreement", "greedy_acceptance_length", "k"}
@@ -98,9 +130,26 @@ def test_command_writes_loadable_models_and_metrics(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_only_drafter_retrains_the_drafter_and_keeps_the_target(tmp_path, capsys):
-    common = ["--out", str(tmp_path), "--threads", "1", "--target-shape", TINY,
-              "--drafter-shape", "layers=1,hidden=16,heads=1,ff=32", "--target-steps", "2",
-              "--batch-size", "8", "--train-size", "64", "--eval-n", "2", "--final-n", "2"]
+    common = [
+        "--out",
+        str(tmp_path),
+        "--threads",
+        "1",
+        "--target-shape",
+        TINY,
+        "--drafter-shape",
+        "layers=1,hidden=16,heads=1,ff=32",
+        "--target-steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--train-size",
+        "64",
+        "--eval-n",
+        "2",
+        "--final-n",
+        "2",
+    ]
     assert train.main(common + ["--drafter-steps", "2"]) == 0
     first = json.loads((tmp_path / "metrics.json").read_text())
     assert train.main(common + ["--drafter-steps", "3", "--only", "drafter"]) == 0

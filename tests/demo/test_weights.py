@@ -12,8 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from qualgate.demo.tokenizer import build_tokenizer  # noqa: E402
 from qualgate.demo.train import evaluate, weights_sha256  # noqa: E402
 
-MODELS = {w: AutoModelForCausalLM.from_pretrained(model_path(w), dtype=torch.float32)
-          for w in ("target", "drafter")}
+MODELS = {w: AutoModelForCausalLM.from_pretrained(model_path(w), dtype=torch.float32) for w in ("target", "drafter")}
 
 
 def test_weights_take_less_than_10_mb():
@@ -34,8 +33,9 @@ def test_both_models_use_the_demo_tokenizer():
         tok = AutoTokenizer.from_pretrained(model_path(which))
         assert tok.get_vocab() == built.get_vocab()
         assert tok.chat_template == built.chat_template
-        assert tok.apply_chat_template(conv, add_generation_prompt=True, return_dict=False) == \
-            built.apply_chat_template(conv, add_generation_prompt=True, return_dict=False)
+        assert tok.apply_chat_template(
+            conv, add_generation_prompt=True, return_dict=False
+        ) == built.apply_chat_template(conv, add_generation_prompt=True, return_dict=False)
         assert MODELS[which].config.vocab_size == len(built)
 
 

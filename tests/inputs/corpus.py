@@ -35,9 +35,17 @@ class Case:
 # --------------------------------------------------------------------------- records
 
 VALID = {
-    "schema_version": 1, "run_id": "r", "config_id": "cfg-b", "suite": "s", "suite_version": "1",
-    "question_id": "q1", "seed": 0, "sample_index": 0, "outcome": "correct", "prompt_hash": "h",
-}  # fmt: skip
+    "schema_version": 1,
+    "run_id": "r",
+    "config_id": "cfg-b",
+    "suite": "s",
+    "suite_version": "1",
+    "question_id": "q1",
+    "seed": 0,
+    "sample_index": 0,
+    "outcome": "correct",
+    "prompt_hash": "h",
+}
 
 
 def _line(cid: str, qid: str, **changes) -> str:
@@ -66,22 +74,74 @@ def _gate(name="cand.jsonl"):
     return ("gate", "{d}/base.jsonl", f"{{d}}/{name}", "--margin", "0.05")
 
 
-_STR_FIELDS = ("run_id", "config_id", "suite", "suite_version", "question_id", "prompt_hash", "mode",
-               "answer_strict", "answer_lenient", "gold", "output", "error")  # fmt: skip
-_INT_FIELDS = ("schema_version", "seed", "sample_index", "output_tokens", "spec_steps", "draft_tokens",
-               "accepted_tokens", "deferred_tokens")  # fmt: skip
-_REQUIRED = ("schema_version", "run_id", "config_id", "suite", "suite_version", "question_id", "seed",
-             "sample_index", "outcome", "prompt_hash")  # fmt: skip
+_STR_FIELDS = (
+    "run_id",
+    "config_id",
+    "suite",
+    "suite_version",
+    "question_id",
+    "prompt_hash",
+    "mode",
+    "answer_strict",
+    "answer_lenient",
+    "gold",
+    "output",
+    "error",
+)
+_INT_FIELDS = (
+    "schema_version",
+    "seed",
+    "sample_index",
+    "output_tokens",
+    "spec_steps",
+    "draft_tokens",
+    "accepted_tokens",
+    "deferred_tokens",
+)
+_REQUIRED = (
+    "schema_version",
+    "run_id",
+    "config_id",
+    "suite",
+    "suite_version",
+    "question_id",
+    "seed",
+    "sample_index",
+    "outcome",
+    "prompt_hash",
+)
 BIG = "9" * 400
 
-_BAD_STR = {"int": "5", "list": "[\"a\"]", "object": "{\"a\":1}", "bool": "true", "float": "1.5"}
-_BAD_INT = {"string": "\"3\"", "float": "1.5", "bool": "true", "list": "[1]", "huge": BIG,
-            "2**64": str(2**64), "NaN": "NaN"}  # fmt: skip
-_BAD_FLOAT = {"string": "\"1\"", "negative": "-1", "NaN": "NaN", "Infinity": "Infinity",
-              "-Infinity": "-Infinity", "1e999": "1e999", "huge int": BIG, "list": "[1]",
-              "bool": "true", "object": "{}"}  # fmt: skip
-_BAD_OUTCOME = {"word": "\"pass\"", "upper": "\"CORRECT\"", "list": "[\"correct\"]", "object": "{}",
-                "int": "1", "deep list": "[" * 500 + "]" * 500}  # fmt: skip
+_BAD_STR = {"int": "5", "list": '["a"]', "object": '{"a":1}', "bool": "true", "float": "1.5"}
+_BAD_INT = {
+    "string": '"3"',
+    "float": "1.5",
+    "bool": "true",
+    "list": "[1]",
+    "huge": BIG,
+    "2**64": str(2**64),
+    "NaN": "NaN",
+}
+_BAD_FLOAT = {
+    "string": '"1"',
+    "negative": "-1",
+    "NaN": "NaN",
+    "Infinity": "Infinity",
+    "-Infinity": "-Infinity",
+    "1e999": "1e999",
+    "huge int": BIG,
+    "list": "[1]",
+    "bool": "true",
+    "object": "{}",
+}
+_BAD_OUTCOME = {
+    "word": '"pass"',
+    "upper": '"CORRECT"',
+    "list": '["correct"]',
+    "object": "{}",
+    "int": "1",
+    "deep list": "[" * 500 + "]" * 500,
+}
 
 
 def record_cases() -> list[Case]:
@@ -114,15 +174,29 @@ def record_cases() -> list[Case]:
     dup = ok2[:-1] + ',"outcome":"incorrect"}'
     add("duplicate key outcome", _cand(dup), ("cand.jsonl:2", "outcome", "duplicate"), group=g)
     add("duplicate key same value", _cand(ok2[:-1] + ',"seed":0}'), ("cand.jsonl:2", "seed", "duplicate"), group=g)
-    add("duplicate key on every line",
-        b"".join((_line("cfg-c", f"q{i}", outcome="incorrect")[:-1] + ',"outcome":"correct"}\n').encode()
-                 for i in range(1, 5)), ("cand.jsonl:1", "outcome", "duplicate"), group=g)  # fmt: skip
+    add(
+        "duplicate key on every line",
+        b"".join(
+            (_line("cfg-c", f"q{i}", outcome="incorrect")[:-1] + ',"outcome":"correct"}\n').encode()
+            for i in range(1, 5)
+        ),
+        ("cand.jsonl:1", "outcome", "duplicate"),
+        group=g,
+    )
     add("deep nesting line", _cand("[" * 100_000 + "]" * 100_000), ("cand.jsonl:2", "nest"), group=g)
     add("deep nesting value", _cand(_raw_field("gold", "[" * 5000 + "]" * 5000)), ("cand.jsonl:2",), group=g)
-    add("json array", ("[" + ",".join(_line("cfg-c", f"q{i}") for i in range(1, 5)) + "]\n").encode(),
-        ("cand.jsonl", "JSON array"), group=g)
-    add("json array pretty", json.dumps([json.loads(_line("cfg-c", "q1"))], indent=2).encode(),
-        ("cand.jsonl", "JSON array"), group=g)
+    add(
+        "json array",
+        ("[" + ",".join(_line("cfg-c", f"q{i}") for i in range(1, 5)) + "]\n").encode(),
+        ("cand.jsonl", "JSON array"),
+        group=g,
+    )
+    add(
+        "json array pretty",
+        json.dumps([json.loads(_line("cfg-c", "q1"))], indent=2).encode(),
+        ("cand.jsonl", "JSON array"),
+        group=g,
+    )
     add("utf-8 bom", b"\xef\xbb\xbf" + _cand(ok2), ("cand.jsonl", "byte-order mark"), group=g)
     add("cr-only line ends", _cand(ok2).replace(b"\n", b"\r"), ("cand.jsonl", "CR"), group=g)
     add("gzip", gzip.compress(_cand(ok2), mtime=0), ("cand.jsonl", "gzip"), group=g)
@@ -140,16 +214,31 @@ def record_cases() -> list[Case]:
     add("single quotes", _cand(ok2.replace('"', "'")), ("cand.jsonl:2",), group=g)
     add("python literals", _cand(ok2.replace('"correct"', "None")), ("cand.jsonl:2",), group=g)
     add("binary junk", bytes(range(256)) * 4, ("cand.jsonl",), group=g)
-    add("over the size limit", _cand(_line("cfg-c", "q2", output="x" * 2000)), ("cand.jsonl", "limit"),
-        limits={"records": 1000}, group=g)
+    add(
+        "over the size limit",
+        _cand(_line("cfg-c", "q2", output="x" * 2000)),
+        ("cand.jsonl", "limit"),
+        limits={"records": 1000},
+        group=g,
+    )
     add("fifo", FIFO, ("cand.jsonl", "FIFO"), group=g)
     add("/dev/zero", DEV_ZERO, ("cand.jsonl", "device"), group=g)
-    add("directory named .jsonl", b"", ("x.jsonl", "directory"),
+    add(
+        "directory named .jsonl",
+        b"",
+        ("x.jsonl", "directory"),
         argv=("gate", "{d}/base.jsonl", "{d}/dir", "--margin", "0.05"),
-        files={"dir/x.jsonl": DIRECTORY, "dir/ok.jsonl": _cand(ok2)}, group=g)
-    add("fifo inside a records directory", b"", ("y.jsonl", "FIFO"),
+        files={"dir/x.jsonl": DIRECTORY, "dir/ok.jsonl": _cand(ok2)},
+        group=g,
+    )
+    add(
+        "fifo inside a records directory",
+        b"",
+        ("y.jsonl", "FIFO"),
         argv=("gate", "{d}/base.jsonl", "{d}/dir", "--margin", "0.05"),
-        files={"dir/y.jsonl": FIFO, "dir/ok.jsonl": _cand(ok2)}, group=g)
+        files={"dir/y.jsonl": FIFO, "dir/ok.jsonl": _cand(ok2)},
+        group=g,
+    )
     add("fifo as the baseline", b"", ("base.jsonl", "FIFO"), files={"base.jsonl": FIFO}, group=g)
 
     # CSV and Parquet exports
@@ -157,24 +246,54 @@ def record_cases() -> list[Case]:
     row = ",".join(str(v) for v in {**VALID, "config_id": "cfg-c"}.values()) + "\n"
     csv_argv = _gate("cand.csv")
     for cid, content, names in (
-        ("csv duplicate column", (header.rstrip() + ",outcome\n" + row.rstrip() + ",incorrect\n").encode(),
-         ("cand.csv", "outcome")),
+        (
+            "csv duplicate column",
+            (header.rstrip() + ",outcome\n" + row.rstrip() + ",incorrect\n").encode(),
+            ("cand.csv", "outcome"),
+        ),
         ("csv extra values", (header + row.rstrip() + ",x\n").encode(), ("cand.csv:2",)),
         ("csv bad int", (header + row.replace(",0,0,", ",zero,0,", 1)).encode(), ("cand.csv:2", "seed")),
         ("csv huge int", (header + row.replace(",0,0,", f",{'9' * 5000},0,", 1)).encode(), ("cand.csv:2", "seed")),
         ("csv gzip", gzip.compress((header + row).encode(), mtime=0), ("cand.csv", "gzip")),
         ("csv fifo", FIFO, ("cand.csv", "FIFO")),
         ("csv nul", (header + row).encode().replace(b"gsm", b"g\x00s"), ("cand.csv",)),
-        ("csv invalid utf-8", (header + row.replace("cfg-c", "cfg-\udcff", 1)).encode("utf-8", "surrogateescape"),
-         ("cand.csv:2", "UTF-8")),
-    ):  # fmt: skip
-        out.append(Case(f"records/{cid}", csv_argv, {"base.jsonl": BASE, "cand.csv": content}, 3, names,
-                        group="records: csv/parquet"))
+        (
+            "csv invalid utf-8",
+            (header + row.replace("cfg-c", "cfg-\udcff", 1)).encode("utf-8", "surrogateescape"),
+            ("cand.csv:2", "UTF-8"),
+        ),
+    ):
+        out.append(
+            Case(
+                f"records/{cid}",
+                csv_argv,
+                {"base.jsonl": BASE, "cand.csv": content},
+                3,
+                names,
+                group="records: csv/parquet",
+            )
+        )
     for cid, content in (("parquet text", _cand(ok2)), ("parquet empty", b""), ("parquet truncated", b"PAR1\x00\x00")):
-        out.append(Case(f"records/{cid}", _gate("cand.parquet"), {"base.jsonl": BASE, "cand.parquet": content},
-                        3, ("cand.parquet",), group="records: csv/parquet"))
-    out.append(Case("records/parquet fifo", _gate("cand.parquet"), {"base.jsonl": BASE, "cand.parquet": FIFO},
-                    3, ("cand.parquet", "FIFO"), group="records: csv/parquet"))
+        out.append(
+            Case(
+                f"records/{cid}",
+                _gate("cand.parquet"),
+                {"base.jsonl": BASE, "cand.parquet": content},
+                3,
+                ("cand.parquet",),
+                group="records: csv/parquet",
+            )
+        )
+    out.append(
+        Case(
+            "records/parquet fifo",
+            _gate("cand.parquet"),
+            {"base.jsonl": BASE, "cand.parquet": FIFO},
+            3,
+            ("cand.parquet", "FIFO"),
+            group="records: csv/parquet",
+        )
+    )
     return out
 
 
@@ -200,8 +319,10 @@ def _plan(**changes) -> bytes:
 
 def _configs(cand: bytes | str | None = None) -> dict:
     # (another model: a plan gating two configs that serve one configuration is refused)
-    return {"base.yaml": CONFIG.format(name="base").replace("./no-model", "./no-base-model").encode(),
-            "cand.yaml": CONFIG.format(name="cand").encode() if cand is None else cand}  # fmt: skip
+    return {
+        "base.yaml": CONFIG.format(name="base").replace("./no-model", "./no-base-model").encode(),
+        "cand.yaml": CONFIG.format(name="cand").encode() if cand is None else cand,
+    }
 
 
 ALIAS_BOMB = (
@@ -222,8 +343,11 @@ def _yaml_file_cases(target: str, good: bytes, prefix: str) -> list[tuple[str, o
         (f"{prefix} anchor and alias", (text + "x: &x 1\ny: *x\n").encode(), (target, "anchor")),
         (f"{prefix} duplicate key", (text + text.splitlines()[0] + "\n").encode(), (target, "duplicate", first_key)),
         (f"{prefix} deep nesting flow", (text + "x: " + "[" * 5000 + "]" * 5000 + "\n").encode(), (target, "nest")),
-        (f"{prefix} deep nesting block",
-         (text + "".join("  " * i + f"k{i}:\n" for i in range(200)) + "  " * 200 + "v\n").encode(), (target, "nest")),
+        (
+            f"{prefix} deep nesting block",
+            (text + "".join("  " * i + f"k{i}:\n" for i in range(200)) + "  " * 200 + "v\n").encode(),
+            (target, "nest"),
+        ),
         (f"{prefix} not a mapping", b"- a\n- b\n", (target, "mapping")),
         (f"{prefix} empty", b"", (target,)),
         (f"{prefix} syntax error", (text + "x: [unclosed\n").encode(), (target,)),
@@ -243,54 +367,129 @@ def _yaml_file_cases(target: str, good: bytes, prefix: str) -> list[tuple[str, o
 
 
 _PLAN_VALUES = [
-    ("suites", "5"), ("suites", "[]"), ("suites", "[5]"), ("suites", "[{suite: 5}]"),
-    ("suites", "[{suite: demo_arithmetic, limit: -1}]"), ("suites", "[{suite: demo_arithmetic, limit: '5'}]"),
-    ("suites", "[{suite: demo_arithmetic, limit: 1.5}]"), ("suites", "[{suite: demo_arithmetic, data_file: 5}]"),
-    ("suites", "[{suite: demo_arithmetic, revision: [1]}]"), ("suites", "[{suite: demo_arithmetic, bogus: 1}]"),
-    ("suites", "[demo_arithmetic, demo_arithmetic]"), ("suites", "[{suite: demo_arithmetic, limit: .nan}]"),
-    ("seeds", "100000000"), ("seeds", "-1"), ("seeds", "0"), ("seeds", "[1, 1]"), ("seeds", "[a]"),
-    ("seeds", "[0.5]"), ("seeds", "[" + str(2**70) + "]"), ("seeds", "[]"), ("seeds", "true"),
-    ("seeds", "{a: 1}"), ("seeds", "1.0e+400"), ("seeds", "[-3]"), ("seeds", "[" + ", ".join(map(str, range(10_001))) + "]"),
-    ("samples", "0"), ("samples", "1000000000"), ("samples", "x"), ("samples", "true"), ("samples", "[1]"),
+    ("suites", "5"),
+    ("suites", "[]"),
+    ("suites", "[5]"),
+    ("suites", "[{suite: 5}]"),
+    ("suites", "[{suite: demo_arithmetic, limit: -1}]"),
+    ("suites", "[{suite: demo_arithmetic, limit: '5'}]"),
+    ("suites", "[{suite: demo_arithmetic, limit: 1.5}]"),
+    ("suites", "[{suite: demo_arithmetic, data_file: 5}]"),
+    ("suites", "[{suite: demo_arithmetic, revision: [1]}]"),
+    ("suites", "[{suite: demo_arithmetic, bogus: 1}]"),
+    ("suites", "[demo_arithmetic, demo_arithmetic]"),
+    ("suites", "[{suite: demo_arithmetic, limit: .nan}]"),
+    ("seeds", "100000000"),
+    ("seeds", "-1"),
+    ("seeds", "0"),
+    ("seeds", "[1, 1]"),
+    ("seeds", "[a]"),
+    ("seeds", "[0.5]"),
+    ("seeds", "[" + str(2**70) + "]"),
+    ("seeds", "[]"),
+    ("seeds", "true"),
+    ("seeds", "{a: 1}"),
+    ("seeds", "1.0e+400"),
+    ("seeds", "[-3]"),
+    ("seeds", "[" + ", ".join(map(str, range(10_001))) + "]"),
+    ("samples", "0"),
+    ("samples", "1000000000"),
+    ("samples", "x"),
+    ("samples", "true"),
+    ("samples", "[1]"),
     ("samples", ".inf"),
-    ("configs", "5"), ("configs", "{}"), ("configs", "[base.yaml]"), ("configs", "{base: base.yaml, ../../escaped: cand.yaml}"),
-    ("configs", "{base: base.yaml, a/b: cand.yaml}"), ("configs", "{base: base.yaml, '..': cand.yaml}"),
-    ("configs", "{base: base.yaml, .hidden: cand.yaml}"), ("configs", "{base: base.yaml, '': cand.yaml}"),
-    ("configs", "{base: base.yaml, cand: 5}"), ("configs", "{base: base.yaml, cand: missing.yaml}"),
-    ("configs", "{base: base.yaml, 'c d': cand.yaml}"), ("configs", "{base: base.yaml, 5: cand.yaml}"),
+    ("configs", "5"),
+    ("configs", "{}"),
+    ("configs", "[base.yaml]"),
+    ("configs", "{base: base.yaml, ../../escaped: cand.yaml}"),
+    ("configs", "{base: base.yaml, a/b: cand.yaml}"),
+    ("configs", "{base: base.yaml, '..': cand.yaml}"),
+    ("configs", "{base: base.yaml, .hidden: cand.yaml}"),
+    ("configs", "{base: base.yaml, '': cand.yaml}"),
+    ("configs", "{base: base.yaml, cand: 5}"),
+    ("configs", "{base: base.yaml, cand: missing.yaml}"),
+    ("configs", "{base: base.yaml, 'c d': cand.yaml}"),
+    ("configs", "{base: base.yaml, 5: cand.yaml}"),
     ("configs", "{base: base.yaml, " + "x" * 300 + ": cand.yaml}"),
-    ("baseline", "[base]"), ("baseline", "missing"), ("baseline", "5"), ("baseline", "{a: 1}"),
-    ("candidates", "cand"), ("candidates", "[base]"), ("candidates", "[missing]"), ("candidates", "5"),
-    ("candidates", "[cand, cand]"), ("candidates", "[[cand]]"), ("candidates", "{cand: 1}"),
-    ("gate", "{policy: x}"), ("gate", "{margin: 0}"), ("gate", "{margin: 1.0e+400}"), ("gate", "{margin: .nan}"),
-    ("gate", "{margin: '0.02'}"), ("gate", "{alpha: 0.9}"), ("gate", "{alpha: -.inf}"), ("gate", "{inconclusive: x}"),
-    ("gate", "{weighting: x}"), ("gate", "{bogus: 1}"), ("gate", "5"), ("gate", "[1]"),
-    ("name", "[1]"), ("name", "{a: 1}"), ("bogus_key", "1"),
-]  # fmt: skip
+    ("baseline", "[base]"),
+    ("baseline", "missing"),
+    ("baseline", "5"),
+    ("baseline", "{a: 1}"),
+    ("candidates", "cand"),
+    ("candidates", "[base]"),
+    ("candidates", "[missing]"),
+    ("candidates", "5"),
+    ("candidates", "[cand, cand]"),
+    ("candidates", "[[cand]]"),
+    ("candidates", "{cand: 1}"),
+    ("gate", "{policy: x}"),
+    ("gate", "{margin: 0}"),
+    ("gate", "{margin: 1.0e+400}"),
+    ("gate", "{margin: .nan}"),
+    ("gate", "{margin: '0.02'}"),
+    ("gate", "{alpha: 0.9}"),
+    ("gate", "{alpha: -.inf}"),
+    ("gate", "{inconclusive: x}"),
+    ("gate", "{weighting: x}"),
+    ("gate", "{bogus: 1}"),
+    ("gate", "5"),
+    ("gate", "[1]"),
+    ("name", "[1]"),
+    ("name", "{a: 1}"),
+    ("bogus_key", "1"),
+]
 
 _CONFIG_VALUES = [
-    ("engine", "x"), ("engine", "5"), ("engine", "[reference]"), ("engine", None), ("model", None), ("model", "5"),
-    ("model", "''"), ("model", "[a]"), ("speculative", "5"), ("speculative", "{method: x}"),
+    ("engine", "x"),
+    ("engine", "5"),
+    ("engine", "[reference]"),
+    ("engine", None),
+    ("model", None),
+    ("model", "5"),
+    ("model", "''"),
+    ("model", "[a]"),
+    ("speculative", "5"),
+    ("speculative", "{method: x}"),
     ("speculative", "{method: draft_model, model: d, num_speculative_tokens: -1}"),
     ("speculative", "{method: draft_model, model: d, num_speculative_tokens: .nan}"),
-    ("speculative", "[1]"), ("sampling", None), ("sampling", "5"), ("sampling", "{temperature: 1.0}"),
-    ("sampling", "{max_tokens: 0}"), ("sampling", "{max_tokens: '8'}"), ("sampling", "{max_tokens: 1.5}"),
-    ("sampling", "{max_tokens: true}"), ("sampling", "{max_tokens: 8, temperature: .nan}"),
-    ("sampling", "{max_tokens: 8, temperature: .inf}"), ("sampling", "{max_tokens: 8, temperature: -1}"),
-    ("sampling", "{max_tokens: 8, temperature: hot}"), ("sampling", "{max_tokens: 8, min_p: .nan}"),
-    ("sampling", "{max_tokens: 8, min_p: -.inf}"), ("sampling", "{max_tokens: 8, top_p: 0}"),
-    ("sampling", "{max_tokens: 8, top_p: 2}"), ("sampling", "{max_tokens: 8, top_p: .nan}"),
-    ("sampling", "{max_tokens: 8, top_k: -2}"), ("sampling", "{max_tokens: 8, top_k: 1.5}"),
-    ("sampling", "{max_tokens: 8, bogus: 1}"), ("sampling", "{max_tokens: 8, stop: 5}"),
-    ("sampling", "{max_tokens: 8, stop_token_ids: [a]}"), ("sampling", "{max_tokens: 8, top_p: 1.0e+400}"),
-    ("engine_options", "5"), ("engine_options", "{bogus: 1}"), ("engine_options", "[1]"),
-    ("name", "[1]"), ("bogus_key", "1"),
-]  # fmt: skip
+    ("speculative", "[1]"),
+    ("sampling", None),
+    ("sampling", "5"),
+    ("sampling", "{temperature: 1.0}"),
+    ("sampling", "{max_tokens: 0}"),
+    ("sampling", "{max_tokens: '8'}"),
+    ("sampling", "{max_tokens: 1.5}"),
+    ("sampling", "{max_tokens: true}"),
+    ("sampling", "{max_tokens: 8, temperature: .nan}"),
+    ("sampling", "{max_tokens: 8, temperature: .inf}"),
+    ("sampling", "{max_tokens: 8, temperature: -1}"),
+    ("sampling", "{max_tokens: 8, temperature: hot}"),
+    ("sampling", "{max_tokens: 8, min_p: .nan}"),
+    ("sampling", "{max_tokens: 8, min_p: -.inf}"),
+    ("sampling", "{max_tokens: 8, top_p: 0}"),
+    ("sampling", "{max_tokens: 8, top_p: 2}"),
+    ("sampling", "{max_tokens: 8, top_p: .nan}"),
+    ("sampling", "{max_tokens: 8, top_k: -2}"),
+    ("sampling", "{max_tokens: 8, top_k: 1.5}"),
+    ("sampling", "{max_tokens: 8, bogus: 1}"),
+    ("sampling", "{max_tokens: 8, stop: 5}"),
+    ("sampling", "{max_tokens: 8, stop_token_ids: [a]}"),
+    ("sampling", "{max_tokens: 8, top_p: 1.0e+400}"),
+    ("engine_options", "5"),
+    ("engine_options", "{bogus: 1}"),
+    ("engine_options", "[1]"),
+    ("name", "[1]"),
+    ("bogus_key", "1"),
+]
 
 
 def _config_text(**changes) -> bytes:
-    base = {"name": "cand", "engine": "reference", "model": "./no-model",
-            "sampling": "{temperature: 1.0, max_tokens: 8}"}  # fmt: skip
+    base = {
+        "name": "cand",
+        "engine": "reference",
+        "model": "./no-model",
+        "sampling": "{temperature: 1.0, max_tokens: 8}",
+    }
     keys = {**base, **changes}
     return "".join(f"{k}: {v}\n" for k, v in keys.items() if v is not None).encode()
 
@@ -307,42 +506,109 @@ def plan_cases() -> list[Case]:
     for cid, content, names in _yaml_file_cases("plan.yaml", _plan(), "plan:"):
         code = 2 if content == DIRECTORY else 3  # click refuses a directory as PLAN: a usage error
         out.append(Case(f"plan/{cid}", RUN, {"plan.yaml": content, **_configs()}, code, names, group="plan: file"))
-    out.append(Case("plan/data_file is a fifo", RUN, {
-        "plan.yaml": _plan(suites="[{suite: demo_arithmetic, data_file: q.jsonl}]"), "q.jsonl": FIFO, **_configs(),
-    }, 3, ("plan.yaml", "data_file"), group="plan: file"))  # fmt: skip
-    out.append(Case("plan/suite file is a fifo", RUN, {
-        "plan.yaml": _plan(suites="[{suite: s.yaml}]"), "s.yaml": FIFO, **_configs(),
-    }, 3, ("s.yaml",), group="plan: file"))  # fmt: skip
-    out.append(Case("plan/suite file alias bomb", RUN, {
-        "plan.yaml": _plan(suites="[{suite: s.yaml}]"), "s.yaml": ALIAS_BOMB.encode(), **_configs(),
-    }, 3, ("s.yaml", "alias"), group="plan: file"))  # fmt: skip
-    out.append(Case("plan/candidate serving the baseline's configuration", RUN, {
-        "plan.yaml": _plan(), "base.yaml": CONFIG.format(name="base").encode(),
-        "cand.yaml": CONFIG.format(name="cand").encode(),
-    }, 3, ("plan.yaml", "candidates", "serve one configuration"), group="plan: field"))  # fmt: skip
-    out.append(Case("plan/over the size limit", RUN, {"plan.yaml": _plan(), **_configs()}, 3,
-                    ("plan.yaml", "limit"), {"yaml": 100}, "plan: file"))
+    out.append(
+        Case(
+            "plan/data_file is a fifo",
+            RUN,
+            {
+                "plan.yaml": _plan(suites="[{suite: demo_arithmetic, data_file: q.jsonl}]"),
+                "q.jsonl": FIFO,
+                **_configs(),
+            },
+            3,
+            ("plan.yaml", "data_file"),
+            group="plan: file",
+        )
+    )
+    out.append(
+        Case(
+            "plan/suite file is a fifo",
+            RUN,
+            {
+                "plan.yaml": _plan(suites="[{suite: s.yaml}]"),
+                "s.yaml": FIFO,
+                **_configs(),
+            },
+            3,
+            ("s.yaml",),
+            group="plan: file",
+        )
+    )
+    out.append(
+        Case(
+            "plan/suite file alias bomb",
+            RUN,
+            {
+                "plan.yaml": _plan(suites="[{suite: s.yaml}]"),
+                "s.yaml": ALIAS_BOMB.encode(),
+                **_configs(),
+            },
+            3,
+            ("s.yaml", "alias"),
+            group="plan: file",
+        )
+    )
+    out.append(
+        Case(
+            "plan/candidate serving the baseline's configuration",
+            RUN,
+            {
+                "plan.yaml": _plan(),
+                "base.yaml": CONFIG.format(name="base").encode(),
+                "cand.yaml": CONFIG.format(name="cand").encode(),
+            },
+            3,
+            ("plan.yaml", "candidates", "serve one configuration"),
+            group="plan: field",
+        )
+    )
+    out.append(
+        Case(
+            "plan/over the size limit",
+            RUN,
+            {"plan.yaml": _plan(), **_configs()},
+            3,
+            ("plan.yaml", "limit"),
+            {"yaml": 100},
+            "plan: file",
+        )
+    )
 
     seen = {}
     for key, value in _CONFIG_VALUES:
         cid = f"config/{key}={str(value)[:70]}"
-        out.append(Case(cid, RUN, {"plan.yaml": _plan(), **_configs(_config_text(**{key: value}))}, 3,
-                        ("cand.yaml", key.split("_")[0] if key == "bogus_key" else key), group="config: field"))
+        out.append(
+            Case(
+                cid,
+                RUN,
+                {"plan.yaml": _plan(), **_configs(_config_text(**{key: value}))},
+                3,
+                ("cand.yaml", key.split("_")[0] if key == "bogus_key" else key),
+                group="config: field",
+            )
+        )
     for cid, content, names in _yaml_file_cases("cand.yaml", _config_text(), "config:"):
-        out.append(Case(f"config/{cid}", RUN, {"plan.yaml": _plan(), **_configs(content)}, 3, names,
-                        group="config: file"))
+        out.append(
+            Case(f"config/{cid}", RUN, {"plan.yaml": _plan(), **_configs(content)}, 3, names, group="config: file")
+        )
     return out
 
 
 # --------------------------------------------------------------------------- CI files
 
-SERVING = (b"model: Qwen/Qwen3-8B\nspeculative-config:\n  method: draft_model\n  model: Qwen/Qwen3-0.6B\n"
-           b"  num_speculative_tokens: 8\n  rejection_sample_method: fly\n  fly_window_size: 2\n")  # fmt: skip
+SERVING = (
+    b"model: Qwen/Qwen3-8B\nspeculative-config:\n  method: draft_model\n  model: Qwen/Qwen3-0.6B\n"
+    b"  num_speculative_tokens: 8\n  rejection_sample_method: fly\n  fly_window_size: 2\n"
+)
 EVIDENCE = json.dumps({"kind": "qualgate.gate_report", "version": 1, "verdict": "PASS", "candidates": []}).encode()
 _FILE_DEFECTS = [
-    ("fifo", FIFO, ("FIFO",)), ("/dev/zero", DEV_ZERO, ("device",)), ("directory", DIRECTORY, ("directory",)),
-    ("gzip", None, ("gzip",)), ("utf-16", None, ("UTF-16",)), ("invalid utf-8", None, ("UTF-8",)),
-]  # fmt: skip
+    ("fifo", FIFO, ("FIFO",)),
+    ("/dev/zero", DEV_ZERO, ("device",)),
+    ("directory", DIRECTORY, ("directory",)),
+    ("gzip", None, ("gzip",)),
+    ("utf-16", None, ("UTF-16",)),
+    ("invalid utf-8", None, ("UTF-8",)),
+]
 
 
 def _defect(content: bytes, label: str, special):
@@ -361,27 +627,74 @@ def ci_cases() -> list[Case]:
     check = ("check", "{d}/serve.yaml", "--evidence", "{d}/report.json")
     for label, special, names in _FILE_DEFECTS:
         usage = 2 if special == DIRECTORY else 3  # click refuses a directory argument: a usage error
-        out.append(Case(f"ci/lint serving config {label}", lint, {"serve.yaml": _defect(SERVING, label, special)},
-                        usage, ("serve.yaml", *names), group="ci files"))
-        out.append(Case(f"ci/check evidence {label}", check,
-                        {"serve.yaml": SERVING, "report.json": _defect(EVIDENCE, label, special)}, usage,
-                        ("report.json", *names), group="ci files"))  # fmt: skip
-        out.append(Case(f"ci/audit-log {label}", ("audit-log", "{d}/vllm.log"), {"vllm.log": special or b"x"}, usage,
-                        ("vllm.log", *names), group="ci files") if special else None)
-        out.append(Case(f"ci/admission metrics {label}", ("admission", "--metrics", "{d}/m.prom", "--max-num-seqs", "8"),
-                        {"m.prom": _defect(b"vllm:num_requests_running 1\n", label, special)}, 3,
-                        ("m.prom", *names), group="ci files"))  # fmt: skip
-        out.append(Case(f"ci/reanalyze table {label}", ("reanalyze", "{d}/t.csv"),
-                        {"t.csv": _defect(b"model,platform\na,b\n", label, special)}, 3, ("t.csv", *names),
-                        group="ci files"))  # fmt: skip
+        out.append(
+            Case(
+                f"ci/lint serving config {label}",
+                lint,
+                {"serve.yaml": _defect(SERVING, label, special)},
+                usage,
+                ("serve.yaml", *names),
+                group="ci files",
+            )
+        )
+        out.append(
+            Case(
+                f"ci/check evidence {label}",
+                check,
+                {"serve.yaml": SERVING, "report.json": _defect(EVIDENCE, label, special)},
+                usage,
+                ("report.json", *names),
+                group="ci files",
+            )
+        )
+        out.append(
+            Case(
+                f"ci/audit-log {label}",
+                ("audit-log", "{d}/vllm.log"),
+                {"vllm.log": special or b"x"},
+                usage,
+                ("vllm.log", *names),
+                group="ci files",
+            )
+            if special
+            else None
+        )
+        out.append(
+            Case(
+                f"ci/admission metrics {label}",
+                ("admission", "--metrics", "{d}/m.prom", "--max-num-seqs", "8"),
+                {"m.prom": _defect(b"vllm:num_requests_running 1\n", label, special)},
+                3,
+                ("m.prom", *names),
+                group="ci files",
+            )
+        )
+        out.append(
+            Case(
+                f"ci/reanalyze table {label}",
+                ("reanalyze", "{d}/t.csv"),
+                {"t.csv": _defect(b"model,platform\na,b\n", label, special)},
+                3,
+                ("t.csv", *names),
+                group="ci files",
+            )
+        )
     for label, content, names in (
         ("alias bomb", SERVING + ALIAS_BOMB.encode(), ("alias",)),
         ("duplicate key", SERVING + b"model: other\n", ("duplicate", "model")),
         ("nan", SERVING.replace(b"fly_window_size: 2", b"fly_window_size: .nan"), ("finite",)),
         ("deep nesting", SERVING + b"x: " + b"[" * 5000 + b"]" * 5000 + b"\n", ("nest",)),
     ):
-        out.append(Case(f"ci/lint serving config {label}", lint, {"serve.yaml": content}, 3, ("serve.yaml", *names),
-                        group="ci files"))
+        out.append(
+            Case(
+                f"ci/lint serving config {label}",
+                lint,
+                {"serve.yaml": content},
+                3,
+                ("serve.yaml", *names),
+                group="ci files",
+            )
+        )
     serve = ("lint", "{d}/serve.sh")
     for label, content, names in (
         ("fifo", FIFO, ("cfg.yaml", "FIFO")),
@@ -389,9 +702,16 @@ def ci_cases() -> list[Case]:
         ("alias bomb", SERVING + ALIAS_BOMB.encode(), ("cfg.yaml", "alias")),
         ("duplicate key", SERVING + b"model: other\n", ("cfg.yaml", "duplicate")),
     ):
-        out.append(Case(f"ci/lint vllm serve --config {label}", serve,
-                        {"serve.sh": b"vllm serve Qwen/Qwen3-8B --config cfg.yaml\n", "cfg.yaml": content}, 3,
-                        ("serve.sh", "--config", *names), group="ci files"))  # fmt: skip
+        out.append(
+            Case(
+                f"ci/lint vllm serve --config {label}",
+                serve,
+                {"serve.sh": b"vllm serve Qwen/Qwen3-8B --config cfg.yaml\n", "cfg.yaml": content},
+                3,
+                ("serve.sh", "--config", *names),
+                group="ci files",
+            )
+        )
     for label, content, names in (
         ("duplicate verdict", EVIDENCE[:-1] + b', "verdict": "FAIL"}', ("duplicate", "verdict")),
         ("nan", EVIDENCE[:-1] + b', "margin": NaN}', ("NaN",)),
@@ -400,8 +720,16 @@ def ci_cases() -> list[Case]:
         ("truncated", EVIDENCE[:20], ("JSON",)),
         ("not an object", b"[1, 2]", ("object",)),
     ):
-        out.append(Case(f"ci/check evidence {label}", check, {"serve.yaml": SERVING, "report.json": content}, 3,
-                        ("report.json", *names), group="ci files"))
+        out.append(
+            Case(
+                f"ci/check evidence {label}",
+                check,
+                {"serve.yaml": SERVING, "report.json": content},
+                3,
+                ("report.json", *names),
+                group="ci files",
+            )
+        )
     return [c for c in out if c is not None]
 
 
@@ -448,16 +776,32 @@ _NUMBER_CASES = [
     (_POWER + ("--margin", "0.02", "--n", "1" + "0" * 30), "--n"),
     (_POWER + ("--margin", "0.02", "--n", "1e12"), "--n"),
     (_POWER + ("--margin", "0.02", "--power", "nan"), "--power"),
-]  # fmt: skip
+]
 _GATE_OPTIONS = [
-    ("--margin", "0"), ("--margin", "1"), ("--margin", "nan"), ("--margin", "inf"), ("--margin", "-0.1"),
-    ("--margin", "x"), ("--alpha", "0.5"), ("--alpha", "nan"), ("--max-errors", "-1"), ("--max-errors", "x"),
-    ("--order-seed", "-1"), ("--max-questions", "0"), ("--power", "1"), ("--power", "nan"),
-]  # fmt: skip
+    ("--margin", "0"),
+    ("--margin", "1"),
+    ("--margin", "nan"),
+    ("--margin", "inf"),
+    ("--margin", "-0.1"),
+    ("--margin", "x"),
+    ("--alpha", "0.5"),
+    ("--alpha", "nan"),
+    ("--max-errors", "-1"),
+    ("--max-errors", "x"),
+    ("--order-seed", "-1"),
+    ("--max-questions", "0"),
+    ("--power", "1"),
+    ("--power", "nan"),
+]
 _RUN_OPTIONS = [
-    ("--batch-questions", "0"), ("--max-questions", "0"), ("--power", "1.0"), ("--power", "nan"),
-    ("--order-seed", "-1"), ("--max-errors", "-1"), ("--max-errors", "1e3"),
-]  # fmt: skip
+    ("--batch-questions", "0"),
+    ("--max-questions", "0"),
+    ("--power", "1.0"),
+    ("--power", "nan"),
+    ("--order-seed", "-1"),
+    ("--max-errors", "-1"),
+    ("--max-errors", "1e3"),
+]
 
 
 def number_cases() -> list[Case]:
@@ -470,11 +814,27 @@ def number_cases() -> list[Case]:
         argv = ("gate", "{d}/base.jsonl", "{d}/cand.jsonl", "--margin", "0.05", option, value)
         if option == "--margin":
             argv = ("gate", "{d}/base.jsonl", "{d}/cand.jsonl", option, value)
-        out.append(Case(f"cli/gate {option} {value}", argv, {"base.jsonl": BASE, "cand.jsonl": BASE}, 2,
-                        (option,), group="cli numbers"))
+        out.append(
+            Case(
+                f"cli/gate {option} {value}",
+                argv,
+                {"base.jsonl": BASE, "cand.jsonl": BASE},
+                2,
+                (option,),
+                group="cli numbers",
+            )
+        )
     for option, value in _RUN_OPTIONS:
-        out.append(Case(f"cli/run {option} {value}", RUN + (option, value), {"plan.yaml": _plan(), **_configs()}, 2,
-                        (option,), group="cli numbers"))
+        out.append(
+            Case(
+                f"cli/run {option} {value}",
+                RUN + (option, value),
+                {"plan.yaml": _plan(), **_configs()},
+                2,
+                (option,),
+                group="cli numbers",
+            )
+        )
     return out
 
 

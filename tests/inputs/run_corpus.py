@@ -92,8 +92,12 @@ def run_one(case, where: Path) -> dict:
         outcome = {"exit_code": None, "hang": True, "traceback": False, "output": ""}
     except BaseException as exc:  # noqa: BLE001 - recorded, not raised
         signal.alarm(0)
-        outcome = {"exit_code": None, "exception": f"{type(exc).__name__}: {str(exc)[:200]}",
-                   "traceback": True, "output": traceback.format_exc()[-2000:]}  # fmt: skip
+        outcome = {
+            "exit_code": None,
+            "exception": f"{type(exc).__name__}: {str(exc)[:200]}",
+            "traceback": True,
+            "output": traceback.format_exc()[-2000:],
+        }
     finally:
         signal.alarm(0)
         if saved is not None:
@@ -130,8 +134,13 @@ def drive(workdir, *, pythonpath: str, watchdog_s: float = TIME_LIMIT_S + 40) ->
     total, first = len(cases()), 0
     env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     while first < total:
-        proc = subprocess.Popen([sys.executable, __file__, str(workdir), str(first)], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env=env, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, __file__, str(workdir), str(first)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            text=True,
+        )
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
         current, deadline = None, time.monotonic() + watchdog_s

@@ -13,11 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from support import REPO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import cases, verdict  # noqa: E402
 from run_corpus import drive  # noqa: E402
+
+from corpus import cases, verdict  # noqa: E402
 
 CASES = cases()
 

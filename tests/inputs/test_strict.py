@@ -12,15 +12,23 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qualgate.records import strict as _strict
 from qualgate.config.decoding import load_plan
 from qualgate.errors import DataError
 from qualgate.records import Record, read_records
+from qualgate.records import strict as _strict
 
 VALID = {
-    "schema_version": 1, "run_id": "r", "config_id": "c", "suite": "s", "suite_version": "1",
-    "question_id": "q1", "seed": 0, "sample_index": 0, "outcome": "correct", "prompt_hash": "h",
-}  # fmt: skip
+    "schema_version": 1,
+    "run_id": "r",
+    "config_id": "c",
+    "suite": "s",
+    "suite_version": "1",
+    "question_id": "q1",
+    "seed": 0,
+    "sample_index": 0,
+    "outcome": "correct",
+    "prompt_hash": "h",
+}
 
 
 def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
@@ -127,8 +135,9 @@ def test_yaml_dates_stay_strings():
 # --------------------------------------------------------------------------- fuzzing
 
 _values = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
-_json_values = st.recursive(_values, lambda v: st.lists(v, max_size=3) | st.dictionaries(st.text(max_size=4), v, max_size=3),
-                            max_leaves=6)  # fmt: skip
+_json_values = st.recursive(
+    _values, lambda v: st.lists(v, max_size=3) | st.dictionaries(st.text(max_size=4), v, max_size=3), max_leaves=6
+)
 
 
 @st.composite
@@ -150,8 +159,11 @@ _junk = st.binary(max_size=40) | st.sampled_from([b"\r", b"\n", b"[", b"{", b"\x
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lines=st.lists(_record_lines(), min_size=1, max_size=4), junk=st.lists(st.tuples(st.integers(0, 400), _junk), max_size=2))
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(_record_lines(), min_size=1, max_size=4),
+    junk=st.lists(st.tuples(st.integers(0, 400), _junk), max_size=2),
+)
 def test_fuzzed_record_files_are_read_or_refused_with_a_data_error(tmp_path, lines, junk):
     data = bytearray(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
     for at, piece in junk:
@@ -169,17 +181,25 @@ def test_fuzzed_record_files_are_read_or_refused_with_a_data_error(tmp_path, lin
 
 _PLAN_KEYS = ["name", "suites", "seeds", "samples", "configs", "baseline", "candidates", "gate", "x"]
 _yaml_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=12)
     | st.sampled_from(["base", "cand", "base.yaml", "../x", "demo_arithmetic"]),
-    lambda v: st.lists(v, max_size=3) | st.dictionaries(st.text(max_size=6) | st.sampled_from(_PLAN_KEYS), v, max_size=3),
+    lambda v: (
+        st.lists(v, max_size=3) | st.dictionaries(st.text(max_size=6) | st.sampled_from(_PLAN_KEYS), v, max_size=3)
+    ),
     max_leaves=8,
-)  # fmt: skip
+)
 GOOD_PLAN = {"suites": ["demo_arithmetic"], "configs": {"base": "base.yaml", "cand": "base.yaml"}, "baseline": "base"}
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(changes=st.dictionaries(st.sampled_from(_PLAN_KEYS), _yaml_values, max_size=4), raw=st.none() | st.text(max_size=60))
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    changes=st.dictionaries(st.sampled_from(_PLAN_KEYS), _yaml_values, max_size=4), raw=st.none() | st.text(max_size=60)
+)
 def test_fuzzed_plans_load_or_are_refused_with_a_data_error(tmp_path, changes, raw):
     (tmp_path / "base.yaml").write_text("engine: reference\nmodel: m\nsampling: {max_tokens: 8}\n")
     plan = tmp_path / "plan.yaml"

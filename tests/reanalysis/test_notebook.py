@@ -26,13 +26,9 @@ def test_notebook_imports_only_the_public_api():
 def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(
-        nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(tmp_path)}}
-    )
+    client = NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError on the first failing cell
-    text = "".join(
-        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
-    )
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "retention_printed: fly/standard reproduces 6 of 7" in text
     images = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
     assert images == 3

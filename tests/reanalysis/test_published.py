@@ -37,13 +37,22 @@ def test_v1_table_figures_match_the_recovered_file(shared_dir):
     ours = load_published("fly_pr53987_v1_eval")
     theirs = shared_rows(shared_dir, "fly_pr53987_v1_eval_recovered.csv")
     pairs = {
-        "target_correct": "target_correct", "standard_correct": "standard_correct",
-        "fly_correct": "fly_correct", "target_printed": "target_raw", "standard_printed": "standard_raw",
-        "fly_printed": "fly_raw", "retention_printed": "retention_raw",
-        "standard_tok_per_s": "standard_output_tok_per_s", "fly_tok_per_s": "fly_output_tok_per_s",
-        "speedup_x": "fly_over_sd_x", "standard_acceptance_pct": "standard_draft_acceptance_pct",
-        "fly_acceptance_pct": "fly_draft_acceptance_pct", "standard_tau": "standard_tau",
-        "fly_tau": "fly_tau", "tau_ratio_x": "tau_ratio_x", "dataset": "dataset",
+        "target_correct": "target_correct",
+        "standard_correct": "standard_correct",
+        "fly_correct": "fly_correct",
+        "target_printed": "target_raw",
+        "standard_printed": "standard_raw",
+        "fly_printed": "fly_raw",
+        "retention_printed": "retention_raw",
+        "standard_tok_per_s": "standard_output_tok_per_s",
+        "fly_tok_per_s": "fly_output_tok_per_s",
+        "speedup_x": "fly_over_sd_x",
+        "standard_acceptance_pct": "standard_draft_acceptance_pct",
+        "fly_acceptance_pct": "fly_draft_acceptance_pct",
+        "standard_tau": "standard_tau",
+        "fly_tau": "fly_tau",
+        "tau_ratio_x": "tau_ratio_x",
+        "dataset": "dataset",
         "n_questions": "n_questions",
     }
     assert len(ours) == len(theirs)

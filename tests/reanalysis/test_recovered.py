@@ -192,10 +192,7 @@ def test_acceptance_length_is_one_plus_fifteen_times_acceptance_rate(result):
 
 
 def test_mcnemar_sample_size_for_the_pooled_fly_loss(result):
-    (req,) = [
-        q for q in result.requirements
-        if q.mode == "fly" and q.scope == "pooled" and q.discordance == 0.05
-    ]
+    (req,) = [q for q in result.requirements if q.mode == "fly" and q.scope == "pooled" and q.discordance == 0.05]
     # loss 10/1387 = 0.0072098; Connor: n = (1.959964*sqrt(0.05) + 0.841621*sqrt(0.05 -
     # 0.0072098^2))^2 / 0.0072098^2 = (0.438261 + 0.188095)^2 / 5.1981e-5 = 7547.4 -> 7548
     assert req.loss == pytest.approx(10 / 1387)
@@ -204,8 +201,7 @@ def test_mcnemar_sample_size_for_the_pooled_fly_loss(result):
 
 def test_sample_size_is_absent_when_discordance_is_below_the_loss(result):
     (req,) = [
-        q for q in result.requirements
-        if q.mode == "fly" and q.scope.endswith("AIME 2024") and q.discordance == 0.05
+        q for q in result.requirements if q.mode == "fly" and q.scope.endswith("AIME 2024") and q.discordance == 0.05
     ]
     # a 10-point loss needs at least 10% of questions discordant
     assert req.loss == pytest.approx(0.1) and req.n_required is None

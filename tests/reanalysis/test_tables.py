@@ -130,14 +130,31 @@ def test_min_retention_is_solved_for_the_counts_that_print_it():
 
 
 def test_recovered_column_spellings_map_to_canonical_names():
-    assert [canonical_column(c) for c in (
-        "target_raw", "retention_raw", "fly_over_sd_x", "standard_sd_output_tok_per_s",
-        "standard_draft_acceptance_pct", "fly_acceptance_rate_pct", "standard_sd_acceptance_length",
-        "speedup_min_x_vs_standard_sd", "pair_speedup_max_x_docs", "target_draft",
-    )] == [
-        "target_printed", "retention_printed", "speedup_x", "standard_tok_per_s",
-        "standard_acceptance_pct", "fly_acceptance_pct", "standard_tau",
-        "speedup_min_x", "pair_speedup_max_x", "model",
+    assert [
+        canonical_column(c)
+        for c in (
+            "target_raw",
+            "retention_raw",
+            "fly_over_sd_x",
+            "standard_sd_output_tok_per_s",
+            "standard_draft_acceptance_pct",
+            "fly_acceptance_rate_pct",
+            "standard_sd_acceptance_length",
+            "speedup_min_x_vs_standard_sd",
+            "pair_speedup_max_x_docs",
+            "target_draft",
+        )
+    ] == [
+        "target_printed",
+        "retention_printed",
+        "speedup_x",
+        "standard_tok_per_s",
+        "standard_acceptance_pct",
+        "fly_acceptance_pct",
+        "standard_tau",
+        "speedup_min_x",
+        "pair_speedup_max_x",
+        "model",
     ]
 
 
@@ -156,16 +173,19 @@ def test_printed_figures_keep_their_rounding():
 def tables(draw):
     k = draw(st.integers(1, 6))
     rows = []
-    for i in range(k):
+    for _ in range(k):
         n = draw(st.integers(1, 400))
-        rows.append({
-            "dataset": f"d{draw(st.integers(0, 2))}", "n": n,
-            **{f"{m}_correct": draw(st.integers(0, n)) for m in ("target", "standard", "fly")},
-        })
+        rows.append(
+            {
+                "dataset": f"d{draw(st.integers(0, 2))}",
+                "n": n,
+                **{f"{m}_correct": draw(st.integers(0, n)) for m in ("target", "standard", "fly")},
+            }
+        )
     return rows
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(tables())
 def test_pooled_net_answers_are_the_sum_of_cell_nets(rows):
     r = reanalyze(rows)
@@ -175,7 +195,7 @@ def test_pooled_net_answers_are_the_sum_of_cell_nets(rows):
         assert t.cells_above + t.cells_below + t.cells_equal == t.cells == len(rows)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(tables(), st.integers(1, 50))
 def test_any_count_above_n_is_refused(rows, excess):
     rows[-1]["fly_correct"] = rows[-1]["n"] + excess

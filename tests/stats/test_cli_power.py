@@ -82,16 +82,28 @@ def test_n_without_loss_prints_the_detectable_loss():
 
 
 def test_options_reach_the_library():
-    args = ["--loss", "0.03", "--discordant", "0.1", "--alpha", "0.01", "--power", "0.9",
-            "--alternative", "less", "--method", "exact", "--format", "json"]  # fmt: skip
-    expected = mcnemar_sample_size(0.03, 0.1, alpha=0.01, power=0.9, alternative="less",
-                                   method="exact")  # fmt: skip
+    args = [
+        "--loss",
+        "0.03",
+        "--discordant",
+        "0.1",
+        "--alpha",
+        "0.01",
+        "--power",
+        "0.9",
+        "--alternative",
+        "less",
+        "--method",
+        "exact",
+        "--format",
+        "json",
+    ]
+    expected = mcnemar_sample_size(0.03, 0.1, alpha=0.01, power=0.9, alternative="less", method="exact")
     assert json.loads(mcnemar_run(*args).stdout) == as_printed(expected)
 
 
 def test_exact_text_explains_the_stable_column():
-    result = mcnemar_run("--loss", "0.3", "--discordant", "0.99", "--alternative", "less",
-                 "--method", "exact")  # fmt: skip
+    result = mcnemar_run("--loss", "0.3", "--discordant", "0.99", "--alternative", "less", "--method", "exact")
     header, rows = table_rows(result.stdout)
     assert "stable from" in header and rows[0].split()[2:4] == ["71", "74"]
     assert "sawtooth" in result.stdout
@@ -105,7 +117,10 @@ def test_by_default_it_sizes_the_gates_design_noninferiority_one_sided():
     _, rows = table_rows(result.stdout)
     assert rows[0].split() == ["0", "0.06", str(noninferiority_sample_size(0.02, 0.06).n), "0.800"]
     assert noninferiority_sample_size(0.02, 0.06).n == 982 != mcnemar_sample_size(0.02, 0.06).n
-    assert "Design sized: non-inferiority (what `qualgate gate` decides), H0: loss >= 0.02, one-sided alpha 0.05" in result.stdout
+    assert (
+        "Design sized: non-inferiority (what `qualgate gate` decides), H0: loss >= 0.02, one-sided alpha 0.05"
+        in result.stdout
+    )
 
 
 def test_the_gates_design_needs_a_margin():
@@ -116,8 +131,7 @@ def test_the_gates_design_needs_a_margin():
 def test_noninferiority_mode_sizes_and_powers_the_score_test():
     sized = json.loads(run("--margin", "0.02", "--discordant", "0.06", "--format", "json").stdout)
     assert sized == as_printed(noninferiority_sample_size(0.02, 0.06), "noninferiority")
-    powered = run("--margin", "0.02", "--discordant", "0.06", "--n", "500",
-                  "--loss", "0.005", "--format", "json")  # fmt: skip
+    powered = run("--margin", "0.02", "--discordant", "0.06", "--n", "500", "--loss", "0.005", "--format", "json")
     expected = noninferiority_power(500, 0.02, 0.06, expected_loss=0.005)
     assert json.loads(powered.stdout) == as_printed(expected, "noninferiority")
     alias = run("--noninferiority", "0.02", "--discordant", "0.06", "--format", "json")
@@ -130,8 +144,7 @@ def test_impossible_cells_of_a_grid_are_marked_not_fatal():
     _, rows = table_rows(result.stdout)
     assert [r.split()[-1] for r in rows] == ["n/a", "0.800", "n/a", "n/a"]
     assert "n/a (loss=0.05, discordant=0.04): loss must not exceed discordant" in result.stdout
-    data = json.loads(mcnemar_run("--loss", "0.05,0.1", "--discordant", "0.04,0.08",
-                          "--format", "json").stdout)  # fmt: skip
+    data = json.loads(mcnemar_run("--loss", "0.05,0.1", "--discordant", "0.04,0.08", "--format", "json").stdout)
     assert "error" in data[0] and data[1]["n"] == mcnemar_sample_size(0.05, 0.08).n
 
 
@@ -147,8 +160,10 @@ def test_impossible_cells_of_a_grid_are_marked_not_fatal():
         (["--design", "mcnemar", "--loss", "0.1", "--discordant", "0.04"], "'--loss'"),
         (["--design", "mcnemar", "--loss", "0.02", "--discordant", "1.5"], "'--discordant'"),
         (["--design", "mcnemar", "--loss", "0.02", "--discordant", "0.06", "--method", "bayes"], "'--method'"),
-        (["--design", "mcnemar", "--loss", "0.02", "--discordant", "0.06", "--alternative", "greater"],
-         "'--alternative'"),
+        (
+            ["--design", "mcnemar", "--loss", "0.02", "--discordant", "0.06", "--alternative", "greater"],
+            "'--alternative'",
+        ),
         (["--design", "mcnemar", "--margin", "0.02", "--loss", "0.02", "--discordant", "0.06"], "'--margin'"),
         (["--design", "bayes", "--margin", "0.02", "--discordant", "0.06"], "'--design'"),
         (["--margin", "0.02", "--discordant", "0.06", "--method", "exact"], "'--method'"),
@@ -158,7 +173,7 @@ def test_impossible_cells_of_a_grid_are_marked_not_fatal():
         (["--margin", "0.02", "--loss", "0.03", "--discordant", "0.06"], "'--loss'"),
         (["--margin", "0.02", "--discordant", "0.06", "--format", "yaml"], "'--format'"),
     ],
-)  # fmt: skip
+)
 def test_invalid_values_exit_2_naming_the_option(args, option):
     result = run(*args)
     assert result.exit_code == 2

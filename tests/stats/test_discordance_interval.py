@@ -53,9 +53,13 @@ def test_the_interval_is_a_confidence_interval_tuple():
 
 @pytest.mark.parametrize(
     ("args", "kwargs", "match"),
-    [((11, 10), {}, "discordant must be at most n"), ((1, 0), {}, "n must be a positive integer"),
-     ((-1, 10), {}, "discordant must be"), ((1, 10), {"design_effect": 0}, "design_effect must be"),
-     ((1, 10), {"confidence_level": 1.0}, "confidence_level must be")],
+    [
+        ((11, 10), {}, "discordant must be at most n"),
+        ((1, 0), {}, "n must be a positive integer"),
+        ((-1, 10), {}, "discordant must be"),
+        ((1, 10), {"design_effect": 0}, "design_effect must be"),
+        ((1, 10), {"confidence_level": 1.0}, "confidence_level must be"),
+    ],
 )
 def test_invalid_arguments_are_named(args, kwargs, match):
     with pytest.raises(ValueError, match=match):

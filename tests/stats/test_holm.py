@@ -33,7 +33,7 @@ def test_holm_of_no_p_values_is_empty():
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None)  # multipletests takes ~60 ms a call
+@settings(max_examples=25)  # multipletests takes ~60 ms a call
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=20))
 def test_holm_matches_statsmodels_multipletests(p):
     # statsmodels.stats.multitest.multipletests(p, method="holm")[1]; absolute 1e-12

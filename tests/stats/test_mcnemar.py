@@ -4,14 +4,15 @@ import json
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import beta, binomtest
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
-from strategies import alternatives, counts, mcnemar_methods
 
 from qualgate.stats import mcnemar
+
+from strategies import alternatives, counts, mcnemar_methods
 
 # R 4.2 (base stats + contingencytables' McNemar_midP_test_paired_2x2, sourced from
 # ocbe-uio/contingencytables), one row per (lost, gained), with
@@ -25,25 +26,84 @@ from qualgate.stats import mcnemar
 # Tolerance: relative 1e-9 (both sides compute the same double-precision quantities).
 R_ROWS = [
     # lost, gained, exact2, exact_less, exact_greater, midp2, asym_p, chi2, cc_p, cc_chi2
-    (16, 6, 0.0524787902832032, 0.0262393951416016, 0.991549730300903, 0.0346896648406983,
-     0.0330062576612324, 4.54545454545455, 0.0550088336292657, 3.68181818181818),
-    (7, 1, 0.0703125, 0.03515625, 0.99609375, 0.0390625,
-     0.0338948535246893, 4.5, 0.077099871743542, 3.125),
+    (
+        16,
+        6,
+        0.0524787902832032,
+        0.0262393951416016,
+        0.991549730300903,
+        0.0346896648406983,
+        0.0330062576612324,
+        4.54545454545455,
+        0.0550088336292657,
+        3.68181818181818,
+    ),
+    (7, 1, 0.0703125, 0.03515625, 0.99609375, 0.0390625, 0.0338948535246893, 4.5, 0.077099871743542, 3.125),
     (3, 0, 0.25, 0.125, 1.0, 0.125, 0.0832645166635506, 3.0, 0.248213078989924, 1.33333333333333),
-    (40, 25, 0.0816815339415403, 0.0408407669707702, 0.976823262833544, 0.064017504137226,
-     0.0628118475160988, 3.46153846153846, 0.08247788747321, 3.01538461538462),
-    (12, 9, 0.663623809814453, 0.331811904907227, 0.808344841003418, 0.523467063903809,
-     0.512690760261923, 0.428571428571429, 0.662520583540057, 0.19047619047619),
+    (
+        40,
+        25,
+        0.0816815339415403,
+        0.0408407669707702,
+        0.976823262833544,
+        0.064017504137226,
+        0.0628118475160988,
+        3.46153846153846,
+        0.08247788747321,
+        3.01538461538462,
+    ),
+    (
+        12,
+        9,
+        0.663623809814453,
+        0.331811904907227,
+        0.808344841003418,
+        0.523467063903809,
+        0.512690760261923,
+        0.428571428571429,
+        0.662520583540057,
+        0.19047619047619,
+    ),
     (5, 5, 1.0, 0.623046875, 0.623046875, 0.876953125, 1.0, 0.0, 1.0, 0.0),
     (0, 4, 0.125, 1.0, 0.0625, 0.0625, 0.0455002638963585, 4.0, 0.133614402537715, 2.25),
-    (1000, 900, 0.0231088451089011, 0.0115544225544505, 0.989762923300737, 0.0217914992537134,
-     0.0217814627911195, 5.26315789473684, 0.0231339195107552, 5.15842105263158),
+    (
+        1000,
+        900,
+        0.0231088451089011,
+        0.0115544225544505,
+        0.989762923300737,
+        0.0217914992537134,
+        0.0217814627911195,
+        5.26315789473684,
+        0.0231339195107552,
+        5.15842105263158,
+    ),
     # 10^6 discordant pairs
-    (500500, 499500, 0.317794691363306, 0.158897345681653, 0.841586595848042, 0.317310749833611,
-     0.317310507862914, 1.0, 0.317794691282637, 0.998001),
-    (500, 0, 6.10987272699958e-151, 3.05493636349979e-151, 1.0, 3.05493636349987e-151,
-     9.50539776655409e-111, 500.0, 2.58640476057869e-110, 498.002),
-]  # fmt: skip
+    (
+        500500,
+        499500,
+        0.317794691363306,
+        0.158897345681653,
+        0.841586595848042,
+        0.317310749833611,
+        0.317310507862914,
+        1.0,
+        0.317794691282637,
+        0.998001,
+    ),
+    (
+        500,
+        0,
+        6.10987272699958e-151,
+        3.05493636349979e-151,
+        1.0,
+        3.05493636349987e-151,
+        9.50539776655409e-111,
+        500.0,
+        2.58640476057869e-110,
+        498.002,
+    ),
+]
 REL = 1e-9
 
 
@@ -119,9 +179,7 @@ def test_matches_statsmodels_on_every_small_table():
             assert got.zstatistic**2 == pytest.approx(ref_plain.statistic, rel=1e-9)
             if lost != gained:
                 ref_cc = sm_mcnemar(table, exact=False, correction=True)
-                assert mcnemar(lost, gained, method="asymptotic-cc").pvalue == pytest.approx(
-                    ref_cc.pvalue, rel=1e-9
-                )
+                assert mcnemar(lost, gained, method="asymptotic-cc").pvalue == pytest.approx(ref_cc.pvalue, rel=1e-9)
 
 
 @pytest.mark.parametrize("method", ["exact", "midp", "asymptotic", "asymptotic-cc"])
@@ -137,13 +195,11 @@ def test_less_means_candidate_worse():
     assert mcnemar(30, 5, alternative="greater").pvalue > 0.999
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(counts, counts, mcnemar_methods, alternatives)
 def test_pvalue_is_a_probability(lost, gained, method, alternative):
     assert 0.0 <= mcnemar(lost, gained, method=method, alternative=alternative).pvalue <= 1.0
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(counts, counts, mcnemar_methods)
 def test_swapping_lost_and_gained_mirrors_one_sided_pvalues(lost, gained, method):
     less = mcnemar(lost, gained, method=method, alternative="less").pvalue
@@ -153,7 +209,6 @@ def test_swapping_lost_and_gained_mirrors_one_sided_pvalues(lost, gained, method
     assert two == pytest.approx(mcnemar(gained, lost, method=method).pvalue, rel=1e-12, abs=1e-300)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(counts, counts)
 def test_exact_two_sided_is_twice_the_smaller_tail(lost, gained):
     less = mcnemar(lost, gained, alternative="less").pvalue
@@ -161,7 +216,6 @@ def test_exact_two_sided_is_twice_the_smaller_tail(lost, gained):
     assert mcnemar(lost, gained).pvalue == pytest.approx(min(1.0, 2 * min(less, greater)), rel=1e-12)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(counts, counts, alternatives)
 def test_midp_is_never_above_exact(lost, gained, alternative):
     exact = mcnemar(lost, gained, alternative=alternative).pvalue
@@ -171,9 +225,14 @@ def test_midp_is_never_above_exact(lost, gained, alternative):
 def test_result_is_frozen_and_serialisable():
     result = mcnemar(16, 6, alternative="less", method="midp")
     assert json.loads(json.dumps(result.to_dict())) == {
-        "lost": 16, "gained": 6, "statistic": 6 / 22, "pvalue": result.pvalue, "zstatistic": None,
-        "method": "midp", "alternative": "less",
-    }  # fmt: skip
+        "lost": 16,
+        "gained": 6,
+        "statistic": 6 / 22,
+        "pvalue": result.pvalue,
+        "zstatistic": None,
+        "method": "midp",
+        "alternative": "less",
+    }
     with pytest.raises(AttributeError):
         result.pvalue = 0.5
 
@@ -197,14 +256,12 @@ def test_invalid_arguments_raise_value_error_naming_them(kwargs, named):
         mcnemar(**kwargs)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(st.integers(0, 10**6), st.integers(0, 10**6))
 def test_large_counts_stay_finite(lost, gained):
     for method in ("exact", "midp", "asymptotic"):
         assert 0.0 <= mcnemar(lost, gained, method=method).pvalue <= 1.0
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(counts, counts.filter(bool), mcnemar_methods, alternatives)
 def test_statistic_is_the_share_of_discordant_questions_gained_whatever_the_method(lost, gained, method, alternative):
     result = mcnemar(lost, gained, method=method, alternative=alternative)
@@ -216,7 +273,6 @@ def test_exact_interval_matches_r_binom_test():
     assert mcnemar(13, 7).confidence_interval() == pytest.approx((0.1539092, 0.5921885), abs=5e-8)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(counts, counts, alternatives, st.sampled_from([0.8, 0.9, 0.95, 0.99]))
 def test_exact_interval_is_clopper_pearson_from_beta_quantiles(lost, gained, alternative, level):
     m = lost + gained
@@ -231,7 +287,6 @@ def test_exact_interval_is_clopper_pearson_from_beta_quantiles(lost, gained, alt
     assert got == pytest.approx((low, high), rel=1e-7, abs=1e-12)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(counts, counts.filter(bool), st.sampled_from([("exact", "beta"), ("wilson", "wilson")]))
 def test_two_sided_interval_matches_statsmodels_proportion_confint(lost, gained, methods):
     ours, theirs = methods
@@ -247,9 +302,12 @@ def test_interval_with_no_discordant_pair_is_everything():
 
 @pytest.mark.parametrize(
     ("kwargs", "named"),
-    [(dict(confidence_level=95), "confidence_level"), (dict(confidence_level=1.0), "confidence_level"),
-     (dict(method="clopper-pearson"), "method")],
-)  # fmt: skip
+    [
+        (dict(confidence_level=95), "confidence_level"),
+        (dict(confidence_level=1.0), "confidence_level"),
+        (dict(method="clopper-pearson"), "method"),
+    ],
+)
 def test_invalid_interval_arguments_raise_value_error_naming_them(kwargs, named):
     with pytest.raises(ValueError, match=rf"^{named} "):
         mcnemar(3, 4).confidence_interval(**kwargs)

@@ -60,7 +60,7 @@ def check(before, after_lost, after_gained):
 @pytest.mark.parametrize(("max_seeds", "examples"), [(5, 300), (1, 150)], ids=["several-seeds", "one-seed"])
 @pytest.mark.slow
 def test_clustered_bound_is_monotone_in_lost_and_gained_pairs(max_seeds, examples):
-    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples, suppress_health_check=[HealthCheck.too_slow])
     @given(clustered_designs(max_seeds=max_seeds))
     def prop(design):
         rows, k, margin, alpha = design
@@ -83,7 +83,7 @@ def test_the_issue_example_a_lost_pair_no_longer_improves_the_verdict():
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, suppress_health_check=[HealthCheck.too_slow])
 @given(
     n=st.integers(20, 300),
     lost=st.integers(0, 15),

@@ -4,14 +4,15 @@ import json
 import math
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from scipy import optimize, stats
 from scipy.special import xlogy
-from strategies import paired_tables
 
 from qualgate.stats import noninferiority, paired_difference_ci
 from qualgate.stats._score import restricted_p21
+
+from strategies import paired_tables
 
 # R 4.2 with contingencytables' Tango functions sourced from ocbe-uio/contingencytables:
 #   m   <- matrix(c(a, lost, gained, d), 2, byrow = TRUE)   # (n12 - n21)/N = loss
@@ -33,7 +34,7 @@ R_NI = [
 
 @pytest.mark.parametrize(("table", "margin", "z", "p", "upper"), R_NI, ids=lambda x: str(x))
 def test_statistic_pvalue_and_bound_match_r(table, margin, z, p, upper):
-    result = noninferiority(*table, margin=margin)
+    result = noninferiority(*table, margin=margin, method="score")
     assert result.statistic == pytest.approx(z, abs=1e-9)
     assert result.pvalue == pytest.approx(p, rel=1e-9)
     assert result.upper_bound == pytest.approx(upper, abs=1e-6)
@@ -45,33 +46,28 @@ def test_bound_without_discordant_pairs_has_a_closed_form():
     # -sqrt(n d / (1 - d)); solving Z = -z gives d = z^2 / (n + z^2).
     z = stats.norm.isf(0.05)
     for n in (10, 100, 1319):
-        bound = noninferiority(n - 3, 0, 0, 3, margin=0.5).upper_bound
+        bound = noninferiority(n - 3, 0, 0, 3, margin=0.5, method="score").upper_bound
         assert bound == pytest.approx(z**2 / (n + z**2), rel=1e-10)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(paired_tables(min_n=1), st.floats(0.001, 0.5), st.sampled_from([0.01, 0.05, 0.1, 0.2]))
 def test_rejects_exactly_when_the_upper_bound_is_below_the_margin(table, margin, alpha):
-    result = table.noninferiority(margin=margin, alpha=alpha)
+    result = table.noninferiority(margin=margin, alpha=alpha, method="score")
     assume(abs(result.upper_bound - margin) > 1e-9)  # ties are a matter of root precision
     assert result.noninferior is (result.upper_bound < margin)
     assert result.noninferior is (result.pvalue < alpha)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(paired_tables(min_n=1), st.sampled_from([0.025, 0.05, 0.1]))
 def test_upper_bound_is_the_tango_interval_limit_at_twice_alpha(table, alpha):
-    result = table.noninferiority(margin=0.1, alpha=alpha)
+    result = table.noninferiority(margin=0.1, alpha=alpha, method="score")
     # loss = -(difference): the upper bound of the loss is minus the lower Tango limit
     low, _ = table.confidence_interval(confidence_level=1 - 2 * alpha)
     assert result.upper_bound == pytest.approx(-low, abs=1e-9)
     assert result.upper_bound >= result.loss - 1e-12
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
-@given(
-    st.integers(0, 300), st.integers(0, 300), st.integers(1, 300), st.floats(-0.95, 0.95)
-)
+@given(st.integers(0, 300), st.integers(0, 300), st.integers(1, 300), st.floats(-0.95, 0.95))
 def test_restricted_estimate_maximises_the_constrained_likelihood(first, second, rest, delta):
     # Reference: numerical maximisation of the trinomial log-likelihood over q = P(second)
     # with P(first) = q + delta, on the feasible interval (scipy bounded Brent, xatol 1e-12).
@@ -91,21 +87,21 @@ def test_restricted_estimate_maximises_the_constrained_likelihood(first, second,
 
 def test_passes_when_the_candidate_clearly_matches():
     # 5000 questions, 2% discordant split evenly: the loss is at most ~0.5 points.
-    assert noninferiority(4000, 50, 50, 900, margin=0.01).noninferior
+    assert noninferiority(4000, 50, 50, 900, margin=0.01, method="score").noninferior
 
 
 def test_fails_when_the_loss_exceeds_the_margin():
-    assert not noninferiority(4000, 120, 50, 830, margin=0.01).noninferior
+    assert not noninferiority(4000, 120, 50, 830, margin=0.01, method="score").noninferior
 
 
 def test_empty_table_is_not_noninferior():
-    result = noninferiority(0, 0, 0, 0, margin=0.02)
+    result = noninferiority(0, 0, 0, 0, margin=0.02, method="score")
     assert (result.pvalue, result.upper_bound, result.noninferior) == (1.0, 1.0, False)
     assert math.isnan(result.loss) and result.to_dict()["loss"] is None
 
 
 def test_result_is_serialisable():
-    result = noninferiority(900, 12, 10, 78, margin=0.02)
+    result = noninferiority(900, 12, 10, 78, margin=0.02, method="score")
     data = json.loads(json.dumps(result.to_dict()))
     assert data["noninferior"] is True and data["margin"] == 0.02 and data["n"] == 1000
     assert data["method"] == "score" and data["loss"] == pytest.approx(0.002)
@@ -133,7 +129,7 @@ def test_margin_is_required():
 def test_tango_interval_and_test_agree_on_a_printed_example():
     # Cavo et al. (2012): printed 95% Tango interval -0.1240 to -0.0054 for the difference;
     # the one-sided 97.5% upper bound of the loss is therefore 0.1240 (tolerance 5e-5).
-    assert noninferiority(59, 16, 6, 80, margin=0.2, alpha=0.025).upper_bound == pytest.approx(
+    assert noninferiority(59, 16, 6, 80, margin=0.2, alpha=0.025, method="score").upper_bound == pytest.approx(
         0.1240, abs=5e-5
     )
     assert paired_difference_ci(59, 16, 6, 80)[0] == pytest.approx(-0.1240, abs=5e-5)

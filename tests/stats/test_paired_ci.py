@@ -3,10 +3,11 @@
 import math
 
 import pytest
-from hypothesis import given, settings
-from strategies import ci_methods, paired_tables
+from hypothesis import given
 
 from qualgate.stats import PairedTable, paired_difference_ci
+
+from strategies import ci_methods, paired_tables
 
 # R 4.2 with these functions sourced from their GitHub sources (never installed from CRAN):
 #   contingencytables (ocbe-uio/contingencytables): Tango_asymptotic_score_CI_paired_2x2,
@@ -127,9 +128,7 @@ def test_cavo_example_matches_published_four_decimals():
         "bonett-price": (-0.1195, -0.0032),
     }
     for method, expected in printed.items():
-        assert paired_difference_ci(59, 16, 6, 80, method=method) == pytest.approx(
-            expected, abs=5e-5
-        ), method
+        assert paired_difference_ci(59, 16, 6, 80, method=method) == pytest.approx(expected, abs=5e-5), method
 
 
 def test_wald_cc_widens_wald_by_one_over_n():
@@ -140,13 +139,11 @@ def test_wald_cc_widens_wald_by_one_over_n():
     assert (low - cc_low, cc_high - high) == pytest.approx((1 / 161, 1 / 161), abs=1e-15)
 
 
-@pytest.mark.parametrize("method", ["tango", "newcombe", "wald", "wald-cc", "agresti-min",
-                                    "bonett-price"])  # fmt: skip
+@pytest.mark.parametrize("method", ["tango", "newcombe", "wald", "wald-cc", "agresti-min", "bonett-price"])
 def test_empty_table_gives_the_whole_range(method):
     assert paired_difference_ci(0, 0, 0, 0, method=method) == (-1.0, 1.0)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(paired_tables(min_n=1), ci_methods)
 def test_interval_is_ordered_inside_minus_one_one_and_contains_the_estimate(table, method):
     low, high = table.confidence_interval(method=method)
@@ -154,27 +151,21 @@ def test_interval_is_ordered_inside_minus_one_one_and_contains_the_estimate(tabl
     assert low - 1e-12 <= table.difference <= high + 1e-12
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(paired_tables(max_count=200, min_n=1), ci_methods)
 def test_interval_narrows_when_every_count_is_multiplied(table, method):
     low, high = table.confidence_interval(method=method)
-    bigger = PairedTable(*(4 * getattr(table, f) for f in ("both_correct", "lost", "gained",
-                                                            "both_wrong")))  # fmt: skip
+    bigger = PairedTable(*(4 * getattr(table, f) for f in ("both_correct", "lost", "gained", "both_wrong")))
     big_low, big_high = bigger.confidence_interval(method=method)
     assert big_high - big_low <= high - low + 1e-12
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(paired_tables(min_n=1), ci_methods)
 def test_swapping_lost_and_gained_negates_the_interval(table, method):
     low, high = table.confidence_interval(method=method)
-    swapped = paired_difference_ci(
-        table.both_correct, table.gained, table.lost, table.both_wrong, method=method
-    )
+    swapped = paired_difference_ci(table.both_correct, table.gained, table.lost, table.both_wrong, method=method)
     assert swapped == pytest.approx((-high, -low), abs=1e-9)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(paired_tables(min_n=1), ci_methods)
 def test_higher_confidence_gives_a_wider_interval(table, method):
     low95, high95 = table.confidence_interval(method=method)

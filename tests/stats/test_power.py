@@ -9,7 +9,6 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats
-from strategies import mcnemar_designs, noninferiority_designs
 
 from qualgate.stats import (
     mcnemar,
@@ -19,6 +18,8 @@ from qualgate.stats import (
     noninferiority_power,
     noninferiority_sample_size,
 )
+
+from strategies import mcnemar_designs, noninferiority_designs
 
 # --------------------------------------------------------------------------- normal method
 
@@ -126,8 +127,12 @@ def test_exact_power_equals_brute_force_over_the_public_test():
     for lost in range(n + 1):
         for gained in range(n + 1 - lost):
             rest = n - lost - gained
-            weight = (math.factorial(n) // (math.factorial(lost) * math.factorial(gained)
-                      * math.factorial(rest))) * p_lost**lost * p_gained**gained * (1 - psi)**rest
+            weight = (
+                (math.factorial(n) // (math.factorial(lost) * math.factorial(gained) * math.factorial(rest)))
+                * p_lost**lost
+                * p_gained**gained
+                * (1 - psi) ** rest
+            )
             result = mcnemar(lost, gained)
             if result.pvalue <= 0.05 and lost > gained:
                 total += weight
@@ -151,9 +156,8 @@ def test_exact_needs_more_questions_than_normal_for_llm_sized_designs():
 
 # --------------------------------------------------------------------------- round trips
 
-@settings(deadline=None)
-@given(mcnemar_designs(min_loss=0.01), st.sampled_from(["two-sided", "less"]),
-       st.sampled_from([0.8, 0.9]))  # fmt: skip
+
+@given(mcnemar_designs(min_loss=0.01), st.sampled_from(["two-sided", "less"]), st.sampled_from([0.8, 0.9]))
 def test_normal_round_trip_n_power_n(design, alternative, target):
     loss, psi = design
     result = mcnemar_sample_size(loss, psi, power=target, alternative=alternative)
@@ -165,7 +169,7 @@ def test_normal_round_trip_n_power_n(design, alternative, target):
     assert detectable.power == pytest.approx(target, abs=1e-9)
 
 
-@settings(deadline=None, max_examples=25)
+@settings(max_examples=25)
 @given(mcnemar_designs(min_loss=0.03), st.sampled_from(["two-sided", "less"]))
 def test_exact_round_trip_n_power_loss(design, alternative):
     loss, psi = design
@@ -177,7 +181,6 @@ def test_exact_round_trip_n_power_loss(design, alternative):
     assert detectable.loss <= loss + 1e-9 and detectable.power >= 0.8
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(st.integers(2, 5000), st.integers(1, 400), mcnemar_designs(min_loss=0.001))
 def test_normal_power_rises_with_n_and_loss(n, extra, design):
     loss, psi = design
@@ -189,7 +192,7 @@ def test_normal_power_rises_with_n_and_loss(n, extra, design):
     assert mcnemar_power(n, min(psi, loss * 1.5), psi).power >= base
 
 
-@settings(deadline=None, max_examples=50)
+@settings(max_examples=50)
 @given(st.integers(5, 3000), mcnemar_designs(min_loss=0.001))
 def test_exact_power_rises_with_loss(n, design):
     loss, psi = design
@@ -237,28 +240,21 @@ R_NI_EXACT = [
 
 
 @pytest.mark.parametrize(("margin", "psi", "expected_loss", "n", "exact"), R_NI_EXACT)
-def test_noninferiority_sample_size_reaches_target_in_exact_enumeration(
-    margin, psi, expected_loss, n, exact
-):
+def test_noninferiority_sample_size_reaches_target_in_exact_enumeration(margin, psi, expected_loss, n, exact):
     result = noninferiority_sample_size(margin, psi, expected_loss=expected_loss)
     assert result.n == n
     assert exact == pytest.approx(0.8, abs=0.02)
     assert result.power == pytest.approx(exact, abs=0.02)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(noninferiority_designs(), st.sampled_from([0.025, 0.05]), st.sampled_from([0.8, 0.9]))
 def test_noninferiority_round_trip(design, alpha, target):
     margin, psi, expected_loss = design
-    result = noninferiority_sample_size(
-        margin, psi, expected_loss=expected_loss, alpha=alpha, power=target
-    )
+    result = noninferiority_sample_size(margin, psi, expected_loss=expected_loss, alpha=alpha, power=target)
     power = noninferiority_power(result.n, margin, psi, expected_loss=expected_loss, alpha=alpha)
     assert power.power >= target
     if result.n > 1:
-        before = noninferiority_power(
-            result.n - 1, margin, psi, expected_loss=expected_loss, alpha=alpha
-        )
+        before = noninferiority_power(result.n - 1, margin, psi, expected_loss=expected_loss, alpha=alpha)
         assert before.power < target
 
 
@@ -268,6 +264,7 @@ def test_noninferiority_needs_more_questions_for_a_tighter_margin():
 
 
 # --------------------------------------------------------------------------- results, errors
+
 
 def test_results_are_integers_with_power_attached_and_serialise():
     for result in (

@@ -5,10 +5,11 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from strategies import boolean_outcomes, paired_tables
+from hypothesis import given
 
 from qualgate.stats import PairedTable, mcnemar, noninferiority, paired_difference_ci
+
+from strategies import boolean_outcomes, paired_tables
 
 
 def test_counts_each_outcome_pair():
@@ -17,7 +18,6 @@ def test_counts_each_outcome_pair():
     assert PairedTable.from_outcomes(b, c) == PairedTable(2, 2, 1, 1)
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(boolean_outcomes(max_size=60))
 @pytest.mark.slow
 def test_counts_add_up_and_match_accuracies(outcomes):
@@ -69,9 +69,15 @@ def test_empty_table_has_undefined_fractions():
 def test_to_dict_is_json_ready():
     data = json.loads(json.dumps(PairedTable(59, 16, 6, 80).to_dict()))
     assert data == {
-        "both_correct": 59, "lost": 16, "gained": 6, "both_wrong": 80, "n": 161,
-        "discordant": 22 / 161, "difference": -10 / 161, "loss": 10 / 161,
-    }  # fmt: skip
+        "both_correct": 59,
+        "lost": 16,
+        "gained": 6,
+        "both_wrong": 80,
+        "n": 161,
+        "discordant": 22 / 161,
+        "difference": -10 / 161,
+        "loss": 10 / 161,
+    }
 
 
 def test_is_frozen():
@@ -79,14 +85,11 @@ def test_is_frozen():
         PairedTable(1, 1, 1, 1).lost = 2
 
 
-@settings(deadline=None)  # timing varies on shared CI cores
 @given(paired_tables())
 @pytest.mark.slow
 def test_methods_delegate_to_the_functions(table):
     assert table.mcnemar(alternative="less") == mcnemar(table.lost, table.gained, alternative="less")
     counts = (table.both_correct, table.lost, table.gained, table.both_wrong)
-    assert table.confidence_interval(method="newcombe") == paired_difference_ci(
-        *counts, method="newcombe"
-    )
+    assert table.confidence_interval(method="newcombe") == paired_difference_ci(*counts, method="newcombe")
     ours = table.noninferiority(margin=0.05).to_dict()  # to_dict: nan loss compares as None
     assert ours == noninferiority(*counts, margin=0.05).to_dict()

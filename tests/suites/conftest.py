@@ -4,6 +4,7 @@ and the real suites loaded once per session from ``../shared/data``."""
 from __future__ import annotations
 
 import pytest
+
 from support import SHARED
 
 DATA = SHARED / "data"

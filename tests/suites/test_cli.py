@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
-from support import SHARED
 
 from qualgate.cli import cli
+
+from support import SHARED
 
 AIME = str(SHARED / "data" / "aime2025" / "test.jsonl")
 
@@ -16,13 +18,14 @@ def invoke(*args):
     return CliRunner().invoke(cli, list(args))
 
 
+@pytest.mark.slow
 def test_list_shows_each_suite_with_version_and_pinned_source():
     r = invoke("suites", "list")
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert lines[0].split() == ["NAME", "VERSION", "DECIDES", "SOURCE"]
     gsm = next(line for line in lines if line.startswith("gsm8k "))
-    assert gsm.split()[:3] == ["gsm8k", "2", "strict"]
+    assert gsm.split()[:3] == ["gsm8k", "3", "strict"]
     assert "openai/gsm8k [main/test] @ cc7b047b6e5bb11b4f1af84efc572db110a51b3c" in gsm
 
 

@@ -22,9 +22,18 @@ from scipy.stats import chisquare
 from qualgate.graders import choice_permutation
 from qualgate.suites import load_suite
 
-COLUMNS = ["Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2",
-           "Incorrect Answer 3", "Explanation", "Subdomain", "High-level domain", "Record ID",
-           "Canary String"]  # fmt: skip
+COLUMNS = [
+    "Question",
+    "Correct Answer",
+    "Incorrect Answer 1",
+    "Incorrect Answer 2",
+    "Incorrect Answer 3",
+    "Explanation",
+    "Subdomain",
+    "High-level domain",
+    "Record ID",
+    "Canary String",
+]
 N = 48
 
 
@@ -35,9 +44,20 @@ def gpqa_csv(tmp_path_factory):
         w = csv.writer(f)
         w.writerow(COLUMNS)
         for i in range(N):
-            w.writerow([f"Synthetic question {i}?\n", f" right {i}\n", f"wrong {i}a", f"wrong {i}b",
-                        f"wrong {i}c", "because", "Physics (general)", "Physics", f"rec{i:05d}x",
-                        "CANARY"])  # fmt: skip
+            w.writerow(
+                [
+                    f"Synthetic question {i}?\n",
+                    f" right {i}\n",
+                    f"wrong {i}a",
+                    f"wrong {i}b",
+                    f"wrong {i}c",
+                    "because",
+                    "Physics (general)",
+                    "Physics",
+                    f"rec{i:05d}x",
+                    "CANARY",
+                ]
+            )
     return path
 
 
@@ -105,11 +125,12 @@ def test_permutation_is_identical_in_another_process_and_python_hash_seed(gpqa_c
     import datasets.config
 
     out = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(keys), str(gpqa_csv),
-         str(datasets.config.HF_DATASETS_CACHE)],
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code, json.dumps(keys), str(gpqa_csv), str(datasets.config.HF_DATASETS_CACHE)],
+        capture_output=True,
+        text=True,
+        check=True,
         env={"PYTHONHASHSEED": "987", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    )
     perms, golds = json.loads(out.stdout)
     assert [tuple(p) for p in perms] == [choice_permutation(k, salt="gpqa_diamond") for k in keys]
     assert golds == [[q.gold, q.prompt_hash] for q in gpqa.questions]

@@ -83,18 +83,40 @@ def test_unicode_digits_are_read_as_digits():
 
 @pytest.mark.parametrize(
     "pred",
-    ["18", "18.0", "18.00", "+18", "$18", r"\$18", "18 dollars", "$18.00/day", "１８",
-     r"\text{18}", "18%", r"18\%", r"\boxed{18}"],
-)  # fmt: skip
+    [
+        "18",
+        "18.0",
+        "18.00",
+        "+18",
+        "$18",
+        r"\$18",
+        "18 dollars",
+        "$18.00/day",
+        "１８",
+        r"\text{18}",
+        "18%",
+        r"18\%",
+        r"\boxed{18}",
+    ],
+)
 def test_numeric_normalises_to_the_same_number(pred):
     assert numeric(pred, "18")
 
 
 @pytest.mark.parametrize(
     ("pred", "gold"),
-    [("1,000", "1000"), ("1{,}000", "1000"), ("-5", "-5"), ("\u22125", "-5"), ("- 5", "-5"),
-     ("0.5", "1/2"), (r"\frac{1}{2}", "0.5"), ("2,125", "2,125"), ("1,450,000", "1450000")],
-)  # fmt: skip
+    [
+        ("1,000", "1000"),
+        ("1{,}000", "1000"),
+        ("-5", "-5"),
+        ("\u22125", "-5"),
+        ("- 5", "-5"),
+        ("0.5", "1/2"),
+        (r"\frac{1}{2}", "0.5"),
+        ("2,125", "2,125"),
+        ("1,450,000", "1450000"),
+    ],
+)
 def test_numeric_equal_pairs(pred, gold):
     assert numeric(pred, gold)
 

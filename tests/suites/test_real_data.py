@@ -7,9 +7,10 @@ import json
 import re
 
 import pytest
-from support import SHARED
 
 from qualgate.graders._math import run_limited
+
+from support import SHARED
 
 LOCAL = {
     "gsm8k": SHARED / "data" / "gsm8k" / "test.jsonl",
@@ -33,9 +34,9 @@ def test_gsm8k_local_copy_has_1319_questions_with_content_hash_ids(real_suite):
     # The rule documented in qualgate.suites: compact UTF-8 JSON list of the id fields.
     expected = [
         "gsm8k/"
-        + hashlib.sha256(
-            json.dumps([r["question"]], ensure_ascii=False, separators=(",", ":")).encode()
-        ).hexdigest()[:16]
+        + hashlib.sha256(json.dumps([r["question"]], ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()[
+            :16
+        ]
         for r in rows
     ]
     assert [q.id for q in suite.questions] == expected
@@ -62,9 +63,7 @@ def test_aime25_string_answers_as_on_the_hub_give_the_same_questions(real_suite,
     from qualgate.suites import load_suite
 
     as_str = tmp_path / "aime_str.jsonl"
-    as_str.write_text(
-        "".join(json.dumps(r | {"answer": str(r["answer"])}) + "\n" for r in _rows("aime25"))
-    )
+    as_str.write_text("".join(json.dumps(r | {"answer": str(r["answer"])}) + "\n" for r in _rows("aime25")))
     hub_like = load_suite("aime25", data_files=as_str, cache_dir=hf_cache)
     assert hub_like.questions == real_suite("aime25").questions
 

@@ -91,8 +91,10 @@ def test_an_output_cut_off_inside_the_think_block_is_no_answer():
 
 
 def test_sky_t1_thought_and_solution_blocks():
-    text = (r"<|begin_of_thought|>Try \boxed{3}.<|end_of_thought|>"
-            r"<|begin_of_solution|>The area is \boxed{4}.<|end_of_solution|>")  # fmt: skip
+    text = (
+        r"<|begin_of_thought|>Try \boxed{3}.<|end_of_thought|>"
+        r"<|begin_of_solution|>The area is \boxed{4}.<|end_of_solution|>"
+    )
     assert suite("math500").grade(q("4"), text).outcome == "correct"
 
 
@@ -106,7 +108,9 @@ def test_think_off_grades_the_whole_text():
     text = "<think>#### 15</think>"
     marker = functools.partial(after_marker, marker="####")
     assert grade(text, "15", strict=[marker], lenient=[last_number], grader=numeric, think="off").outcome == "correct"
-    assert grade(text, "15", strict=[marker], lenient=[last_number], grader=numeric, think="strip").outcome == "no_answer"
+    assert (
+        grade(text, "15", strict=[marker], lenient=[last_number], grader=numeric, think="strip").outcome == "no_answer"
+    )
 
 
 # --- 4. what math-verify could not read ---------------------------------------------------------
@@ -114,9 +118,16 @@ def test_think_off_grades_the_whole_text():
 
 @pytest.mark.parametrize(
     ("pred", "gold"),
-    [(r"12^{\mathrm{th}} \text{ grade}", "12"), (r"12^{th}", "12"), ("12th", "12"), (r"\text{three boxes}", "3"),
-     (r"\text{twenty-one}", "21"), (r"\$10", "10"), ("0.33", r"\dfrac{33}{100}")],
-)  # fmt: skip
+    [
+        (r"12^{\mathrm{th}} \text{ grade}", "12"),
+        (r"12^{th}", "12"),
+        ("12th", "12"),
+        (r"\text{three boxes}", "3"),
+        (r"\text{twenty-one}", "21"),
+        (r"\$10", "10"),
+        ("0.33", r"\dfrac{33}{100}"),
+    ],
+)
 def test_math_verify_reads_ordinals_number_words_and_plain_numbers(pred, gold):
     assert math_verify(pred, gold)
 
@@ -136,18 +147,26 @@ def test_an_unclosed_box_is_graded():
 
 # --- 5. the canonical form a problem demands ----------------------------------------------------
 
-PLANE = ("Find the equation of the plane. Enter your answer in the form Ax + By + Cz + D = 0, where A, B, C, D "
-         r"are integers such that A > 0 and $\gcd(|A|,|B|,|C|,|D|) = 1.$")  # fmt: skip
+PLANE = (
+    "Find the equation of the plane. Enter your answer in the form Ax + By + Cz + D = 0, where A, B, C, D "
+    r"are integers such that A > 0 and $\gcd(|A|,|B|,|C|,|D|) = 1.$"
+)
 
 
 @pytest.mark.parametrize(
     ("pred", "ok"),
-    [("5x - 7y + 11z + 4 = 0", True), ("5x - 7y + 11z = -4", True), ("20x - 28y + 44z + 16 = 0", False),
-     ("-5x + 7y - 11z - 4 = 0", False), ("5x-7y+11z+5=0", False)],
-)  # fmt: skip
+    [
+        ("5x - 7y + 11z + 4 = 0", True),
+        ("5x - 7y + 11z = -4", True),
+        ("20x - 28y + 44z + 16 = 0", False),
+        ("-5x + 7y - 11z - 4 = 0", False),
+        ("5x-7y+11z+5=0", False),
+    ],
+)
 def test_a_plane_must_be_reduced_where_the_problem_asks_for_gcd_1(pred, ok):
     assert suite("math500").grade(q("5x - 7y + 11z + 4 = 0", PLANE), rf"\boxed{{{pred}}}").outcome == (
-        "correct" if ok else "incorrect")  # fmt: skip
+        "correct" if ok else "incorrect"
+    )
 
 
 @pytest.mark.parametrize(
@@ -156,7 +175,9 @@ def test_a_plane_must_be_reduced_where_the_problem_asks_for_gcd_1(pred, ok):
 )
 def test_simplify_refuses_an_equivalent_longer_form(pred, ok):
     problem = r"Simplify \[\frac{\sec x}{\sin x} - \frac{\sin x}{\cos x}.\]"
-    assert suite("math500").grade(q(r"\cot x", problem), rf"\boxed{{{pred}}}").outcome == ("correct" if ok else "incorrect")
+    assert suite("math500").grade(q(r"\cot x", problem), rf"\boxed{{{pred}}}").outcome == (
+        "correct" if ok else "incorrect"
+    )
 
 
 def test_without_the_demand_equivalence_is_enough():
@@ -182,17 +203,20 @@ def test_the_documented_limit_of_the_simplify_proxy():
         ("**Option D** appears to be the correct structure; C lacks the ring.", "D"),
         ("The process taking place is:\n\nB. somatic hypermutation\n\nIt acts in germinal centres; C does not.", "B"),
         ("The frame is wrong.\n\nThe other options are less likely:\nB. no\nC. no\nD. no", "A"),
-        ("Based on this, the correct answer is C: A = 2,2-diiodoethenone.\nOn reflection, the closest correct "
-         "answer considering both parts of the question is:\n\nD. A = cyclobutenone", "D"),
+        (
+            "Based on this, the correct answer is C: A = 2,2-diiodoethenone.\nOn reflection, the closest correct "
+            "answer considering both parts of the question is:\n\nD. A = cyclobutenone",
+            "D",
+        ),
     ],
-)  # fmt: skip
+)
 def test_final_choice_finds_the_committed_letter(text, letter):
     assert final_choice(text) == letter
     assert suite("gpqa_diamond", "lenient").grade(q(letter), text).decided_by == "lenient:final_choice"
 
 
 def test_final_choice_is_none_without_a_commitment_and_the_last_letter_is_the_fallback():
-    text = "A is unlikely, B is possible, and the question is hard to settle for C or D."
+    text = "A is unlikely, B is possible, and the question is hard to settle; the data fit D."
     assert final_choice(text) is None and last_letter(text) == "D"
     assert suite("gpqa_diamond", "either").grade(q("D"), text).decided_by == "lenient:last_letter"
 
@@ -218,11 +242,17 @@ def test_the_requested_format_still_decides_under_strict():
 # --- 7. what already graded right stays right ---------------------------------------------------
 
 
+@pytest.mark.slow  # math-verify in its helper process
 @pytest.mark.parametrize(
     ("pred", "gold"),
-    [("10080", r"10,\!080"), ("10000", "10{,}000"), (r"3 + 2\sqrt{2}, 3 - 2\sqrt{2}", r"3 \pm 2 \sqrt{2}"),
-     ("12π", r"12\pi"), (r"\frac{2240}{78125}", r"\frac{448}{15625}")],
-)  # fmt: skip
+    [
+        ("10080", r"10,\!080"),
+        ("10000", "10{,}000"),
+        (r"3 + 2\sqrt{2}, 3 - 2\sqrt{2}", r"3 \pm 2 \sqrt{2}"),
+        ("12π", r"12\pi"),
+        (r"\frac{2240}{78125}", r"\frac{448}{15625}"),
+    ],
+)
 def test_separators_pm_pairs_and_unicode_pi_grade_right(pred, gold):
     assert math_verify(pred, gold)
 

@@ -17,18 +17,20 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import SHARED
 
 from qualgate.suites import Question, Suite, suite_path
 from qualgate.suites._spec import read_spec
+
+from support import SHARED
 
 DATA = SHARED / "data" / "real_outputs"
 ACCEPTED = Path(__file__).with_name("real_outputs_disagreements.yaml")
 SUITES = ("gsm8k", "math500", "aime25", "gpqa_diamond")
 #: Issue 15, "Done when": agreement on the outputs that hold the requested format (strict) ...
 MIN_STRICT = {"gsm8k": 0.995, "math500": 0.99, "aime25": 0.995}
-#: ... and on every output with the `either` decision (strict if found, else lenient).
-MIN_EITHER = {"gsm8k": 0.99, "gpqa_diamond": 0.90}
+#: ... and on every output with the `either` decision (strict if found, else lenient); issue 29
+#: (a hedge, a list or a refusal is no answer) kept GPQA at its 747 of 792.
+MIN_EITHER = {"gsm8k": 0.99, "gpqa_diamond": 747 / 792}
 
 pytestmark = pytest.mark.slow
 
@@ -101,10 +103,10 @@ def test_disagreements_with_the_labels_are_exactly_the_accepted_ones(suite, sour
     assert expected - found == set(), "accepted disagreements that no longer occur: update the list"
 
 
-def test_every_accepted_disagreement_has_a_reason_that_is_a_label_error_or_a_limitation():
+def test_every_accepted_disagreement_has_a_reason_that_is_a_label_error_or_an_ambiguous_output():
     reasons = accepted()["reasons"]
     for text in reasons.values():
-        assert text.startswith(("label error", "documented limitation")), text
+        assert text.startswith(("label error", "ambiguous output")), text
     for suite, entries in accepted()["disagreements"].items():
         assert suite in SUITES
         for entry in entries:

@@ -10,11 +10,12 @@ import textwrap
 
 import pytest
 import yaml
-from support import REPO, SHARED
 
 from qualgate.errors import DataError
 from qualgate.suites import GENERATORS, list_suites, load_suite, suite_path
 from qualgate.suites._spec import read_spec
+
+from support import REPO, SHARED
 
 AIME = SHARED / "data" / "aime2025" / "test.jsonl"
 
@@ -25,19 +26,19 @@ MINIMAL = {
     "id": {"field": "qid"},
     "fields": {"question": "q"},
     "gold": {"field": "a"},
-    "prompt": {"user": "Q: {{question}}\nEnd with \"#### N\"."},
-    "extract": {"strict": {"name": "after_marker", "params": {"marker": "####"}},
-                "lenient": "last_number"},
+    "prompt": {"user": 'Q: {{question}}\nEnd with "#### N".'},
+    "extract": {"strict": {"name": "after_marker", "params": {"marker": "####"}}, "lenient": "last_number"},
     "grader": "numeric",
     "decides": "strict",
     "generation": {"max_tokens": 16},
-}  # fmt: skip
+}
 
 
 @pytest.fixture
 def generator(tmp_path, monkeypatch):
     """Register a generator ``rows_for_test(n, dup=False, missing=None)`` for this test."""
-    (tmp_path / "gen_for_test.py").write_text(textwrap.dedent("""
+    (tmp_path / "gen_for_test.py").write_text(
+        textwrap.dedent("""
         def rows(n, dup=False, missing=None):
             out = [{"qid": f"q{i}", "q": f"{i} + {i}?", "a": 2 * i} for i in range(n)]
             if dup:
@@ -45,7 +46,8 @@ def generator(tmp_path, monkeypatch):
             for row in out:
                 row.pop(missing, None)
             return out
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(GENERATORS, "rows_for_test", "gen_for_test:rows")
 
@@ -112,15 +114,16 @@ def test_unknown_suite_name_lists_the_valid_names():
         ({"version": 0}, "version", 0),
         ({"decides": "both"}, "decides", "both"),
         ({"think": "hide"}, "think", "hide"),
-        ({"extract__lenient": [{"name": "last_number", "label": "x"}, {"name": "boxed", "label": "x"}]},
-         "extract.lenient[1]", {"name": "boxed", "label": "x"}),
+        (
+            {"extract__lenient": [{"name": "last_number", "label": "x"}, {"name": "boxed", "label": "x"}]},
+            "extract.lenient[1]",
+            {"name": "boxed", "label": "x"},
+        ),
         ({"extract__strict": {"name": "boxed", "labl": "b"}}, "extract.strict.labl", "b"),
         ({"id__rule": "uuid"}, "id", None),
     ],
 )
-def test_invalid_suite_file_is_a_data_error_naming_file_key_and_value(
-    tmp_path, generator, changes, key, value
-):
+def test_invalid_suite_file_is_a_data_error_naming_file_key_and_value(tmp_path, generator, changes, key, value):
     path = write(tmp_path, with_(**changes))
     with pytest.raises(DataError) as info:
         read_spec(path)
@@ -131,8 +134,18 @@ def test_invalid_suite_file_is_a_data_error_naming_file_key_and_value(
 
 
 def test_think_defaults_to_strip_and_labels_name_the_extractors(tmp_path, generator):
-    spec = read_spec(write(tmp_path, with_(decides="either", extract__lenient=[
-        {"name": "boxed", "params": {"take": "number"}}, {"name": "after_marker", "label": "final", "params": {}}])))
+    spec = read_spec(
+        write(
+            tmp_path,
+            with_(
+                decides="either",
+                extract__lenient=[
+                    {"name": "boxed", "params": {"take": "number"}},
+                    {"name": "after_marker", "label": "final", "params": {}},
+                ],
+            ),
+        )
+    )
     assert (spec.think, spec.decides) == ("strip", "either")
     assert [label for label, _ in spec.strict] == ["after_marker"]
     assert [label for label, _ in spec.lenient] == ["boxed", "final"]
@@ -238,9 +251,7 @@ def test_parquet_copy_loads_like_the_jsonl(tmp_path):
 
     parquet = tmp_path / "aime.parquet"
     pd.read_json(AIME, lines=True, dtype={"id": str}).to_parquet(parquet)
-    assert load_suite("aime25", data_files=parquet).questions == load_suite(
-        "aime25", data_files=AIME
-    ).questions
+    assert load_suite("aime25", data_files=parquet).questions == load_suite("aime25", data_files=AIME).questions
 
 
 def test_revision_with_data_files_is_a_value_error():
@@ -271,9 +282,11 @@ def test_prompt_hashes_are_identical_in_another_process(hf_cache):
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(AIME), str(hf_cache)],
-        capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": "12345",
-        "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "12345", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
     here = [q.prompt_hash for q in load_suite("aime25", data_files=AIME).questions]
     assert json.loads(out.stdout) == here
 

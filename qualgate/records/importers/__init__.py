@@ -7,8 +7,9 @@ One module per tool, each with ``detect(path) -> bool`` and
 format              what is read
 ==================  =========================================================================
 ``lm-eval``         lm-evaluation-harness ``--log_samples`` output: ``samples_<task>_<time>.jsonl``
-                    files, or the output folder (model folders nested inside), with the
-                    ``results_<time>.json`` beside each samples file
+                    files, a run's ``results_<time>.json`` (all its samples files), or the
+                    output folder (model folders nested inside), with the
+                    ``results_<time>.json`` beside each samples file (0.4.0 to 0.4.13)
 ``inspect``         inspect_ai logs (``.eval`` and ``.json``), through inspect_ai's own reader
                     (the ``inspect`` extra)
 ``nemo-evaluator``  NeMo Evaluator ``results.jsonl`` files, or a results bundle folder
@@ -64,8 +65,11 @@ class ImportOptions:
     name and version); ``id_field``: a field of the tool's document to use as question id
     instead of the tool's question key; ``filter`` (lm-eval): which filter's extracted answer
     decides (default: the task's first); ``metric`` (lm-eval, lighteval) / ``scorer``
-    (inspect): which 0/1 score decides (default: the first); ``config_id`` / ``seed``:
-    override the derived config id and the seed (default 0).
+    (inspect): which 0/1 score decides (default: the first; ``scorer.key`` picks one value of
+    an inspect scorer that scores a dict); ``config_id`` / ``seed``: override the derived config
+    id and the seed (default 0); ``partial``: read a log that holds fewer samples than its run
+    reports (lm-eval ``n-samples``, an inspect log whose status is not ``success``) instead of
+    refusing it.
     """
 
     suite: str | None = None
@@ -75,6 +79,7 @@ class ImportOptions:
     metric: str | None = None
     config_id: str | None = None
     seed: int | None = None
+    partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,9 @@ class Located:
 def foreign_config_id(tool: str, model_args: Mapping) -> str:
     """``<tool>-`` and the first 16 hex of SHA-256 over the canonical JSON of the model
     arguments the tool recorded (sorted keys, no spaces)."""
-    blob = json.dumps({"tool": tool, "model": model_args}, sort_keys=True, ensure_ascii=False,
-                      separators=(",", ":"), default=str)  # fmt: skip
+    blob = json.dumps(
+        {"tool": tool, "model": model_args}, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+    )
     return f"{tool}-{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:16]}"
 
 
@@ -115,18 +121,63 @@ def detect_format(path) -> str:
 
 
 def import_records(fmt: str, path, options: ImportOptions | None = None) -> list[Located]:
-    """Read one tool's log (a file or a folder) as records, with their origins."""
-    return _module(fmt).read(Path(path), options or ImportOptions())
+    """Read one tool's log (a file or a folder) as records, with their origins.
+
+    A path holding several runs is refused (:func:`check_runs`) when they are of different
+    configurations or repeat a task: one side of a gate is one configuration.
+    """
+    located = _module(fmt).read(Path(path), options or ImportOptions())
+    check_runs(fmt, located, str(path))
+    return located
 
 
-def load_records(path, *, fmt: str = "auto", options: ImportOptions | None = None,
-                 drop_truncated: bool = False, allow_unknown: bool = False) -> RecordSet:  # fmt: skip
+def check_runs(fmt: str, located: list[Located], where: str) -> None:
+    """Refuse records of several runs (a run: the tool's file for it) that carry different config
+    ids or that share a suite, naming each run by its file (lm-eval and lighteval: ``results_<time>.json``)
+    and saying how to give one run."""
+    module = _module(fmt)
+    name = getattr(module, "run_file", lambda f: f)
+    runs: dict = {}
+    for x in located:
+        file = Path(name(x.file))
+        run = runs.setdefault(file, {"configs": set(), "suites": set(), "files": {}})
+        run["configs"].add(x.record.config_id)
+        run["suites"].add(x.record.suite)
+        run["files"].setdefault(str(file.relative_to(where)) if file.is_relative_to(where) else str(file))
+    if len(runs) < 2:
+        return
+    configs = {c for r in runs.values() for c in r["configs"]}
+    suites = [s for r in runs.values() for s in r["suites"]]
+    if len(configs) < 2 and len(suites) == len(set(suites)):
+        return
+    shown = "; ".join(
+        f"{', '.join(r['files'])} (config {', '.join(sorted(r['configs']))}; {', '.join(sorted(r['suites']))})"
+        for r in runs.values()
+    )
+    why = "of different configurations" if len(configs) > 1 else "of the same tasks"
+    hint = getattr(module, "PICK_RUN", "give one run per side: its own files")
+    base = Path(where) if Path(where).is_dir() else None
+    first = [next(iter(r["files"])) for r in runs.values()][:2]
+    example = " ".join(str(base / f) if base else f for f in first)
+    raise DataError(f"{len(runs)} runs {why} here: {shown}; {hint} (e.g. qualgate gate {example})", file=where)
+
+
+def load_records(
+    path,
+    *,
+    fmt: str = "auto",
+    options: ImportOptions | None = None,
+    drop_truncated: bool = False,
+    allow_unknown: bool = False,
+) -> RecordSet:
     """One side for the gate: qualgate records, or another tool's log imported on the fly.
 
     ``fmt='auto'`` detects the format (:func:`detect_format`).
     """
     from qualgate.verdict.pairing import HashedRecordSet, load_side, sha256_file
 
+    if isinstance(path, RecordSet):  # already read (qualgate.load_records)
+        return path
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt == "qualgate":
@@ -136,8 +187,14 @@ def load_records(path, *, fmt: str = "auto", options: ImportOptions | None = Non
     lines = [[x.line for x in located if x.file == f] for f in files]
     order = sorted(range(len(located)), key=lambda i: files.index(located[i].file))
     # the digests of the tool's own files: the evidence binds to what was imported
-    return HashedRecordSet(str(path), tuple(files), tuple(located[i].record for i in order), (), tuple(lines),
-                           sha256=tuple(sha256_file(f) for f in files))
+    return HashedRecordSet(
+        str(path),
+        tuple(files),
+        tuple(located[i].record for i in order),
+        (),
+        tuple(lines),
+        sha256=tuple(sha256_file(f) for f in files),
+    )
 
 
 # --- helpers shared by the importers ------------------------------------------------------------
@@ -199,8 +256,11 @@ def binary_outcome(value, file, line, field) -> str:
         return "correct" if value == 1 else "incorrect"
     raise DataError(
         "a score other than 0 or 1 cannot be a per-question outcome (choose a 0/1 metric)",
-        file=str(file), line=line, field=field, value=_short(value),
-    )  # fmt: skip
+        file=str(file),
+        line=line,
+        field=field,
+        value=_short(value),
+    )
 
 
 def located(data: dict, file, line) -> Located:
@@ -208,8 +268,9 @@ def located(data: dict, file, line) -> Located:
     try:
         return Located(Record.from_dict(data), str(file), line)
     except DataError as exc:
-        raise DataError(getattr(exc, "message", str(exc)), file=str(file), line=line, field=exc.field,
-                        value=exc.value) from None  # fmt: skip
+        raise DataError(
+            getattr(exc, "message", str(exc)), file=str(file), line=line, field=exc.field, value=exc.value
+        ) from None
 
 
 def as_text(value) -> str | None:

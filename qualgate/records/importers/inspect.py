@@ -13,8 +13,9 @@ suite / version     ``eval.task`` / ``eval.task_version``
 config_id           :func:`~qualgate.records.importers.foreign_config_id` of ``eval.model``,
                     ``eval.model_args`` and the set fields of ``eval.model_generate_config``
 seed                ``eval.model_generate_config.seed`` (default 0)
-outcome             the score (``metric`` names the scorer, default the first): ``C`` / ``I`` (or
-                    1 / 0, True / False) correct / incorrect, ``N`` no_answer; a sample
+outcome             the score (``metric`` names the scorer, default the first; ``scorer.key``
+                    one value of a scorer whose value is a dict, e.g. ifeval's): ``C`` / ``I``
+                    (or 1 / 0, True / False) correct / incorrect, ``N`` no_answer; a sample
                     ``error`` is ``error`` with its message
 prompt_hash         :func:`~qualgate.records.prompts.prompt_hash` of ``sample.input`` (text, or the chat
                     messages' role and text)
@@ -22,9 +23,12 @@ answer_strict       ``score.answer``;  gold: ``sample.target``;  output: ``outpu
 output_tokens       ``output.usage.output_tokens``;  latency_s: ``sample.total_time``
 ==================  ===========================================================================
 
-Refused: a log inspect_ai cannot read, a log without samples (``--no-log-samples``), a sample
-without the chosen score, a score other than C / I / N / 0 / 1 (``P`` partial credit,
-non-binary numbers, dict values).
+Refused: a log inspect_ai cannot read, a log without samples (``--no-log-samples``), a log
+that was not scored (``--no-score``: score it with ``inspect score``), a log whose ``status``
+is not ``success`` (``cancelled``, ``error``, ``started``: its samples are a part of the run)
+or that holds fewer samples than ``results.total_samples`` (an excerpt; ``partial`` reads
+both), a sample without the chosen score, a dict-valued score without a key,
+a score other than C / I / N / 0 / 1 (``P`` partial credit, non-binary numbers).
 """
 
 from __future__ import annotations
@@ -32,8 +36,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from qualgate.errors import DataError
+from qualgate.records.importers import (
+    ImportOptions,
+    Located,
+    as_text,
+    binary_outcome,
+    files_in,
+    foreign_config_id,
+    located,
+)
 from qualgate.records.prompts import prompt_hash
-from qualgate.records.importers import ImportOptions, Located, as_text, binary_outcome, files_in, foreign_config_id, located
 
 TOOL = "inspect"
 _LETTERS = {"C": "correct", "I": "incorrect", "N": "no_answer"}
@@ -56,10 +68,13 @@ def read(path: Path, options: ImportOptions) -> list[Located]:
     try:
         from inspect_ai.log import read_eval_log
     except ImportError:
-        raise DataError("reading inspect_ai logs needs inspect_ai (pip install 'qualgate[inspect]')",
-                        file=str(path)) from None  # fmt: skip
-    logs = [path] if path.is_file() else sorted(
-        p for p in path.rglob("*") if p.suffix == ".eval" or (p.suffix == ".json" and _json_log(p))
+        raise DataError(
+            "reading inspect_ai logs needs inspect_ai (pip install 'qualgate[inspect]')", file=str(path)
+        ) from None
+    logs = (
+        [path]
+        if path.is_file()
+        else sorted(p for p in path.rglob("*") if p.suffix == ".eval" or (p.suffix == ".json" and _json_log(p)))
     )
     if not logs:
         files_in(path, "*.eval", "inspect_ai logs")  # raises: none found
@@ -76,8 +91,37 @@ def read(path: Path, options: ImportOptions) -> list[Located]:
 def _records(log, f: Path, options: ImportOptions) -> list[Located]:
     spec = log.eval
     if not log.samples:
-        raise DataError("the log holds no samples (was it written with --no-log-samples?)", file=str(f),
-                        field="samples")  # fmt: skip
+        raise DataError(
+            "the log holds no samples (was it written with --no-log-samples?)", file=str(f), field="samples"
+        )
+    status = getattr(log, "status", "success")
+    if status != "success" and not options.partial:
+        error = getattr(getattr(log, "error", None), "message", None)
+        why = f" ({' '.join(error.split())[:200]})" if error else ""
+        raise DataError(
+            f"log status {status!r}{why}: inspect_ai did not finish this run, so its {len(log.samples)} samples "
+            f"are a part of it (the dataset has {spec.dataset.samples or 'an unknown number of'} samples); "
+            "finish it with `inspect eval-retry LOG`, or pass --allow-partial to read the samples it holds",
+            file=str(f),
+            field="status",
+            value=status,
+        )
+    total = getattr(log.results, "total_samples", None)
+    if isinstance(total, int) and len(log.samples) < total and not options.partial:
+        raise DataError(
+            f"{len(log.samples)} samples of the {total} its results count (results.total_samples): a truncated or "
+            "excerpted log, whose missing samples would be missing from the gate without a word; use the complete "
+            "log, or pass --allow-partial to read the samples it holds",
+            file=str(f),
+            field="samples",
+        )
+    if not any(s.scores for s in log.samples) and not all(s.error for s in log.samples):
+        raise DataError(
+            "the log was not scored (no sample has a score: written with --no-score?): score it "
+            "with `inspect score LOG` and import the scored log",
+            file=str(f),
+            field="samples.scores",
+        )
     generate = spec.model_generate_config.model_dump(exclude_none=True) if spec.model_generate_config else {}
     config_id = options.config_id or foreign_config_id(
         TOOL, {"model": spec.model, "model_args": spec.model_args, "generate": generate}
@@ -91,15 +135,23 @@ def _records(log, f: Path, options: ImportOptions) -> list[Located]:
         if options.id_field:
             qid = (s.metadata or {}).get(options.id_field)
             if qid is None:
-                raise DataError("required field is missing", file=str(f), line=line,
-                                field=f"metadata.{options.id_field}")  # fmt: skip
+                raise DataError(
+                    "required field is missing", file=str(f), line=line, field=f"metadata.{options.id_field}"
+                )
         data = {
-            "schema_version": 1, "run_id": run_id, "config_id": config_id, "suite": options.suite or spec.task,
-            "suite_version": version, "question_id": str(qid), "seed": seed, "sample_index": s.epoch - 1,
-            "prompt_hash": prompt_hash(_prompt(s.input)), "gold": as_text(s.target),
+            "schema_version": 1,
+            "run_id": run_id,
+            "config_id": config_id,
+            "suite": options.suite or spec.task,
+            "suite_version": version,
+            "question_id": str(qid),
+            "seed": seed,
+            "sample_index": s.epoch - 1,
+            "prompt_hash": prompt_hash(_prompt(s.input)),
+            "gold": as_text(s.target),
             "output": s.output.completion if s.output and s.output.completion else None,
             "latency_s": s.total_time,
-        }  # fmt: skip
+        }
         usage = s.output.usage if s.output else None
         if usage is not None and usage.output_tokens is not None:
             data["output_tokens"] = usage.output_tokens
@@ -119,15 +171,45 @@ def _prompt(value):
 
 def _score(scores: dict, name, f, line) -> dict:
     name = name or next(iter(scores), None)
+    key = None
+    if name is not None and name not in scores and "." in name:  # scorer.key
+        scorer, key = name.split(".", 1)
+        if scorer in scores:
+            name = scorer
+        else:
+            key = None
     if name is None or name not in scores:
         shown = ", ".join(scores) or "none"
-        raise DataError(f"no score {name!r} on this sample (scores: {shown})", file=str(f), line=line,
-                        field=f"scores.{name}" if name else "scores")  # fmt: skip
+        raise DataError(
+            f"no score {name!r} on this sample (scores: {shown})",
+            file=str(f),
+            line=line,
+            field=f"scores.{name}" if name else "scores",
+        )
     score = scores[name]
-    value = score.value
+    value, field = score.value, f"scores.{name}.value"
+    if isinstance(value, dict):
+        if key is None or key not in value:
+            keys = ", ".join(map(str, value)) or "none"
+            what = f"no key {key!r} in" if key is not None else "a dict is"
+            raise DataError(
+                f"{what} the score of {name!r} (keys: {keys}): choose one with --metric {name}.KEY",
+                file=str(f),
+                line=line,
+                field=field,
+            )
+        value, field = value[key], f"{field}.{key}"
+    elif key is not None:
+        raise DataError(
+            f"the score of {name!r} is not a dict: --metric {name} without a key",
+            file=str(f),
+            line=line,
+            field=field,
+            value=str(value),
+        )
     if isinstance(value, str) and value in _LETTERS:
         outcome = _LETTERS[value]
     else:
-        outcome = binary_outcome(value, f, line, f"scores.{name}.value")
+        outcome = binary_outcome(value, f, line, field)
     answer = score.answer if outcome != "no_answer" else None
     return {"outcome": outcome, "answer_strict": answer}

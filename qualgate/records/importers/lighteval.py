@@ -15,16 +15,22 @@ config_id           :func:`~qualgate.records.importers.foreign_config_id` of
                     ``config_general.model_config`` (its set fields)
 seed                ``model_config.generation_parameters.seed`` (default 0)
 sample_index        0 (several generations per document are scored jointly: refused)
-outcome             the metric (``metric``, default the row's first) as 0/1; an empty response
-                    is ``no_answer``
+outcome             the metric (``metric``, default the row's first) as 0/1; an empty generated
+                    response is ``no_answer``. Loglikelihood rows (multiple choice:
+                    ``doc.sampling_methods`` ``LOGPROBS``; lighteval stores no text for them,
+                    ``model_response.text == []``) take the metric as it is
 prompt_hash         :func:`~qualgate.records.prompts.prompt_hash` of ``model_response.input`` (the text or
-                    the messages sent)
+                    the messages sent); the transformers (``lighteval accelerate``), dummy,
+                    nanotron, sglang and endpoint backends of 0.13 record no input (``None``):
+                    then ``doc.query``, the document's query before lighteval adds few-shot
+                    examples, instruction and chat template (so two runs that differ only in
+                    those have the same hash)
 gold / output       ``doc.choices[doc.gold_index]`` / ``model_response.text[0]``
 ==================  ===========================================================================
 
 Refused: an unreadable Parquet file, missing ``doc`` / ``model_response`` / ``metric``, a
-non-0/1 metric, a document twice, several generations per document, no results file (unless
-a config id is given).
+non-0/1 metric, a document twice, several generations per document, a row with neither
+``model_response.input`` nor ``doc.query``, no results file (unless a config id is given).
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ import re
 from pathlib import Path
 
 from qualgate.errors import DataError
-from qualgate.records.prompts import prompt_hash
 from qualgate.records.importers import (
     ImportOptions,
     Located,
@@ -45,6 +50,7 @@ from qualgate.records.importers import (
     located,
     require,
 )
+from qualgate.records.prompts import prompt_hash
 
 TOOL = "lighteval"
 _DETAILS = re.compile(r"^details_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d+)\.parquet$")
@@ -63,15 +69,28 @@ def read(path: Path, options: ImportOptions) -> list[Located]:
     return out
 
 
-def _results(f: Path, time: str) -> dict | None:
+PICK_RUN = "give one run per side: its details folder details/<model>/<time>/ or its details files"
+
+
+def run_file(file: str) -> str:
+    """The results file that stands for a details file's run (the details folder without one)."""
+    m = _DETAILS.match(Path(file).name)
+    return str(_results_path(Path(file), m["time"]) or Path(file).parent) if m else file
+
+
+def _results_path(f: Path, time: str) -> Path | None:
     """``results/<model>/results_<time>.json`` for ``details/<model>/<time>/details_...``."""
     parts = f.parts
     if "details" not in parts[:-2]:
         return None
     i = len(parts) - 1 - parts[::-1].index("details")
     model = parts[i + 1 : -2]
-    candidate = Path(*parts[:i], "results", *model, f"results_{time}.json")
-    if not candidate.exists():
+    return Path(*parts[:i], "results", *model, f"results_{time}.json")
+
+
+def _results(f: Path, time: str) -> dict | None:
+    candidate = _results_path(f, time)
+    if candidate is None or not candidate.exists():
         return None
     return json_file(candidate)
 
@@ -83,9 +102,11 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
     task, time = m["task"], m["time"]
     results = _results(f, time)
     if results is None and options.config_id is None:
-        raise DataError("no results_<time>.json for this details file (results/<model>/ beside details/): "
-                        "the model config is unknown; keep lighteval's output folder or give a config id",
-                        file=str(f))  # fmt: skip
+        raise DataError(
+            "no results_<time>.json for this details file (results/<model>/ beside details/): "
+            "the model config is unknown; keep lighteval's output folder or give a config id",
+            file=str(f),
+        )
     model_config = ((results or {}).get("config_general") or {}).get("model_config") or {}
     set_fields = {k: v for k, v in model_config.items() if v is not None}
     if isinstance(set_fields.get("generation_parameters"), dict):
@@ -111,27 +132,47 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
         metric = require(row, "metric", f, line, kind=dict)
         qid = require(doc, "id", f, line, where="doc.", kind=(str, int))
         if options.id_field:
-            qid = require(doc.get("specific") or {}, options.id_field, f, line, where="doc.specific.",
-                          kind=(str, int))  # fmt: skip
+            qid = require(doc.get("specific") or {}, options.id_field, f, line, where="doc.specific.", kind=(str, int))
         if qid in seen:
-            raise DataError(f"document {qid!r} twice (first at row {seen[qid]})", file=str(f), line=line,
-                            field="doc.id", value=qid)  # fmt: skip
+            raise DataError(
+                f"document {qid!r} twice (first at row {seen[qid]})", file=str(f), line=line, field="doc.id", value=qid
+            )
         seen[qid] = line
         texts = response.get("text") or []
         if len(texts) > 1:
-            raise DataError(f"{len(texts)} generations for one document are scored jointly: no outcome per "
-                            "generation", file=str(f), line=line, field="model_response.text")  # fmt: skip
+            raise DataError(
+                f"{len(texts)} generations for one document are scored jointly: no outcome per generation",
+                file=str(f),
+                line=line,
+                field="model_response.text",
+            )
         name = options.metric or next(iter(metric), None)
         if name is None or name not in metric:
-            raise DataError(f"no metric {name!r} (metrics: {', '.join(metric) or 'none'})", file=str(f),
-                            line=line, field=f"metric.{name}" if name else "metric")  # fmt: skip
+            raise DataError(
+                f"no metric {name!r} (metrics: {', '.join(metric) or 'none'})",
+                file=str(f),
+                line=line,
+                field=f"metric.{name}" if name else "metric",
+            )
         output = texts[0] if texts and isinstance(texts[0], str) else None
-        outcome = "no_answer" if not output else binary_outcome(metric[name], f, line, f"metric.{name}")
+        methods = doc.get("sampling_methods") or []
+        generative = "GENERATIVE" in methods if methods else bool(texts)
+        if generative and not output:
+            outcome = "no_answer"
+        else:
+            outcome = binary_outcome(metric[name], f, line, f"metric.{name}")
         prompt = response.get("input")
+        if prompt is None:  # backends that record no input: the document's query
+            prompt = doc.get("query")
         if isinstance(prompt, list):
             prompt = [dict(m) for m in prompt]
         if not isinstance(prompt, (str, list)) or not prompt:
-            raise DataError("no prompt recorded", file=str(f), line=line, field="model_response.input")
+            raise DataError(
+                "no prompt recorded (neither the input sent nor the document's query)",
+                file=str(f),
+                line=line,
+                field="model_response.input",
+            )
         suite = options.suite or doc.get("task_name") or task
         gold = None
         choices, gi = doc.get("choices") or [], doc.get("gold_index")
@@ -140,10 +181,18 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
         elif isinstance(gi, list):
             gold = as_text([choices[i] for i in gi if isinstance(i, int) and 0 <= i < len(choices)])
         data = {
-            "schema_version": 1, "run_id": f"{TOOL}-{time}", "config_id": config_id, "suite": suite,
+            "schema_version": 1,
+            "run_id": f"{TOOL}-{time}",
+            "config_id": config_id,
+            "suite": suite,
             "suite_version": options.suite_version or str(versions.get(task, versions.get(suite, "unversioned"))),
-            "question_id": str(qid), "seed": seed, "sample_index": 0, "outcome": outcome,
-            "prompt_hash": prompt_hash(prompt), "gold": gold, "output": output or None,
-        }  # fmt: skip
+            "question_id": str(qid),
+            "seed": seed,
+            "sample_index": 0,
+            "outcome": outcome,
+            "prompt_hash": prompt_hash(prompt),
+            "gold": gold,
+            "output": output or None,
+        }
         out.append(located(data, f, line))
     return out

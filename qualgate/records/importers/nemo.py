@@ -36,7 +36,6 @@ import json
 from pathlib import Path
 
 from qualgate.errors import DataError
-from qualgate.records.prompts import prompt_hash
 from qualgate.records.importers import (
     ImportOptions,
     Located,
@@ -49,6 +48,7 @@ from qualgate.records.importers import (
     located,
     require,
 )
+from qualgate.records.prompts import prompt_hash
 
 TOOL = "nemo-evaluator"
 _MODEL_KEYS = ("model", "model_url", "temperature", "max_tokens", "top_p", "seed", "system_prompt")
@@ -83,9 +83,11 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
     bundle_path = _bundle(f)
     if bundle_path is None:
         if options.config_id is None or options.suite is None:
-            raise DataError("no run bundle (<run_id>.json) beside this results file: the model config and "
-                            "benchmark are unknown; keep the bundle or give a config id and a suite name",
-                            file=str(f))  # fmt: skip
+            raise DataError(
+                "no run bundle (<run_id>.json) beside this results file: the model config and "
+                "benchmark are unknown; keep the bundle or give a config id and a suite name",
+                file=str(f),
+            )
         bundle = {}
     else:
         bundle = json_file(bundle_path)
@@ -105,30 +107,39 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
         idx = require(row, "problem_idx", f, line, kind=int)
         rep = require(row, "repeat", f, line, kind=int)
         if (idx, rep) in seen:
-            raise DataError(f"problem {idx} repeat {rep} twice (first at line {seen[idx, rep]})",
-                            file=str(f), line=line, field="problem_idx", value=idx)  # fmt: skip
+            raise DataError(
+                f"problem {idx} repeat {rep} twice (first at line {seen[idx, rep]})",
+                file=str(f),
+                line=line,
+                field="problem_idx",
+                value=idx,
+            )
         seen[idx, rep] = line
         qid = idx
         if options.id_field:
-            qid = require(row.get("metadata") or {}, options.id_field, f, line, where="metadata.",
-                          kind=(str, int))  # fmt: skip
+            qid = require(row.get("metadata") or {}, options.id_field, f, line, where="metadata.", kind=(str, int))
         prompt = require(row, "prompt", f, line, kind=(str, list))
         if isinstance(prompt, str):
-            prompt = ([{"role": "system", "content": system}] if system else []) + [
-                {"role": "user", "content": prompt}
-            ]
+            prompt = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
         try:
             phash = prompt_hash(prompt)
         except TypeError:
             raise DataError("must be a text or a list of messages", file=str(f), line=line, field="prompt") from None
         latency = row.get("latency_ms")
         data = {
-            "schema_version": 1, "run_id": run_id, "config_id": config_id, "suite": suite,
-            "suite_version": version, "question_id": str(qid), "seed": seed, "sample_index": rep,
-            "prompt_hash": phash, "gold": as_text(row.get("expected_answer")),
+            "schema_version": 1,
+            "run_id": run_id,
+            "config_id": config_id,
+            "suite": suite,
+            "suite_version": version,
+            "question_id": str(qid),
+            "seed": seed,
+            "sample_index": rep,
+            "prompt_hash": phash,
+            "gold": as_text(row.get("expected_answer")),
             "output": row.get("model_response") or None,
             "latency_s": latency / 1000 if isinstance(latency, (int, float)) and latency >= 0 else None,
-        }  # fmt: skip
+        }
         details = row.get("scoring_details") or {}
         if isinstance(details, dict) and details.get("error"):
             data |= {"outcome": "error", "error": str(details["error"])}

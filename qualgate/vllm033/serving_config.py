@@ -1,0 +1,92 @@
+"""A serving configuration as written in a file, before resolution (:class:`ServingConfig`),
+and what both of its readers (:mod:`.cli_args`, :mod:`.serving`) share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from qualgate.config.decoding import IDENTITY_OPTIONS, config_id
+from qualgate.errors import DataError
+
+__all__ = ["SERVING_OPTIONS", "ServingConfig"]
+
+#: Serving options kept besides the identity: they matter to lint and admission, not to the id.
+SERVING_OPTIONS = ("max_num_seqs", "max_num_batched_tokens", "max_num_active_seqs")
+_NUMERIC_KEYS = (*IDENTITY_OPTIONS, *SERVING_OPTIONS)
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """One serving configuration as written in a file, before resolution.
+
+    ``speculative`` is the raw ``speculative_config`` (``None``: target-only); ``lines`` maps
+    keys (``model``, ``speculative_config``, ``speculative_config.fly_window_size``, ...) to
+    1-based lines of ``path``.
+    """
+
+    path: str
+    format: str  #: decoding-config | serving-config | command-line | args-file
+    model: str | None
+    speculative: dict[str, Any] | None
+    options: dict[str, Any] = field(default_factory=dict)
+    sampling: dict[str, Any] | None = None
+    lines: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  #: how a spelling was read (e.g. a --config=FILE vLLM ignores)
+
+    def line_of(self, key: str | None) -> int | None:
+        """The line of ``key``, or of its nearest parent that has one."""
+        while key:
+            if key in self.lines:
+                return self.lines[key]
+            key = key.rpartition(".")[0]
+        return None
+
+    @property
+    def numerics(self) -> dict[str, Any]:
+        return {k: self.options[k] for k in IDENTITY_OPTIONS if self.options.get(k) is not None}
+
+    def config_id(self, *, drop: tuple[str, ...] = ()) -> str:
+        """:func:`qualgate.config.decoding.config_id` of this config; ``drop``: speculative keys left out.
+
+        Raises :class:`DataError` when the config names no model or its speculative config
+        cannot be resolved (:func:`~qualgate.vllm033.speculative.resolve_speculative`'s message).
+        """
+        if not self.model:
+            raise DataError("names no target model, so its config id cannot be computed", file=self.path, field="model")
+        spec = self.speculative
+        if spec and drop:
+            spec = {k: v for k, v in spec.items() if k not in drop}
+        try:
+            return config_id(self.model, spec, **self.numerics)
+        except ValueError as exc:
+            raise DataError(
+                f"invalid speculative_config: {exc}",
+                file=self.path,
+                line=self.line_of("speculative_config"),
+                field="speculative_config",
+            ) from exc
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "format": self.format,
+            "model": self.model,
+            "speculative_config": self.speculative,
+            "options": self.options,
+            "notes": list(self.notes),
+        }
+
+
+def _key_lines(node, prefix="") -> dict[str, int]:
+    out: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            name = str(k.value).replace("-", "_") if not prefix else str(k.value)
+            dotted = f"{prefix}.{name}" if prefix else name
+            out[dotted] = k.start_mark.line + 1
+            if isinstance(v, yaml.MappingNode) and dotted.count(".") < 2:
+                out.update(_key_lines(v, dotted))
+    return out

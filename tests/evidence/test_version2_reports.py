@@ -1,0 +1,106 @@
+"""Version-2 gate reports written by an earlier qualgate (tests/evidence/data/README.md) still
+verify with `qualgate check`, and the writer still writes them byte for byte."""
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from qualgate.cli import cli
+from qualgate.evidence.gate_report import Evidence
+from qualgate.formatting import to_json
+from qualgate.verdict.fixed import run_gate
+from qualgate.verdict.sequential import run_sequential_gate
+
+DATA = Path(__file__).parent / "data"
+KEY = "qualgate-fixture-key"  #: the key sequential-v2.json was signed with
+#: the files as the earlier qualgate wrote them (README.md: never regenerated)
+WRITTEN = {
+    "fixed-v2.json": "bc8b23c3e17f8a50df2ed62c301e24de7e36869fa60859b6813590fbad1cb294",
+    "sequential-v2.json": "394a8c0f768daf30edf25591e0ecac28a7b558c4e33082902f00e8720d5cb16c",
+}
+LIMITS = ["--max-margin", "0.05", "--max-age", "100000d", "--format", "json"]
+
+
+def check(*args, key=None):
+    env = {"QUALGATE_EVIDENCE_KEY": key}  # None: unset
+    r = CliRunner().invoke(cli, ["check", str(DATA / "fly-w2.yaml"), *map(str, args), *LIMITS], env=env)
+    return r.exit_code, json.loads(r.output)
+
+
+def test_the_kept_reports_are_the_bytes_the_earlier_writer_wrote():
+    assert {name: hashlib.sha256((DATA / name).read_bytes()).hexdigest() for name in WRITTEN} == WRITTEN
+
+
+@pytest.mark.parametrize("records", [True, False], ids=["records-dir", "paths-in-report"])
+def test_a_fixed_report_of_the_earlier_writer_verifies_from_its_records(records):
+    code, out = check("--evidence", DATA / "fixed-v2.json", *(["--records", DATA] if records else []))
+    assert (code, out["decision"], out["reasons"], out["evidence"]["verified"]) == (0, "allowed", [], ["records"])
+    assert out["evidence"]["candidate"]["name"] == "fixed-fly-w2"
+    assert out["evidence"]["candidate"]["missing"]["imputed_as_lost"] == 1
+
+
+def test_a_signed_sequential_report_of_the_earlier_writer_verifies_by_records_and_signature():
+    code, out = check("--evidence", DATA / "sequential-v2.json", key=KEY)
+    assert (code, out["reasons"], out["evidence"]["verified"]) == (0, [], ["records", "signature"])
+    assert out["evidence"]["design"] == "sequential"
+
+
+def test_the_earlier_signature_is_refused_under_another_key():
+    code, out = check("--evidence", DATA / "sequential-v2.json", key="another-key")
+    assert code == 1 and out["evidence"]["verified"] == ["records"]
+    assert any("signature does not match" in r for r in out["reasons"])
+
+
+def test_an_earlier_report_without_its_records_verifies_only_with_trust_unsigned(tmp_path):
+    alone = shutil.copy(DATA / "fixed-v2.json", tmp_path / "fixed-v2.json")
+    code, out = check("--evidence", alone)
+    assert code == 1 and any("cannot be verified" in r for r in out["reasons"])
+    code, out = check("--evidence", alone, "--trust-unsigned")
+    assert (code, out["reasons"], out["evidence"]["verified"]) == (0, [], ["trusted-unsigned"])
+
+
+@pytest.mark.parametrize("name", sorted(WRITTEN))
+def test_the_reader_gives_back_an_earlier_report_unchanged(name):
+    text = (DATA / name).read_text()
+    evidence = Evidence.read(DATA / name)
+    assert to_json(evidence.to_dict()) + "\n" == text
+    if evidence.signature is not None:
+        assert evidence.signature_problem(KEY) == ""
+
+
+@pytest.mark.parametrize("name", sorted(WRITTEN))
+def test_the_writer_writes_the_earlier_report_again_from_the_same_records(name, monkeypatch):
+    """Gated again with the same settings, only the time and the version differ (key order included),
+    and the notes, sentences for people that may be worded better since."""
+    monkeypatch.chdir(DATA)
+    earlier = json.loads((DATA / name).read_text())
+    if earlier["design"] == "fixed":
+        again = run_gate(
+            "fixed-target.jsonl",
+            ["fixed-fly-w2.jsonl", "fixed-fly-aggressive.jsonl"],
+            margin=0.05,
+            max_errors=1,
+            baseline_config=earlier["baseline"]["config"],
+        )
+    else:
+        again = run_sequential_gate(
+            "sequential-target.jsonl",
+            ["sequential-fly-w2.jsonl"],
+            margin=0.05,
+            baseline_config=earlier["baseline"]["config"],
+        )
+    evidence = again.evidence().signed(KEY if earlier["signature"] else "")
+    doc = evidence.to_dict() | {k: earlier[k] for k in ("created_at", "qualgate_version")}
+    if earlier["signature"]:
+        doc = Evidence.from_dict(doc).signed(KEY).to_dict()
+    for c in doc["candidates"]:
+        assert isinstance(c.get("notes", []), list)
+    assert to_json(_without_notes(doc)) == to_json(_without_notes(earlier))
+
+
+def _without_notes(doc):
+    return doc | {"candidates": [{k: v for k, v in c.items() if k != "notes"} for c in doc["candidates"]]}

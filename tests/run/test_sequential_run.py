@@ -1,0 +1,98 @@
+"""`qualgate run --sequential`: rounds in seeded order, early stops, records a prefix of a full run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from qualgate.cli import cli
+from qualgate.demo.plan import demo_plan
+from qualgate.records import read_records
+from qualgate.run.runner import load_suites, work_items
+
+
+def sequential_plan(tmp_path, *, questions=400, margin=0.05):
+    """The demo plan with target-only, coupled standard (lossless) and aggressive FLy."""
+    plan = demo_plan(questions=questions, seeds=1)
+    cfg_dir = plan.configs["target"].path.rsplit("/", 1)[0]
+    doc = {
+        "name": "seq",
+        "suites": [{"suite": "demo_arithmetic", "limit": questions}],
+        "seeds": [0],
+        "configs": {
+            "target": f"{cfg_dir}/demo_target.yaml",
+            "standard": f"{cfg_dir}/demo_standard.yaml",
+            "fly-aggressive": f"{cfg_dir}/demo_fly_aggressive.yaml",
+        },
+        "baseline": "target",
+        "gate": {"policy": "noninferiority", "margin": margin, "alpha": 0.05},
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["run", *args, "--quiet"])
+
+
+@pytest.mark.slow
+def test_each_candidate_stops_as_soon_as_it_is_decided(tmp_path):
+    plan, out = sequential_plan(tmp_path), tmp_path / "out"
+    r = run(str(plan), "--out", str(out), "--sequential", "--batch-questions", "40", "--format", "json")
+    gate = json.loads((out / "gate.json").read_text())
+    assert gate["design"] == "sequential"
+    by_name = {c["name"]: c for c in gate["candidates"]}
+    # coupled standard decoding reproduces the target exactly: no discordance, an early PASS
+    assert by_name["standard"]["verdict"] == "PASS"
+    assert by_name["standard"]["questions_used"] < 400
+    # aggressive FLy loses about ten points on this task: it stops early without passing
+    assert by_name["fly-aggressive"]["verdict"] != "PASS"
+    assert by_name["fly-aggressive"]["questions_used"] < 400
+    assert r.exit_code == 4, r.output  # INCONCLUSIVE, not FAIL
+    stops = json.loads((out / "manifest.json").read_text())["sequential"]["stops"]
+    assert set(stops) == {"standard", "fly-aggressive"}
+    # the baseline ran only as far as the last candidate needed, in whole rounds
+    n_target = len(read_records(out / "records" / "target.jsonl"))
+    assert n_target == max(s["after_questions"] for s in stops.values()) < 400
+
+
+@pytest.mark.slow
+def test_records_are_a_prefix_of_a_full_run_which_can_resume_them(tmp_path):
+    plan, out = sequential_plan(tmp_path, questions=120), tmp_path / "out"
+    run(str(plan), "--out", str(out), "--sequential", "--batch-questions", "30")
+    from qualgate.config.decoding import load_plan
+
+    loaded = load_plan(plan)
+    order = [w.key for w in work_items(load_suites(loaded), loaded.seeds, loaded.samples)]
+    for name in ("target", "standard", "fly-aggressive"):
+        keys = [r.key for r in read_records(out / "records" / f"{name}.jsonl")]
+        assert keys == order[: len(keys)]
+    r = run(str(plan), "--out", str(out), "--resume")
+    assert r.exit_code == 1, r.output
+    for name in ("target", "standard", "fly-aggressive"):
+        keys = [r.key for r in read_records(out / "records" / f"{name}.jsonl")]
+        assert sorted(keys) == sorted(order) and len(set(keys)) == len(keys)
+    assert json.loads((out / "gate.json").read_text())["design"] == "fixed"
+
+
+@pytest.mark.slow
+def test_the_budget_stops_an_undecided_candidate_inconclusive(tmp_path):
+    plan, out = sequential_plan(tmp_path, questions=200, margin=0.001), tmp_path / "out"
+    r = run(str(plan), "--out", str(out), "--sequential", "--batch-questions", "20", "--max-questions", "40")
+    gate = json.loads((out / "gate.json").read_text())
+    std = next(c for c in gate["candidates"] if c["name"] == "standard")
+    assert (std["verdict"], std["stopped_by"], std["questions_used"]) == ("INCONCLUSIVE", "budget", 40)
+    assert r.exit_code == 4, r.output
+
+
+def test_a_mcnemar_plan_cannot_run_sequentially(tmp_path):
+    path = sequential_plan(tmp_path, questions=20)
+    doc = yaml.safe_load(path.read_text())
+    doc["gate"]["policy"] = "mcnemar"
+    path.write_text(yaml.safe_dump(doc))
+    r = run(str(path), "--out", str(tmp_path / "out"), "--sequential")
+    assert r.exit_code == 3 and "non-inferiority" in r.output

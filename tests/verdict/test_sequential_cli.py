@@ -1,0 +1,119 @@
+"""`qualgate gate --sequential` on record files: verdicts, exit codes, evidence, arrival order."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from qualgate.cli import cli
+from qualgate.evidence.gate_report import Evidence
+from qualgate.records import Record, RecordWriter
+from qualgate.verdict.sequential import arrival_order
+
+
+def write(path, outcomes, *, config, seeds=1):
+    records = [
+        Record(1, "run", config, "gsm8k", "1", f"q{i // seeds}", i % seeds, 0, o, f"p{i // seeds}")
+        for i, o in enumerate(outcomes)
+    ]
+    with RecordWriter(path) as w:
+        w.write_batch(records)
+    return str(path)
+
+
+def pair(tmp_path, n, lost, gained, *, seed=0, seeds=1):
+    """Baseline all correct on the first n - gained questions; the candidate loses/gains at random spots."""
+    rng = np.random.default_rng(seed)
+    base = np.ones(n, bool)
+    cand = np.ones(n, bool)
+    idx = rng.permutation(n)
+    cand[idx[:lost]] = False
+    base[idx[lost : lost + gained]] = False
+    out = lambda a: ["correct" if x else "incorrect" for x in np.repeat(a, seeds)]  # noqa: E731
+    return (
+        write(tmp_path / "b.jsonl", out(base), config="cfg-base", seeds=seeds),
+        write(tmp_path / "c.jsonl", out(cand), config="cfg-cand", seeds=seeds),
+    )
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["gate", *args, "--sequential"])
+
+
+def test_identical_runs_pass_early_and_exit_0(tmp_path):
+    b, c = pair(tmp_path, 3000, 0, 0)
+    r = invoke(b, c, "--margin", "0.02")
+    assert r.exit_code == 0, r.output
+    assert "PASS" in r.output and "stopped by" in r.output
+
+
+def test_a_lossy_candidate_fails_and_exits_1(tmp_path):
+    b, c = pair(tmp_path, 2000, 200, 10)
+    r = invoke(b, c, "--margin", "0.02", "--format", "json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.output)
+    cand = doc["candidates"][0]
+    assert cand["verdict"] == "FAIL" and cand["questions_used"] < 2000
+    assert cand["loss_lower_bound"] > 0
+
+
+def test_too_few_questions_is_inconclusive_and_exits_4(tmp_path):
+    b, c = pair(tmp_path, 60, 1, 1)
+    r = invoke(b, c, "--margin", "0.02")
+    assert r.exit_code == 4, r.output
+    assert "ran out" in r.output
+
+
+@pytest.mark.slow
+def test_budget_is_respected(tmp_path):
+    b, c = pair(tmp_path, 3000, 0, 0)
+    r = invoke(b, c, "--margin", "0.002", "--max-questions", "50", "--format", "json")
+    assert r.exit_code == 4
+    assert json.loads(r.output)["candidates"][0]["questions_used"] == 50
+
+
+def test_evidence_is_a_noninferiority_gate_report(tmp_path):
+    b, c = pair(tmp_path, 3000, 0, 0)
+    out = tmp_path / "report.json"
+    r = invoke(b, c, "--margin", "0.02", "--output", str(out))
+    assert r.exit_code == 0
+    doc = json.loads(out.read_text())
+    assert (doc["kind"], doc["settings"]["policy"], doc["design"]) == (
+        "qualgate.gate_report",
+        "noninferiority",
+        "sequential",
+    )
+    assert doc["candidates"][0]["config_id"] == "cfg-cand"
+    assert Evidence.read(out).to_dict() == doc  # the one reader takes what the one writer wrote
+
+
+def test_several_seeds_per_question_are_one_unit(tmp_path):
+    b, c = pair(tmp_path, 1500, 0, 0, seeds=3)
+    r = invoke(b, c, "--margin", "0.02", "--format", "json")
+    doc = json.loads(r.output)["candidates"][0]
+    assert doc["pairs_per_question"] == 3 and doc["questions_available"] == 1500
+
+
+def test_mcnemar_policy_cannot_be_sequential(tmp_path):
+    b, c = pair(tmp_path, 100, 0, 0)
+    r = invoke(b, c, "--margin", "0.02", "--policy", "mcnemar")
+    assert r.exit_code == 2
+
+
+def test_arrival_order_is_a_stable_prefix_when_questions_are_added():
+    keys = [("gsm8k", f"q{i}") for i in range(200)]
+    small = [keys[i] for i in arrival_order(keys[:100], seed=3)]
+    large = [keys[i] for i in arrival_order(keys, seed=3)]
+    assert [k for k in large if k in set(small)] == small
+
+
+def test_arrival_order_depends_on_the_seed():
+    keys = [("gsm8k", f"q{i}") for i in range(50)]
+    assert list(arrival_order(keys, seed=0)) != list(arrival_order(keys, seed=1))
+
+
+@pytest.mark.parametrize("order", ["seeded", "records"])
+def test_both_orders_reach_a_verdict(tmp_path, order):
+    b, c = pair(tmp_path, 3000, 0, 0)
+    assert invoke(b, c, "--margin", "0.02", "--order", order).exit_code == 0
