@@ -6,6 +6,7 @@ import click
 
 from qualgate.config.options import (
     INCONCLUSIVE_AS,
+    INPUT_FORMATS,
     MISSING,
     ON_MISSING,
     ON_PROMPT_MISMATCH,
@@ -21,7 +22,6 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 _ALPHA = FiniteFloatRange(0, 0.5, min_open=True, max_open=True)
 _PATH = click.Path(exists=True, path_type=str)
 _OUT = click.Path(dir_okay=False, path_type=str)
-FORMATS = ("qualgate", "lm-eval", "inspect", "nemo-evaluator", "lighteval")
 
 
 def _records_options(f):
@@ -55,7 +55,7 @@ def _records_options(f):
             ),
             click.option(
                 "--input-format",
-                type=click.Choice(["auto", *FORMATS]),
+                type=click.Choice(["auto", *INPUT_FORMATS]),
                 default="auto",
                 show_default=True,
                 help="Format of the runs: qualgate records, or another tool's logs (auto: detected per path).",

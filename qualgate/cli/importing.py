@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from qualgate.config.options import ON_MISSING, ON_PROMPT_MISMATCH
+from qualgate.config.options import INPUT_FORMATS, ON_MISSING, ON_PROMPT_MISMATCH
 
 _PATH = click.Path(exists=True, path_type=str)
 _OUT = click.Path(dir_okay=False, path_type=str)
-_TOOLS = ["lm-eval", "inspect", "nemo-evaluator", "lighteval"]
+_TOOLS = INPUT_FORMATS[1:]  # the tools whose logs are read
 
 
 def import_options(f):
@@ -121,7 +121,7 @@ def import_(fmt, paths, out, **kwargs):
 @click.option("--output", "-o", type=_OUT, help="Also write the flips in this format to this file (atomically).")
 @click.option(
     "--input-format",
-    type=click.Choice(["auto", "qualgate", *_TOOLS]),
+    type=click.Choice(["auto", *INPUT_FORMATS]),
     default="auto",
     show_default=True,
     help="Format of BASELINE and CANDIDATE (auto: detected per path).",

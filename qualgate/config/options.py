@@ -8,6 +8,7 @@ module imports nothing, so that the commands can use it at import and stay quick
 
 __all__ = [
     "INCONCLUSIVE_AS",
+    "INPUT_FORMATS",
     "MISSING",
     "MULTIPLICITIES",
     "ON_MISSING",
@@ -18,6 +19,9 @@ __all__ = [
     "WEIGHTINGS",
 ]
 
+#: ``--input-format``: qualgate's own records, then the tools whose logs
+#: :mod:`qualgate.records.importers` reads (one module each).
+INPUT_FORMATS = ("qualgate", "lm-eval", "inspect", "nemo-evaluator", "lighteval")
 #: ``policy``: the decision rule (:mod:`qualgate.verdict.fixed`).
 POLICIES = ("noninferiority", "mcnemar")
 #: ``weighting``: how suites combine into the pooled decision: counts summed, or suites

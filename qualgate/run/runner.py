@@ -399,6 +399,31 @@ def _check_names(plan) -> None:
             )
 
 
+def environment(plan) -> dict:
+    """What a run's manifest records of the plan's seeding and of the machine that ran it."""
+    return {
+        "seeds": list(plan.seeds),
+        "samples": plan.samples,
+        "seed_derivation": SEED_DERIVATION,
+        "packages": package_versions("numpy", "scipy", "torch", "transformers", "vllm"),
+        "host": _host(),
+        "git": _git_revision(Path(plan.path).parent if plan.path else Path.cwd()),
+    }
+
+
+def config_entry(name: str, config, status: str, throughput: dict) -> dict:
+    """A config's entry in a run's manifest."""
+    return {
+        "config_id": config.config_id,
+        "engine": config.engine,
+        "mode": config.mode,
+        "lossy": config.lossy,
+        "records": f"records/{name}.jsonl",
+        "status": status,
+        "throughput": throughput,
+    }
+
+
 def _run_locked(
     plan,
     out,
@@ -493,22 +518,14 @@ def _run_locked(
                 }
                 for s, ref in zip(suites, plan.suites)
             ],
-            "seeds": list(plan.seeds),
-            "samples": plan.samples,
-            "seed_derivation": SEED_DERIVATION,
-            "packages": package_versions("numpy", "scipy", "torch", "transformers", "vllm"),
-            "host": _host(),
-            "git": _git_revision(Path(plan.path).parent if plan.path else Path.cwd()),
+            **environment(plan),
             "gpu": None,  # the first GPU a backend reports (per config: configs.*.info)
             "configs": {
-                name: {
-                    "config_id": c.config_id,
-                    "engine": c.engine,
-                    "mode": c.mode,
-                    "lossy": c.lossy,
-                    "records": f"records/{name}.jsonl",
-                    "status": "pending",
-                    "throughput": {
+                name: config_entry(
+                    name,
+                    c,
+                    "pending",
+                    {
                         "requests": 0,
                         "output_tokens": 0,
                         "engine_s": 0.0,
@@ -516,7 +533,7 @@ def _run_locked(
                         "tokens_per_s": None,
                         "requests_per_s": None,
                     },
-                }
+                )
                 for name, c in plan.configs.items()
             },
         }

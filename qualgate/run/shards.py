@@ -358,19 +358,16 @@ def merge_shards(
         A shard is missing, given twice, unfinished, torn, of another plan or fingerprint, or
         holds requests of another shard; ``out`` is not empty.
     """
-    from qualgate.backends import package_versions
     from qualgate.config.decoding import load_plan
     from qualgate.records import RecordWriter, read_records
     from qualgate.run.manifest import (
         LOCK_NAME,
         MANIFEST_VERSION,
         RunLock,
-        _git_revision,
-        _host,
         plan_fingerprint,
         write_json_atomic,
     )
-    from qualgate.run.runner import SEED_DERIVATION, RunResult, evaluate_gate, load_suites, work_items
+    from qualgate.run.runner import RunResult, config_entry, environment, evaluate_gate, load_suites, work_items
 
     log = log or (lambda msg: None)
     if not dirs:
@@ -446,24 +443,11 @@ def merge_shards(
             "plan": plan.to_dict(),
             "fingerprint": fingerprint,
             "suites": first.get("suites"),
-            "seeds": list(plan.seeds),
-            "samples": plan.samples,
-            "seed_derivation": SEED_DERIVATION,
-            "packages": package_versions("numpy", "scipy", "torch", "transformers", "vllm"),
-            "host": _host(),
-            "git": _git_revision(Path(plan.path).parent if plan.path else Path.cwd()),
+            **environment(plan),
             "gpu": next((p.manifest.get("gpu") for p in parts if p.manifest.get("gpu")), None),
             "configs": {
-                name: {
-                    "config_id": c.config_id,
-                    "engine": c.engine,
-                    "mode": c.mode,
-                    "lossy": c.lossy,
-                    "records": f"records/{name}.jsonl",
-                    "status": "complete",
-                    "throughput": _added_throughput(parts, name),
-                    **({"retried_errors": len(retried[name])} if name in retried else {}),
-                }
+                name: config_entry(name, c, "complete", _added_throughput(parts, name))
+                | ({"retried_errors": len(retried[name])} if name in retried else {})
                 for name, c in plan.configs.items()
             },
             "shards": [_provenance(p, list(plan.configs), counts[str(p.dir)]) for p in parts],

@@ -153,6 +153,7 @@ def test_noise_differs_across_streams_positions_and_steps():
         assert other.tolist() != base.tolist()
 
 
+@pytest.mark.slow
 def test_uniforms_are_uniform_and_strictly_inside_the_unit_interval():
     keys = _keys(range(20000), [0] * 20000)
     u = uniform(keys)

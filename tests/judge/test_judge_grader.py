@@ -43,6 +43,7 @@ def test_a_traffic_suite_graded_by_a_judge_rates_each_output(tmp_path, judge_dou
     suite = load_suite(traffic_suite(tmp_path, "{name: judge, params: {config: judge.yaml, pass_score: 7}}", gold))
     qs = sorted(suite.questions, key=lambda q: q.prompt[-1]["content"])
     grades = suite.grade_many([(q, "It is about a ticket.") for q in qs])
+    suite.close()
     assert [g.outcome for g in grades] == outcomes
     assert grades[0].strict == ("9" if gold else "3") and grades[0].decided_by.startswith("judge:judge@judge-")
     assert "no [[rating]]" in grades[2].error

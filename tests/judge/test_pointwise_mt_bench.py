@@ -45,6 +45,7 @@ def test_the_judge_grader_reproduces_every_stored_grade_and_gates_the_pair(tmp_p
         assert [g.outcome for g in grades] == ["correct" if stored[k] >= PASS_SCORE else "incorrect" for k, *_ in items]
         files.append(write_graded(tmp_path / f"{arm[:40]}.jsonl", f"cfg-{arm[:40]}", items, grades))
         passed.append({k: stored[k] >= PASS_SCORE for k, *_ in items})
+    judge.close()
     assert not double.refused  # every prompt was, byte for byte, the one GPT-4 graded
     report = run_gate(files[0], [files[1]], margin=0.05, alpha=0.05)
     pooled = report.comparisons[0].pooled

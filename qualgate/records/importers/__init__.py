@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from qualgate.config.options import INPUT_FORMATS
 from qualgate.errors import DataError
 from qualgate.records import Record, RecordSet
 
@@ -47,14 +48,11 @@ __all__ = [
     "load_records",
 ]
 
-#: format name -> module (one per tool)
-_MODULES = {
-    "lm-eval": "qualgate.records.importers.lm_eval",
-    "inspect": "qualgate.records.importers.inspect",
-    "nemo-evaluator": "qualgate.records.importers.nemo",
-    "lighteval": "qualgate.records.importers.lighteval",
-}
-FORMATS = ("qualgate", *_MODULES)
+#: format name (:data:`qualgate.config.options.INPUT_FORMATS`) -> module (one per tool)
+_MODULES = dict(
+    zip(INPUT_FORMATS[1:], (f"qualgate.records.importers.{m}" for m in ("lm_eval", "inspect", "nemo", "lighteval")))
+)
+FORMATS = INPUT_FORMATS
 
 
 @dataclass(frozen=True)
