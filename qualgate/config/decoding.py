@@ -41,10 +41,10 @@ settings; config paths are relative to the plan file::
 
 The gate settings take the vocabularies of :mod:`qualgate.config.options`.
 
-This module is longer than the others (about 550 lines) because it is one declarative schema:
-the two kinds of input file, each key checked where it is read, share the YAML reader that
-locates every error at its line (``_line_of``, ``_err``, ``_check_keys``), and a plan is read
-by reading its configs. If it grows, the seam is the plan (:class:`SuiteRef`, :class:`Plan`,
+This module is longer than the others (about 580 lines) because it is one declarative schema:
+the two kinds of input file, each key declared once as a spec of
+:mod:`qualgate.records.yaml_schema`, share the YAML reader that locates every error at its line
+(``_line_of``, ``_where``), and a plan is read by reading its configs. If it grows, the seam is the plan (:class:`SuiteRef`, :class:`Plan`,
 :func:`load_plan`), which would go to a module of its own.
 """
 
@@ -53,7 +53,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,7 +65,9 @@ from qualgate.config.engines import BACKENDS
 from qualgate.config.options import INCONCLUSIVE_AS, POLICIES, WEIGHTINGS
 from qualgate.errors import DataError
 from qualgate.records import strict as _strict
-from qualgate.vllm033.rules import cite, rule
+from qualgate.records.yaml_schema import AnyOf, Choice, Field, Int, ListOf, Number, Str, Where
+from qualgate.records.yaml_schema import Mapping as Schema
+from qualgate.vllm033.rules import cite, rule, sampling_ranges
 from qualgate.vllm033.speculative import is_lossy, resolve_speculative
 
 __all__ = [
@@ -177,13 +178,96 @@ def _err(msg, *, path=None, key=None, value=None) -> DataError:
     return DataError(msg, file=path, line=_line_of(path, key) if key else None, field=key, value=value)
 
 
-def _check_keys(mapping, allowed, *, path, where):
-    if not isinstance(mapping, Mapping):
-        raise _err(f"{where or 'the document'} must be a mapping", path=path, key=where or None, value=mapping)
-    for key in mapping:
-        if key not in allowed:
-            name = f"{where}.{key}" if where else str(key)
-            raise _err(f"unknown key; valid keys: {list(allowed)}", path=path, key=name)
+def _where(path, key: str = "") -> Where:
+    """The place ``key`` of the YAML file ``path``, whose errors name their line."""
+    return Where(path, key, (lambda dotted: _line_of(path, dotted)) if path is not None else None)
+
+
+def _keys(*keys: str, where: str = "", **fields: Field) -> Schema:
+    """A mapping of the known ``keys`` (``fields``: those checked here), as a config file's."""
+    return Schema(
+        {k: fields.get(k, Field()) for k in keys},
+        message=f"{where or 'the document'} must be a mapping",
+        unknown_value=False,
+    )
+
+
+_NON_EMPTY = Str(empty=True, pattern="(?s).+", message="must be a non-empty string")
+_SAMPLING = _keys(
+    *SAMPLING_KEYS,
+    where="sampling",
+    max_tokens=Field(
+        Int(min=1, message="required, a positive integer (vLLM's default of 16 truncates answers)"),
+        required=True,
+        missing="required, a positive integer (vLLM's default of 16 truncates answers)",
+    ),
+    temperature=Field(Number(low=0, message="must be a number >= 0"), default=1.0),
+    top_p=Field(Number(low=0, high=1, low_open=True, message="must be in (0, 1]"), default=1.0),
+    top_k=Field(Int(min=-1, message="must be an integer >= -1 (0 or -1: off)"), default=0),
+)
+#: vLLM 0.33's SamplingParams ranges (rule ``sampling-ranges`` of :mod:`qualgate.vllm033.rules`),
+#: checked before any engine starts, so a value vLLM refuses is a config error (exit 3).
+_VLLM_SAMPLING = _keys(
+    *SAMPLING_KEYS,
+    where="sampling",
+    **{key: Field(spec, null=True) for key, spec in sampling_ranges().items()},
+    stop=Field(
+        AnyOf((Str(empty=True), ListOf(Str(empty=True))), message="must be a string or a list of strings"), null=True
+    ),
+    stop_token_ids=Field(AnyOf((ListOf(Int(min=0)),), message="must be a list of token ids"), null=True),
+)
+_POSITIVE = Int(min=1, message="must be a positive integer")
+_ENGINE_OPTIONS = _keys(
+    *ENGINE_OPTION_KEYS,
+    where="engine_options",
+    tensor_parallel_size=Field(_POSITIVE, null=True),
+    data_parallel_size=Field(_POSITIVE, null=True),
+    distributed_executor_backend=Field(
+        Choice(
+            tuple(rule("cli-parallel").data["backends"]),
+            message=f"must be one of {list(rule('cli-parallel').data['backends'])} ({cite('cli-parallel')})",
+        ),
+        null=True,
+    ),
+)
+_CONFIG = _keys(*CONFIG_KEYS)
+_MODEL = Field(
+    Str(empty=True, pattern="(?s).+", message="the target model (hub id or path) is required"),
+    required=True,
+    missing="the target model (hub id or path) is required",
+)
+_SAMPLING_FIELD = Field(
+    required=True, null=True, missing="required (with max_tokens: vLLM's default of 16 truncates answers)"
+)
+
+_SUITE_REF = _keys(  # its message names the suite's index (_suite_ref)
+    *SUITE_REF_KEYS,
+    suite=Field(
+        Str(empty=True, message="needs 'suite' (a built-in name or a YAML path)"),
+        required=True,
+        missing="needs 'suite' (a built-in name or a YAML path)",
+    ),
+    limit=Field(_POSITIVE, null=True),
+    data_file=Field(_NON_EMPTY, null=True),
+    revision=Field(_NON_EMPTY, null=True),
+)
+_SEEDS = Field(
+    AnyOf(
+        (Int(min=1, max=MAX_SEEDS), ListOf(Int(min=0, max=MAX_SEED), empty=False, unique=True, max_items=MAX_SEEDS)),
+        message=f"a count (1 to {MAX_SEEDS}) or a list of at most {MAX_SEEDS} distinct integers in [0, 2**63)",
+    ),
+    default=[0],
+)
+_SAMPLES = Field(Int(min=1, max=MAX_SAMPLES), default=1)
+_GATE = _keys(
+    *GATE_KEYS,
+    where="gate",
+    policy=Field(Choice(POLICIES), default="noninferiority"),
+    margin=Field(Number(0, 1, low_open=True, high_open=True, message="must be in (0, 1)"), default=0.02),
+    alpha=Field(Number(0, 0.5, low_open=True, high_open=True, message="must be in (0, 0.5)"), default=0.05),
+    inconclusive=Field(Choice(INCONCLUSIVE_AS), default="inconclusive"),
+    weighting=Field(Choice(WEIGHTINGS), default="pooled"),
+)
 
 
 def config_id(
@@ -253,57 +337,10 @@ class DecodingConfig:
         }
 
 
-def _check_vllm_sampling(sampling: dict, *, path) -> None:
-    """vLLM 0.33's SamplingParams ranges (rule ``sampling-ranges`` of :mod:`qualgate.vllm033.rules`),
-    checked before any engine starts, so a value vLLM refuses is a config error (exit 3)."""
-    where = f"vLLM 0.33 refuses it ({cite('sampling-ranges')})"
-    for key, (low, high, closed_low) in rule("sampling-ranges").data["ranges"].items():
-        v = sampling.get(key)
-        if v is None:
-            continue
-        if (
-            isinstance(v, bool)
-            or not isinstance(v, (int, float))
-            or not math.isfinite(v)
-            or v > high
-            or (v < low if closed_low else v <= low)
-        ):
-            span = f"{'[' if closed_low else '('}{low:g}, {high:g}]"
-            raise _err(f"must be a finite number in {span}: {where}", path=path, key=f"sampling.{key}", value=v)
-    rp = sampling.get("repetition_penalty")
-    if rp is not None and (
-        isinstance(rp, bool) or not isinstance(rp, (int, float)) or not math.isfinite(rp) or rp <= 0
-    ):
-        raise _err(f"must be a finite number > 0: {where}", path=path, key="sampling.repetition_penalty", value=rp)
-    stop = sampling.get("stop")
-    if stop is not None and not (
-        isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(x, str) for x in stop))
-    ):
-        raise _err("must be a string or a list of strings", path=path, key="sampling.stop", value=stop)
-    ids = sampling.get("stop_token_ids")
-    if ids is not None and not (
-        isinstance(ids, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ids)
-    ):
-        raise _err("must be a list of token ids", path=path, key="sampling.stop_token_ids", value=ids)
-
-
 def _check_parallel(options: Mapping, *, path) -> None:
-    """tensor_parallel_size, data_parallel_size and distributed_executor_backend as vLLM 0.33
-    takes them (rules ``cli-parallel`` and ``llm-data-parallel``)."""
-    for key in ("tensor_parallel_size", "data_parallel_size"):
-        v = options.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise _err("must be a positive integer", path=path, key=f"engine_options.{key}", value=v)
-    backends = rule("cli-parallel").data["backends"]
-    backend = options.get("distributed_executor_backend")
-    if backend is not None and backend not in backends:
-        raise _err(
-            f"must be one of {list(backends)} ({cite('cli-parallel')})",
-            path=path,
-            key="engine_options.distributed_executor_backend",
-            value=backend,
-        )
-    if (options.get("data_parallel_size") or 1) > 1 and backend != "external_launcher":
+    """data_parallel_size > 1 as vLLM 0.33's offline LLM takes it (rule ``llm-data-parallel``)."""
+    data_parallel = options.get("data_parallel_size") or 1
+    if data_parallel > 1 and options.get("distributed_executor_backend") != "external_launcher":
         raise _err(
             "vLLM 0.33's offline LLM refuses data_parallel_size > 1 unless "
             "distributed_executor_backend is 'external_launcher' (one process per "
@@ -316,18 +353,13 @@ def _check_parallel(options: Mapping, *, path) -> None:
 
 def parse_config(data: Any, *, path: str | Path | None = None, name: str | None = None) -> DecodingConfig:
     """Validate a decoding config mapping and resolve its defaults."""
-    _check_keys(data, CONFIG_KEYS, path=path, where="")
-    engine = data.get("engine")
-    if not isinstance(engine, str) or engine not in BACKENDS:
-        raise _err(
-            f"must be a registered engine, one of {sorted(BACKENDS)} (qualgate.backends.register_backend)",
-            path=path,
-            key="engine",
-            value=engine,
-        )
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise _err("the target model (hub id or path) is required", path=path, key="model", value=model)
+    at = _where(path)
+    _CONFIG.check(data, at)
+    engines = f"must be a registered engine, one of {sorted(BACKENDS)} (qualgate.backends.register_backend)"
+    engine = Field(Choice(tuple(BACKENDS), message=engines), required=True, missing=engines).get(
+        data, "engine", at.at("engine")
+    )
+    model = _MODEL.get(data, "model", at.at("model"))
 
     raw_spec = data.get("speculative")
     try:
@@ -335,41 +367,17 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
     except ValueError as exc:
         raise _err(str(exc), path=path, key="speculative", value=raw_spec) from exc
 
-    sampling = data.get("sampling")
-    if sampling is None:
-        raise _err("required (with max_tokens: vLLM's default of 16 truncates answers)", path=path, key="sampling")
-    _check_keys(sampling, SAMPLING_KEYS, path=path, where="sampling")
-    sampling = dict(sampling)
-    mt = sampling.get("max_tokens")
-    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
-        raise _err(
-            "required, a positive integer (vLLM's default of 16 truncates answers)",
-            path=path,
-            key="sampling.max_tokens",
-            value=mt,
-        )
-    temp = sampling.setdefault("temperature", 1.0)
-    if isinstance(temp, bool) or not isinstance(temp, (int, float)) or temp < 0:
-        raise _err("must be a number >= 0", path=path, key="sampling.temperature", value=temp)
-    top_p = sampling.setdefault("top_p", 1.0)
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-        raise _err("must be in (0, 1]", path=path, key="sampling.top_p", value=top_p)
-    top_k = sampling.setdefault("top_k", 0)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < -1:
-        raise _err("must be an integer >= -1 (0 or -1: off)", path=path, key="sampling.top_k", value=top_k)
-    if top_k == -1:
+    sampling = _SAMPLING.check(_SAMPLING_FIELD.get(data, "sampling", at.at("sampling")), at.at("sampling"))
+    if sampling["top_k"] == -1:
         sampling["top_k"] = 0
-    _check_vllm_sampling(sampling, path=path)
+    _VLLM_SAMPLING.check(sampling, at.at("sampling"))
 
-    options = data.get("engine_options") or {}
-    _check_keys(options, ENGINE_OPTION_KEYS, path=path, where="engine_options")
+    options = _ENGINE_OPTIONS.check(data.get("engine_options") or {}, at.at("engine_options"))
     _check_parallel(options, path=path)
     if engine == "vllm-server" and not options.get("base_urls"):
         raise _err("engine 'vllm-server' needs engine_options.base_urls", path=path, key="engine_options.base_urls")
 
-    if data.get("name") is not None and (not isinstance(data["name"], str) or not data["name"]):
-        raise _err("must be a non-empty string", path=path, key="name", value=data["name"])
-    label = data.get("name") or name or (Path(path).stem if path else None)
+    label = Field(_NON_EMPTY, null=True).get(data, "name", at.at("name")) or name or (Path(path).stem if path else None)
     if not label:
         raise _err("a config needs a name", path=path, key="name")
     return DecodingConfig(
@@ -445,16 +453,15 @@ def load_plan(path: str | Path) -> Plan:
     suites, seeds, samples, configs, baseline and candidates, gate settings, name)."""
     path = Path(path)
     data = load_yaml(path)
-    _check_keys(data, PLAN_KEYS, path=path, where="")
+    at = _where(path)
+    _keys(*PLAN_KEYS).check(data, at)
     suites = _plan_suites(data, path)
     seeds = _plan_seeds(data, path)
-    samples = _plan_samples(data, path)
+    samples = _SAMPLES.get(data, "samples", at.at("samples"))
     configs = _plan_configs(data, path)
     baseline, candidates = _plan_roles(data, configs, path)
-    gate = _plan_gate(data, path)
-    name = data.get("name")
-    if name is not None and (not isinstance(name, str) or not name):
-        raise _err("must be a non-empty string", path=path, key="name", value=name)
+    gate = _GATE.check(data.get("gate") or {}, at.at("gate"))
+    name = Field(_NON_EMPTY, null=True).get(data, "name", at.at("name"))
     return Plan(
         name=name or path.stem,
         suites=suites,
@@ -463,7 +470,7 @@ def load_plan(path: str | Path) -> Plan:
         configs=configs,
         baseline=baseline,
         candidates=candidates,
-        **gate,
+        **{k: float(v) if k in ("margin", "alpha") else v for k, v in gate.items()},
         path=str(path),
     )
 
@@ -484,24 +491,12 @@ def _suite_ref(item, i: int, path: Path) -> SuiteRef:
     base = path.parent
     if isinstance(item, str):
         item = {"suite": item}
-    _check_keys(item, SUITE_REF_KEYS, path=path, where=f"suites[{i}]")
-    if not isinstance(item.get("suite"), str):
-        raise _err(
-            "needs 'suite' (a built-in name or a YAML path)",
-            path=path,
-            key=f"suites[{i}].suite",
-            value=item.get("suite"),
-        )
-    limit = item.get("limit")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise _err("must be a positive integer", path=path, key=f"suites[{i}].limit", value=limit)
+    spec = dataclasses.replace(_SUITE_REF, message=f"suites[{i}] must be a mapping")
+    item = spec.check(item, _where(path, f"suites[{i}]"))
     suite = item["suite"]
     if suite.endswith((".yaml", ".yml")):
         suite = _resolve_relative(base, suite)
-    for key in ("data_file", "revision"):
-        if item.get(key) is not None and (not isinstance(item[key], str) or not item[key]):
-            raise _err("must be a non-empty string", path=path, key=f"suites[{i}].{key}", value=item[key])
-    data_file = item.get("data_file")
+    limit, data_file = item.get("limit"), item.get("data_file")
     if (
         data_file
         and Path(_resolve_relative(base, data_file)).exists()
@@ -522,29 +517,8 @@ def _suite_ref(item, i: int, path: Path) -> SuiteRef:
 
 
 def _plan_seeds(data, path: Path) -> tuple[int, ...]:
-    seeds = data.get("seeds", [0])
-    if isinstance(seeds, int) and not isinstance(seeds, bool) and 0 < seeds <= MAX_SEEDS:
-        seeds = list(range(seeds))
-    if (
-        not isinstance(seeds, list)
-        or not 0 < len(seeds) <= MAX_SEEDS
-        or any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED for s in seeds)
-        or len(set(seeds)) != len(seeds)
-    ):
-        raise _err(
-            f"a count (1 to {MAX_SEEDS}) or a list of at most {MAX_SEEDS} distinct integers in [0, 2**63)",
-            path=path,
-            key="seeds",
-            value=seeds,
-        )
-    return tuple(seeds)
-
-
-def _plan_samples(data, path: Path) -> int:
-    samples = data.get("samples", 1)
-    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
-        raise _err(f"must be an integer from 1 to {MAX_SAMPLES}", path=path, key="samples", value=samples)
-    return samples
+    seeds = _SEEDS.get(data, "seeds", _where(path, "seeds"))
+    return tuple(range(seeds)) if isinstance(seeds, int) else tuple(seeds)
 
 
 def _plan_configs(data, path: Path) -> dict[str, DecodingConfig]:
@@ -605,31 +579,3 @@ def _plan_roles(data, configs: Mapping[str, DecodingConfig], path: Path) -> tupl
             )
         gated[cid] = c
     return baseline, tuple(candidates)
-
-
-def _plan_gate(data, path: Path) -> dict[str, Any]:
-    """The plan's ``gate`` settings: policy, margin, alpha, inconclusive, weighting."""
-    gate = data.get("gate") or {}
-    _check_keys(gate, GATE_KEYS, path=path, where="gate")
-    policy = gate.get("policy", "noninferiority")
-    if policy not in POLICIES:
-        raise _err(f"must be one of {list(POLICIES)}", path=path, key="gate.policy", value=policy)
-    margin = gate.get("margin", 0.02)
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 1:
-        raise _err("must be in (0, 1)", path=path, key="gate.margin", value=margin)
-    alpha = gate.get("alpha", 0.05)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
-        raise _err("must be in (0, 0.5)", path=path, key="gate.alpha", value=alpha)
-    inconclusive = gate.get("inconclusive", "inconclusive")
-    if inconclusive not in INCONCLUSIVE_AS:
-        raise _err(f"must be one of {list(INCONCLUSIVE_AS)}", path=path, key="gate.inconclusive", value=inconclusive)
-    weighting = gate.get("weighting", "pooled")
-    if weighting not in WEIGHTINGS:
-        raise _err(f"must be one of {list(WEIGHTINGS)}", path=path, key="gate.weighting", value=weighting)
-    return {
-        "policy": policy,
-        "margin": float(margin),
-        "alpha": float(alpha),
-        "inconclusive": inconclusive,
-        "weighting": weighting,
-    }

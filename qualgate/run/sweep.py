@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +44,8 @@ from qualgate.config.decoding import Plan, load_yaml, parse_config
 from qualgate.errors import DataError, ExitCode
 from qualgate.evidence.contract import Verdict
 from qualgate.formatting import fmt_points, markdown_table, text_table, write_atomic
+from qualgate.records.yaml_schema import Choice, Field, Int, ListOf, Where
+from qualgate.records.yaml_schema import Mapping as Schema
 
 __all__ = ["Grid", "SweepResult", "expand_grid", "load_grid", "render_markdown", "render_text", "run_sweep"]
 
@@ -73,44 +73,41 @@ class Grid:
         }
 
 
+_GRID_MESSAGE = "a non-empty mapping of speculative key -> list of values"
+_GRID = Schema(
+    {
+        "base": Field(),  # a candidate of the plan (load_grid)
+        "grid": Field(
+            Schema(
+                values=ListOf(empty=False, unique=True, message="a non-empty list of values"),
+                empty=False,
+                message=_GRID_MESSAGE,
+            ),
+            required=True,
+            null=True,
+            missing=_GRID_MESSAGE,
+        ),
+        "order": Field(Choice(ORDERS), default="declared"),
+        "pilot_questions": Field(Int(min=1, message="must be a positive integer"), default=50),
+    },
+    message="a grid is a mapping with base, grid, order, pilot_questions",
+    unknown=f"unknown key; a grid has {list(GRID_KEYS)}",
+    unknown_value=False,
+)
+
+
 def load_grid(path: str | Path, plan: Plan) -> Grid:
     """Read and validate a grid file against ``plan`` (:class:`DataError` naming the key)."""
-    data = load_yaml(path)
     where = str(path)
-    if not isinstance(data, Mapping):
-        raise DataError("a grid is a mapping with base, grid, order, pilot_questions", file=where)
-    unknown = sorted(set(map(str, data)) - set(GRID_KEYS))
-    if unknown:
-        raise DataError(f"unknown key; a grid has {list(GRID_KEYS)}", file=where, field=unknown[0])
-    base = data.get("base")
-    if base not in plan.configs or base == plan.baseline:
-        raise DataError(
-            f"must name a candidate config of the plan {sorted(set(plan.configs) - {plan.baseline})}",
-            file=where,
-            field="base",
-            value=base,
-        )
+    candidates = sorted(set(plan.configs) - {plan.baseline})
+    named = f"must name a candidate config of the plan {candidates}"
+    base_field = Field(Choice(tuple(candidates), message=named), required=True, missing=named)
+    data = dataclasses.replace(_GRID, fields={**_GRID.fields, "base": base_field}).check(load_yaml(path), Where(where))
+    base = data["base"]
     if plan.configs[base].speculative is None:
         raise DataError("the base config has no speculative block to vary", file=where, field="base", value=base)
-    grid = data.get("grid")
-    if not isinstance(grid, Mapping) or not grid:
-        raise DataError(
-            "a non-empty mapping of speculative key -> list of values", file=where, field="grid", value=grid
-        )
-    axes = []
-    for key, values in grid.items():
-        if not isinstance(values, list) or not values:
-            raise DataError("a non-empty list of values", file=where, field=f"grid.{key}", value=values)
-        if len({json.dumps(v) for v in values}) != len(values):
-            raise DataError("a value is listed twice", file=where, field=f"grid.{key}", value=values)
-        axes.append((str(key), tuple(values)))
-    order = data.get("order", "declared")
-    if order not in ORDERS:
-        raise DataError(f"must be one of {list(ORDERS)}", file=where, field="order", value=order)
-    pilot = data.get("pilot_questions", 50)
-    if isinstance(pilot, bool) or not isinstance(pilot, int) or pilot < 1:
-        raise DataError("must be a positive integer", file=where, field="pilot_questions", value=pilot)
-    result = Grid(base, tuple(axes), order, pilot, where)
+    axes = tuple((str(key), tuple(values)) for key, values in data["grid"].items())
+    result = Grid(base, axes, data["order"], data["pilot_questions"], where)
     expand_grid(result, plan)  # every point must be a valid config
     return result
 

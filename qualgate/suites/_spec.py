@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from qualgate.records.strict import load_yaml
+from qualgate.records.yaml_schema import Choice, Field, Int, ListOf, Mapping, Str, Where
 
 from .. import graders
-from ..errors import DataError
 from . import _traffic
 
 #: Row generators for synthetic suites: name -> "module:function". The function takes the
@@ -86,245 +86,98 @@ class SuiteSpec:
     think: str = "strip"
 
 
-class _Reader:
-    def __init__(self, path: str):
-        self.path = path
+def _keys(allowed, required=(), message="must be a mapping") -> Mapping:
+    """A mapping of the ``allowed`` keys (``required`` ones missing refused, in sorted order)."""
+    return Mapping({k: Field(required=k in required) for k in sorted(allowed)}, message=message)
 
-    def fail(self, message, key=None, value=None):
-        raise DataError(message, file=self.path, field=key, value=value)
 
-    def mapping(self, value, key, allowed, required=()):
-        if not isinstance(value, dict):
-            self.fail("must be a mapping", key, value)
-        for k in value:
-            if k not in allowed:
-                where = f"{key}.{k}" if key else k
-                self.fail(f"unknown key; valid keys: {sorted(allowed)}", where, value[k])
-        for k in sorted(required):
-            if k not in value:
-                self.fail("required key is missing", f"{key}.{k}" if key else k)
-        return value
+_STRINGS = ListOf(Str(), empty=False, message="must be a non-empty list of strings")
+_POSITIVE = Int(min=1)
+_REVISION_SPEC = Str(empty=True, pattern=_REVISION.pattern, message="must be a pinned 40-hex commit")
+_FIELDS = Mapping(
+    keys=Str(pattern="[A-Za-z_][A-Za-z0-9_]*", message="template variable names must be identifiers"),
+    values=Str(),
+    empty=False,
+    message="must map at least one template variable to a column",
+)
+_GOLD_FIELDS = Mapping(values=Str(), empty=False, message="must map at least one part to a column")
+_PARAMS = Mapping(other=True)  #: keyword arguments, checked by binding them
 
-    def string(self, value, key, *, empty=False):
-        if not isinstance(value, str) or (not empty and not value.strip()):
-            self.fail("must be a non-empty string", key, value)
-        return value
 
-    def strings(self, value, key):
-        if not isinstance(value, list) or not value:
-            self.fail("must be a non-empty list of strings", key, value)
-        return tuple(self.string(v, f"{key}[{i}]") for i, v in enumerate(value))
+def _only(mapping: dict, keys, message: str, where: Where) -> None:
+    """Refuse each of ``keys`` present in ``mapping`` (a key that another key's choice excludes)."""
+    for k in keys:
+        if k in mapping:
+            where.at(k).fail(message, mapping[k])
 
-    def function(self, value, key, registry, n_positional, allowed=_SPEC):
-        if isinstance(value, str):
-            name, params = value, {}
-        else:
-            spec = self.mapping(value, key, allowed, {"name"})
-            if "label" in spec:
-                self.string(spec["label"], f"{key}.label")
-            name = self.string(spec["name"], f"{key}.name")
-            params = spec.get("params") or {}
-            if not isinstance(params, dict):
-                self.fail("must be a mapping", f"{key}.params", params)
-        if name not in registry:
-            self.fail(f"unknown function; valid names: {sorted(registry)}", key, name)
-        fn = registry[name]
-        try:
-            inspect.signature(fn).bind(*([None] * n_positional), **params)
-        except TypeError as exc:
-            self.fail(f"invalid params for {name!r}: {exc}", f"{key}.params", params)
-        return functools.partial(fn, **params) if params else fn
 
-    def extractors(self, value, key):
-        """(label, extractor) pairs; the label is the spec's ``label``, else the name."""
-        items = value if isinstance(value, list) else [value]
-        if not items:
-            self.fail("must name at least one function", key, value)
-        out = []
-        for i, v in enumerate(items):
-            where = f"{key}[{i}]" if isinstance(value, list) else key
-            fn = self.function(v, where, graders.EXTRACTORS, 1, _SPEC | {"label"})
-            label = v if isinstance(v, str) else v.get("label", v["name"])
-            if label in [lab for lab, _ in out]:
-                self.fail(f"label {label!r} is used twice; give each a distinct `label`", where, v)
-            out.append((label, fn))
-        return tuple(out)
+def _function(value, where: Where, registry, n_positional, allowed=_SPEC):
+    """A named function of ``registry``, its ``params`` bound: ``name`` or ``{name, params}``."""
+    if isinstance(value, str):
+        name, params = value, {}
+    else:
+        spec = _keys(allowed, {"name"}).check(value, where)
+        if "label" in spec:
+            Str().check(spec["label"], where.at("label"))
+        name = Str().check(spec["name"], where.at("name"))
+        params = _PARAMS.check(spec.get("params") or {}, where.at("params"))
+    if name not in registry:
+        where.fail(f"unknown function; valid names: {sorted(registry)}", name)
+    fn = registry[name]
+    try:
+        inspect.signature(fn).bind(*([None] * n_positional), **params)
+    except TypeError as exc:
+        where.at("params").fail(f"invalid params for {name!r}: {exc}", params)
+    return functools.partial(fn, **params) if params else fn
+
+
+def _extractors(value, where: Where):
+    """(label, extractor) pairs; the label is the spec's ``label``, else the name."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        where.fail("must name at least one function", value)
+    out = []
+    for i, v in enumerate(items):
+        at = where.at(i) if isinstance(value, list) else where
+        fn = _function(v, at, graders.EXTRACTORS, 1, _SPEC | {"label"})
+        label = v if isinstance(v, str) else v.get("label", v["name"])
+        if label in [lab for lab, _ in out]:
+            at.fail(f"label {label!r} is used twice; give each a distinct `label`", v)
+        out.append((label, fn))
+    return tuple(out)
 
 
 def read_spec(path: str | Path) -> SuiteSpec:
     """Read and validate a suite file; raise :class:`DataError` naming file, key and value."""
     path = str(path)
-    r = _Reader(path)
+    at = Where(path)
     raw = load_yaml(path)  # strict: a regular file, no aliases, no duplicate keys
     traffic = isinstance(raw, dict) and isinstance(raw.get("source"), dict) and "traffic" in raw["source"]
     judged = isinstance(raw, dict) and _judged(raw.get("grader"))  # no extraction (qualgate.judge)
-    doc = r.mapping(raw, "", _TOP, (_TRAFFIC_REQUIRED if traffic else _REQUIRED) - (_JUDGE_UNUSED if judged else set()))
+    required = (_TRAFFIC_REQUIRED if traffic else _REQUIRED) - (_JUDGE_UNUSED if judged else set())
+    _keys(_TOP, required, "a suite file must be a mapping").check(raw, at)
+    doc = raw  # the document as written (the spec's ``raw``), its keys checked
 
-    name = r.string(doc["name"], "name")
-    if not _NAME.fullmatch(name):
-        r.fail("must match [a-z0-9_]+", "name", name)
-    version = doc["version"]
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        r.fail("must be an integer >= 1", "version", version)
-    description = r.string(doc.get("description", ""), "description", empty=True)
-
-    source = r.mapping(doc["source"], "source", _SOURCE)
-    if sum(k in source for k in ("dataset", "generator", "traffic")) != 1:
-        r.fail("give exactly one of 'dataset', 'generator' and 'traffic'", "source", source)
-    for k in [] if traffic else sorted(_traffic.SOURCE_KEYS & set(source)):
-        r.fail("only with 'traffic'", f"source.{k}", source[k])
-    if traffic:
-        _traffic.check_source(r, source)
-        for k in _NOT_TRAFFIC:
-            if k in doc:
-                r.fail(
-                    "not with a traffic source: the questions are the requests' own messages, "
-                    "their ids the custom_id or the messages' hash",
-                    k,
-                    doc[k],
-                )
-    elif "dataset" in source:
-        for k in ("generator", "params"):
-            if k in source:
-                r.fail("only with 'generator'", f"source.{k}", source[k])
-        r.mapping(source, "source", _SOURCE, {"dataset", "split", "revision"})
-        for k in ("dataset", "split"):
-            r.string(source[k], f"source.{k}")
-        if "config" in source and source["config"] is not None:
-            r.string(source["config"], "source.config")
-        if not isinstance(source["revision"], str) or not _REVISION.fullmatch(source["revision"]):
-            r.fail("must be a pinned 40-hex commit", "source.revision", source["revision"])
-    else:
-        for k in ("dataset", "config", "split", "revision"):
-            if k in source:
-                r.fail("only with 'dataset'", f"source.{k}", source[k])
-        if source["generator"] not in GENERATORS:
-            r.fail(f"unknown generator; valid names: {sorted(GENERATORS)}", "source.generator", source["generator"])
-        if not isinstance(source.get("params", {}), dict):
-            r.fail("must be a mapping", "source.params", source["params"])
-
-    id_: dict = {}
-    if not traffic:  # a traffic suite's ids: the custom_id, else the messages' hash
-        id_ = r.mapping(doc["id"], "id", _ID)
-        if ("field" in id_) == ("rule" in id_):
-            r.fail("give exactly one of 'field' and 'rule'", "id", id_)
-        if "field" in id_:
-            r.string(id_["field"], "id.field")
-            for k in ("fields", "prefix"):
-                if k in id_:
-                    r.fail("only with 'rule'", f"id.{k}", id_[k])
-        else:
-            if id_["rule"] not in _ID_RULES:
-                r.fail(f"unknown rule; valid rules: {list(_ID_RULES)}", "id.rule", id_["rule"])
-            if id_["rule"] == "content_hash":
-                r.strings(id_.get("fields"), "id.fields")
-            elif "fields" in id_:
-                r.fail("only with rule content_hash", "id.fields", id_["fields"])
-            r.string(id_.get("prefix", ""), "id.prefix", empty=True)
-
-    fields: dict = {}
-    if not traffic:
-        fields = doc["fields"]
-        if not isinstance(fields, dict) or not fields:
-            r.fail("must map at least one template variable to a column", "fields", fields)
-        for var, col in fields.items():
-            if not isinstance(var, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-                r.fail("template variable names must be identifiers", "fields", var)
-            r.string(col, f"fields.{var}")
-
-    if ("gold" in doc) == ("choices" in doc) and not traffic:
-        r.fail("give exactly one of 'gold' and 'choices'", "gold")
-    gold = gold_parse = choices = None
-    variables = set(fields)
-    if "gold" in doc:
-        gold = r.mapping(doc["gold"], "gold", _GOLD)
-        if ("field" in gold) == ("fields" in gold) or (traffic and "fields" in gold):
-            r.fail(
-                "give exactly one of 'field' (a column) and 'fields' (parser part -> column, "
-                "not with a traffic source)",
-                "gold",
-                gold,
-            )
-    if gold is not None and "fields" in gold:  # several columns, as a mapping, for the parser
-        if not isinstance(gold["fields"], dict) or not gold["fields"]:
-            r.fail("must map at least one part to a column", "gold.fields", gold["fields"])
-        for part, col in gold["fields"].items():
-            r.string(col, f"gold.fields.{part}")
-        gold_parse = r.function(gold.get("parse", "text"), "gold.parse", graders.GOLD_PARSERS, 1)
-    elif gold is not None:
-        if traffic:
-            _traffic.check_column(r, gold["field"], "gold.field")
-        r.string(gold["field"], "gold.field")
-        gold_parse = r.function(gold.get("parse", "text"), "gold.parse", graders.GOLD_PARSERS, 1)
-    elif not traffic:
-        choices = r.mapping(doc["choices"], "choices", _CHOICES, {"correct", "incorrect"})
-        r.string(choices["correct"], "choices.correct")
-        incorrect = r.strings(choices["incorrect"], "choices.incorrect")
-        if len(incorrect) + 1 > len(LETTERS):
-            r.fail(f"at most {len(LETTERS)} options", "choices.incorrect", choices["incorrect"])
-        r.string(choices.get("salt", name), "choices.salt")
-        variables |= set(LETTERS[: len(incorrect) + 1]) | {"choices"}
+    name = Str(pattern=_NAME.pattern).check(doc["name"], at.at("name"))
+    version = _POSITIVE.check(doc["version"], at.at("version"))
+    description = Str(empty=True).check(doc.get("description", ""), at.at("description"))
+    source = _source(doc, traffic, at)
+    id_ = {} if traffic else _id(doc["id"], at.at("id"))  # traffic: the custom_id, else the messages' hash
+    fields = {} if traffic else _FIELDS.check(doc["fields"], at.at("fields"))
+    gold, gold_parse, choices, variables = _answers(doc, name, set(fields), traffic, at)
 
     meta = doc.get("meta", [])
-    meta = r.strings(meta, "meta") if meta else ()
+    meta = tuple(_STRINGS.check(meta, at.at("meta"))) if meta else ()
     if traffic:
         for i, column in enumerate(meta):
-            _traffic.check_column(r, column, f"meta[{i}]")
+            _traffic.check_column(at.at("meta").at(i), column)
 
-    user, system = "", None
-    if not traffic:
-        prompt = r.mapping(doc["prompt"], "prompt", _PROMPT, {"user"})
-        user = r.string(prompt["user"], "prompt.user")
-        system = prompt.get("system")
-        if system is not None:
-            r.string(system, "prompt.system")
-        for key, template in (("prompt.system", system), ("prompt.user", user)):
-            for var in PLACEHOLDER.findall(template or ""):
-                if var not in variables:
-                    r.fail(f"unknown template variable; known: {sorted(variables)}", key, var)
-
-    if judged:  # a judge model rates the whole output (qualgate.judge._pointwise)
-        from qualgate.judge import make_grader
-
-        strict = lenient = ()
-        spec = doc["grader"] if isinstance(doc["grader"], dict) else {"name": "judge"}
-        r.mapping(spec, "grader", _SPEC, {"name"})
-        grader = make_grader(spec.get("params") or {}, path)
-        doc.setdefault("decides", "strict")
-    else:
-        extract = r.mapping(doc["extract"], "extract", _EXTRACT, _EXTRACT)
-        strict = r.extractors(extract["strict"], "extract.strict")
-        lenient = r.extractors(extract["lenient"], "extract.lenient")
-        grader = r.function(doc["grader"], "grader", graders.GRADERS, 2)
-    if getattr(grader, "func", grader) is graders.unit_tests:  # its limits and gold, checked now
-        try:
-            graders.Limits(**getattr(grader, "keywords", {}))
-        except ValueError as exc:
-            r.fail(str(exc), "grader.params", doc["grader"].get("params"))
-        if getattr(gold_parse, "func", gold_parse) is not graders.unit_tests_gold:
-            r.fail(
-                "the unit_tests grader needs its tests as the gold: "
-                "gold: {fields: {prefix: ..., test: ..., entry_point: ...}, parse: unit_tests}",
-                "gold",
-                doc.get("gold"),
-            )
-    if traffic and gold is None and not _traffic.grades_without_gold(grader):
-        r.fail(
-            "needs a gold answer: give gold: {field: COLUMN} (a column of the traffic lines), "
-            "or name a grader that grades without one",
-            "grader",
-            doc["grader"],
-        )
-    if doc["decides"] not in graders.DECISIONS:
-        r.fail(f"must be one of {list(graders.DECISIONS)}", "decides", doc["decides"])
-    think = doc.get("think", "strip")
-    if think not in graders.THINKING:
-        r.fail(f"must be one of {list(graders.THINKING)}", "think", think)
-
-    generation = r.mapping(doc["generation"], "generation", _GENERATION, {"max_tokens"})
-    mt = generation["max_tokens"]
-    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
-        r.fail("must be an integer >= 1", "generation.max_tokens", mt)
+    user, system = ("", None) if traffic else _prompt(doc["prompt"], variables, at.at("prompt"))
+    strict, lenient, grader = _grading(doc, gold, gold_parse, traffic, judged, at)
+    decides = Choice(graders.DECISIONS).check(doc["decides"], at.at("decides"))
+    think = Choice(graders.THINKING).check(doc.get("think", "strip"), at.at("think"))
+    generation = _keys(_GENERATION, {"max_tokens"}).check(doc["generation"], at.at("generation"))
+    _POSITIVE.check(generation["max_tokens"], at.at("generation.max_tokens"))
 
     return SuiteSpec(
         path=path,
@@ -343,11 +196,145 @@ def read_spec(path: str | Path) -> SuiteSpec:
         strict=strict,
         lenient=lenient,
         grader=grader,
-        decides=doc["decides"],
+        decides=decides,
         generation=dict(generation),
         raw=doc,
         think=think,
     )
+
+
+def _source(doc: dict, traffic: bool, at: Where) -> dict:
+    """The ``source`` block: exactly one of a pinned dataset, a generator and traffic files."""
+    where = at.at("source")
+    source = _keys(_SOURCE).check(doc["source"], where)
+    if sum(k in source for k in ("dataset", "generator", "traffic")) != 1:
+        where.fail("give exactly one of 'dataset', 'generator' and 'traffic'", source)
+    if traffic:
+        _traffic.check_source(where, source)
+        _only(
+            doc,
+            _NOT_TRAFFIC,
+            "not with a traffic source: the questions are the requests' own messages, "
+            "their ids the custom_id or the messages' hash",
+            at,
+        )
+        return source
+    _only(source, sorted(_traffic.SOURCE_KEYS), "only with 'traffic'", where)
+    if "dataset" in source:
+        _only(source, ("generator", "params"), "only with 'generator'", where)
+        _keys(_SOURCE, {"dataset", "split", "revision"}).check(source, where)
+        for k in ("dataset", "split"):
+            Str().check(source[k], where.at(k))
+        if source.get("config") is not None:
+            Str().check(source["config"], where.at("config"))
+        _REVISION_SPEC.check(source["revision"], where.at("revision"))
+    else:
+        _only(source, ("dataset", "config", "split", "revision"), "only with 'dataset'", where)
+        generators = Choice(tuple(GENERATORS), message=f"unknown generator; valid names: {sorted(GENERATORS)}")
+        generators.check(source["generator"], where.at("generator"))
+        _PARAMS.check(source.get("params", {}), where.at("params"))
+    return source
+
+
+def _id(value, where: Where) -> dict:
+    """The ``id`` block: a column (``field``) or a rule (``content_hash`` of ``fields``, ``row_index``)."""
+    id_ = _keys(_ID).check(value, where)
+    if ("field" in id_) == ("rule" in id_):
+        where.fail("give exactly one of 'field' and 'rule'", id_)
+    if "field" in id_:
+        Str().check(id_["field"], where.at("field"))
+        _only(id_, ("fields", "prefix"), "only with 'rule'", where)
+        return id_
+    Choice(_ID_RULES, message=f"unknown rule; valid rules: {list(_ID_RULES)}").check(id_["rule"], where.at("rule"))
+    if id_["rule"] == "content_hash":
+        _STRINGS.check(id_.get("fields"), where.at("fields"))
+    else:
+        _only(id_, ("fields",), "only with rule content_hash", where)
+    Str(empty=True).check(id_.get("prefix", ""), where.at("prefix"))
+    return id_
+
+
+def _answers(doc: dict, name: str, variables: set, traffic: bool, at: Where):
+    """``(gold, gold_parse, choices, variables)``: the gold answer or the multiple choices, and
+    the template variables they add."""
+    if ("gold" in doc) == ("choices" in doc) and not traffic:
+        at.at("gold").fail("give exactly one of 'gold' and 'choices'")
+    if "gold" in doc:
+        where = at.at("gold")
+        gold = _keys(_GOLD).check(doc["gold"], where)
+        if ("field" in gold) == ("fields" in gold) or (traffic and "fields" in gold):
+            where.fail(
+                "give exactly one of 'field' (a column) and 'fields' (parser part -> column, "
+                "not with a traffic source)",
+                gold,
+            )
+        if "fields" in gold:  # several columns, as a mapping, for the parser
+            _GOLD_FIELDS.check(gold["fields"], where.at("fields"))
+        else:
+            if traffic:
+                _traffic.check_column(where.at("field"), gold["field"])
+            Str().check(gold["field"], where.at("field"))
+        parse = _function(gold.get("parse", "text"), where.at("parse"), graders.GOLD_PARSERS, 1)
+        return gold, parse, None, variables
+    if traffic:
+        return None, None, None, variables
+    where = at.at("choices")
+    choices = _keys(_CHOICES, {"correct", "incorrect"}).check(doc["choices"], where)
+    Str().check(choices["correct"], where.at("correct"))
+    incorrect = _STRINGS.check(choices["incorrect"], where.at("incorrect"))
+    if len(incorrect) + 1 > len(LETTERS):
+        where.at("incorrect").fail(f"at most {len(LETTERS)} options", choices["incorrect"])
+    Str().check(choices.get("salt", name), where.at("salt"))
+    return None, None, choices, variables | set(LETTERS[: len(incorrect) + 1]) | {"choices"}
+
+
+def _prompt(value, variables: set, where: Where) -> tuple[str, str | None]:
+    """``(user, system)`` templates, each naming only known variables."""
+    prompt = _keys(_PROMPT, {"user"}).check(value, where)
+    user = Str().check(prompt["user"], where.at("user"))
+    system = prompt.get("system")
+    if system is not None:
+        Str().check(system, where.at("system"))
+    for key, template in (("system", system), ("user", user)):
+        for var in PLACEHOLDER.findall(template or ""):
+            if var not in variables:
+                where.at(key).fail(f"unknown template variable; known: {sorted(variables)}", var)
+    return user, system
+
+
+def _grading(doc: dict, gold, gold_parse, traffic: bool, judged: bool, at: Where):
+    """``(strict, lenient, grader)``: the extractors and the grader, checked against the gold."""
+    if judged:  # a judge model rates the whole output (qualgate.judge._pointwise)
+        from qualgate.judge import make_grader
+
+        spec = doc["grader"] if isinstance(doc["grader"], dict) else {"name": "judge"}
+        _keys(_SPEC, {"name"}).check(spec, at.at("grader"))
+        grader = make_grader(spec.get("params") or {}, at.file)
+        doc.setdefault("decides", "strict")
+        strict = lenient = ()
+    else:
+        extract = _keys(_EXTRACT, _EXTRACT).check(doc["extract"], at.at("extract"))
+        strict = _extractors(extract["strict"], at.at("extract.strict"))
+        lenient = _extractors(extract["lenient"], at.at("extract.lenient"))
+        grader = _function(doc["grader"], at.at("grader"), graders.GRADERS, 2)
+    if getattr(grader, "func", grader) is graders.unit_tests:  # its limits and gold, checked now
+        try:
+            graders.Limits(**getattr(grader, "keywords", {}))
+        except ValueError as exc:
+            at.at("grader.params").fail(str(exc), doc["grader"].get("params"))
+        if getattr(gold_parse, "func", gold_parse) is not graders.unit_tests_gold:
+            at.at("gold").fail(
+                "the unit_tests grader needs its tests as the gold: "
+                "gold: {fields: {prefix: ..., test: ..., entry_point: ...}, parse: unit_tests}",
+                doc.get("gold"),
+            )
+    if traffic and gold is None and not _traffic.grades_without_gold(grader):
+        at.at("grader").fail(
+            "needs a gold answer: give gold: {field: COLUMN} (a column of the traffic lines), "
+            "or name a grader that grades without one",
+            doc["grader"],
+        )
+    return strict, lenient, grader
 
 
 def _judged(grader) -> bool:

@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -84,7 +83,8 @@ from typing import Any
 from qualgate.errors import DataError
 from qualgate.records.prompts import prompt_hash
 from qualgate.records.strict import DuplicateKey, decode_text, parse_json, read_bytes
-from qualgate.vllm033.rules import cite, rule
+from qualgate.records.yaml_schema import AnyOf, Bool, Choice, Field, Int, ListOf, Mapping, Str, Where
+from qualgate.vllm033.rules import sampling_ranges
 
 __all__ = ["IGNORED", "MAX_LINE_BYTES", "REFUSED", "ROLES", "SAMPLING_FIELDS", "SAMPLING_MODES"]
 
@@ -168,47 +168,44 @@ _RESERVED_ROOTS = ("messages", "custom_id", "method", "url")
 # --------------------------------------------------------------------------- the suite file
 
 
-def check_source(r, source: dict) -> None:
-    """Validate a traffic ``source`` block (``r`` is the suite file's reader)."""
-    r.mapping(source, "source", SOURCE_KEYS, {"traffic"})
+_STRINGS = ListOf(Str(), empty=False, message="must be a non-empty list of strings")
+_SOURCE = Mapping(
+    {
+        "traffic": Field(required=True),
+        "sample": Field(Mapping({"n": Field(Int(min=1), required=True), "seed": Field(Int(min=0))}), null=True),
+        "sampling": Field(
+            Choice(
+                SAMPLING_MODES,
+                message=f"must be one of {list(SAMPLING_MODES)} (which wins: the decoding config's "
+                "sampling or the request's own fields)",
+            )
+        ),
+        "ignore_fields": Field(),
+    },
+    unknown=f"unknown key; valid keys: {sorted(SOURCE_KEYS)}",
+)
+
+
+def check_source(where: Where, source: dict) -> None:
+    """Validate a traffic ``source`` block (``where``: its place in the suite file)."""
+    _SOURCE.check(source, where)
     paths = source["traffic"]
-    if isinstance(paths, list):
-        r.strings(paths, "source.traffic")
-    else:
-        r.string(paths, "source.traffic")
-    sample = source.get("sample")
-    if sample is not None:
-        r.mapping(sample, "source.sample", {"n", "seed"}, {"n"})
-        for key, low in (("n", 1), ("seed", 0)):
-            v = sample.get(key, 0)
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                r.fail(f"must be an integer >= {low}", f"source.sample.{key}", v)
-    if source.get("sampling", "config") not in SAMPLING_MODES:
-        r.fail(
-            f"must be one of {list(SAMPLING_MODES)} (which wins: the decoding config's "
-            "sampling or the request's own fields)",
-            "source.sampling",
-            source["sampling"],
-        )
+    (_STRINGS if isinstance(paths, list) else Str()).check(paths, where.at("traffic"))
     ignore = source.get("ignore_fields", [])
-    if ignore:
-        for i, name in enumerate(r.strings(ignore, "source.ignore_fields")):
-            if name == "messages" or name in SAMPLING_FIELDS:
-                r.fail(
-                    "cannot be ignored (for the sampling fields, use sampling: config)",
-                    f"source.ignore_fields[{i}]",
-                    name,
-                )
+    for i, name in enumerate(_STRINGS.check(ignore, where.at("ignore_fields")) if ignore else ()):
+        if name == "messages" or name in SAMPLING_FIELDS:
+            where.at("ignore_fields").at(i).fail(
+                "cannot be ignored (for the sampling fields, use sampling: config)", name
+            )
 
 
-def check_column(r, path, key: str) -> None:
+def check_column(where: Where, path) -> None:
     """A gold or meta column of a traffic suite: a dotted path from the line's root."""
-    r.string(path, key)
+    Str().check(path, where)
     if not _PATH.fullmatch(path) or path.split(".")[0] in _RESERVED_ROOTS:
-        r.fail(
+        where.fail(
             f"must be a dotted path of names from the line's root (e.g. reference, "
             f"body.metadata.reference), not under {list(_RESERVED_ROOTS)}",
-            key,
             path,
         )
 
@@ -243,6 +240,10 @@ class _Where:
     def fail(self, message: str, field: str | None = None, value=None):
         name = None if field is None else self.prefix + field
         raise DataError(message, file=self.file, line=self.number, field=name, value=value)
+
+    def schema(self) -> Where:
+        """This line as a :class:`~qualgate.records.yaml_schema.Where` (its fields, its number)."""
+        return Where(self.file, self.prefix.rstrip("."), lambda _: self.number)
 
 
 def _lines(path: str, data: bytes):
@@ -340,52 +341,39 @@ def _read_request(request: dict, where: _Where, ignore: frozenset) -> tuple[list
         where.fail(
             "not a field of an OpenAI chat-completion request (list it in source.ignore_fields to drop it)", key, value
         )
-    _check_ignored(request, where)
+    _IGNORED_TYPES.check(request, where.schema())
     return _messages(request["messages"], where), _sampling(request, where)
 
 
-def _check_ignored(request: dict, where: _Where) -> None:
-    model = request.get("model")
-    if model is not None and not isinstance(model, str):
-        where.fail("must be a string", "model", model)
-    n = request.get("n")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        where.fail("must be an integer >= 1", "n", n)
-    stream = request.get("stream")
-    if stream is not None and not isinstance(stream, bool):
-        where.fail("must be true or false", "stream", stream)
-    seed = request.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        where.fail("must be an integer", "seed", seed)
-
-
-def _is_number(v) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+_NON_EMPTY = Str(empty=True, pattern="(?s).+")
+#: The request fields that qualgate drops but whose type is still checked (null: unset).
+_IGNORED_TYPES = Mapping(
+    {
+        "model": Field(Str(empty=True), null=True),
+        "n": Field(Int(min=1), null=True),
+        "stream": Field(Bool(), null=True),
+        "seed": Field(Int(), null=True),
+    },
+    other=True,
+)
+#: A request's sampling fields: OpenAI's types and vLLM 0.33's ranges.
+_REQUEST_SAMPLING = Mapping(
+    {
+        **{key: Field(spec) for key, spec in sampling_ranges().items()},
+        "top_k": Field(Int(min=-1, message="must be an integer >= -1 (0 or -1: off)")),
+        "max_tokens": Field(Int(min=1)),
+        "max_completion_tokens": Field(Int(min=1)),
+        "stop": Field(AnyOf((_NON_EMPTY, ListOf(_NON_EMPTY)), message="must be a non-empty string or a list of them")),
+        "stop_token_ids": Field(AnyOf((ListOf(Int(min=0)),), message="must be a list of token ids (integers >= 0)")),
+    },
+    other=True,
+)
 
 
 def _sampling(request: dict, where: _Where) -> dict:
     """The request's sampling fields, checked, under vLLM's names (null means unset)."""
     out = {k: request[k] for k in SAMPLING_FIELDS if request.get(k) is not None}
-    refuses = f"vLLM 0.33 refuses it ({cite('sampling-ranges')})"
-    for key, (low, high, closed_low) in rule("sampling-ranges").data["ranges"].items():
-        v = out.get(key)
-        if v is not None and (not _is_number(v) or v > high or (v < low if closed_low else v <= low)):
-            span = f"{'[' if closed_low else '('}{low:g}, {high:g}]"
-            where.fail(f"must be a finite number in {span}: {refuses}", key, v)
-    v = out.get("repetition_penalty")
-    if v is not None and (not _is_number(v) or v <= 0):
-        where.fail(f"must be a finite number > 0: {refuses}", "repetition_penalty", v)
-    v = out.get("top_k")
-    if v is not None and (not _is_int(v) or v < -1):
-        where.fail("must be an integer >= -1 (0 or -1: off)", "top_k", v)
-    for key in ("max_tokens", "max_completion_tokens"):
-        v = out.get(key)
-        if v is not None and (not _is_int(v) or v < 1):
-            where.fail("must be an integer >= 1", key, v)
+    _REQUEST_SAMPLING.check(out, where.schema())
     if "max_completion_tokens" in out:
         mct = out.pop("max_completion_tokens")
         if out.get("max_tokens", mct) != mct:
@@ -395,16 +383,6 @@ def _sampling(request: dict, where: _Where) -> dict:
                 mct,
             )
         out["max_tokens"] = mct
-    v = out.get("stop")
-    if (
-        v is not None
-        and not (isinstance(v, str) and v)
-        and not (isinstance(v, list) and all(isinstance(s, str) and s for s in v))
-    ):
-        where.fail("must be a non-empty string or a list of them", "stop", v)
-    v = out.get("stop_token_ids")
-    if v is not None and not (isinstance(v, list) and all(_is_int(t) and t >= 0 for t in v)):
-        where.fail("must be a list of token ids (integers >= 0)", "stop_token_ids", v)
     return out
 
 

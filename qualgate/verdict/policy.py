@@ -35,6 +35,8 @@ from pathlib import Path
 from qualgate.errors import DataError
 from qualgate.evidence.contract import Candidate, Verdict
 from qualgate.formatting import fmt_p, fmt_points
+from qualgate.records.yaml_schema import Choice, Field, Number, Where
+from qualgate.records.yaml_schema import Mapping as Schema
 
 __all__ = [
     "DROPS",
@@ -51,6 +53,8 @@ TIERS = ("blocking", "warning", "advisory")
 DROPS = ("absolute", "relative")
 _KEYS = ("margin", "drop", "tier")
 _TOP = ("version", "default", "suites")
+_MARGIN = "margin must be a number in (0, 1) (0.02 = 2 points, or 2% with drop: relative)"
+_SUITES = "must be a non-empty mapping of suite name to rule"
 _WORST = {Verdict.PASS: 0, Verdict.INCONCLUSIVE: 1, Verdict.FAIL: 2}
 
 
@@ -173,29 +177,41 @@ def policy_from_dict(data: Mapping) -> Policy:
     )
 
 
-def _rule(data, path: str, where: str) -> SuitePolicy:
-    if not isinstance(data, Mapping):
-        raise DataError("must be a mapping with margin, drop, tier", file=path, field=where, value=data)
-    unknown = [k for k in data if k not in _KEYS]
-    if unknown:
-        raise DataError(
-            f"unknown key (valid: {', '.join(_KEYS)})", file=path, field=f"{where}.{unknown[0]}", value=data[unknown[0]]
-        )
-    margin = data.get("margin")
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 1:
-        raise DataError(
-            "margin must be a number in (0, 1) (0.02 = 2 points, or 2% with drop: relative)",
-            file=path,
-            field=f"{where}.margin",
-            value=margin,
-        )
-    drop = data.get("drop", "absolute")
-    if drop not in DROPS:
-        raise DataError(f"must be one of {', '.join(DROPS)}", file=path, field=f"{where}.drop", value=drop)
-    tier = data.get("tier", "blocking")
-    if tier not in TIERS:
-        raise DataError(f"must be one of {', '.join(TIERS)}", file=path, field=f"{where}.tier", value=tier)
-    return SuitePolicy(float(margin), drop, tier)
+_RULE = Schema(
+    {
+        "margin": Field(
+            Number(0, 1, low_open=True, high_open=True, message=_MARGIN),
+            required=True,
+            missing=_MARGIN,
+        ),
+        "drop": Field(Choice(DROPS, message=f"must be one of {', '.join(DROPS)}"), default="absolute"),
+        "tier": Field(Choice(TIERS, message=f"must be one of {', '.join(TIERS)}"), default="blocking"),
+    },
+    message="must be a mapping with margin, drop, tier",
+    unknown=f"unknown key (valid: {', '.join(_KEYS)})",
+)
+_FILE = Schema(
+    {
+        "version": Field(
+            Choice((1,), message="unsupported policy version (this qualgate reads 1)"),
+            default=1,
+        ),
+        "suites": Field(
+            Schema(values=_RULE, empty=False, message=_SUITES),
+            required=True,
+            null=True,
+            missing=_SUITES,
+        ),
+        "default": Field(_RULE, null=True),
+    },
+    message="a policy file must be a mapping with suites (and optionally version, default)",
+    unknown=f"unknown key (valid: {', '.join(_TOP)})",
+    unknown_value=False,
+)
+
+
+def _rule(rule: Mapping) -> SuitePolicy:
+    return SuitePolicy(float(rule["margin"]), rule["drop"], rule["tier"])
 
 
 def read_policy(path) -> Policy:
@@ -212,21 +228,9 @@ def read_policy(path) -> Policy:
         raise DataError(
             f"not valid YAML ({getattr(exc, 'problem', exc)})", file=p, line=mark.line + 1 if mark else None
         ) from None
-    if not isinstance(data, Mapping):
-        raise DataError("a policy file must be a mapping with suites (and optionally version, default)", file=p)
-    unknown = [k for k in data if k not in _TOP]
-    if unknown:
-        raise DataError(f"unknown key (valid: {', '.join(_TOP)})", file=p, field=str(unknown[0]))
-    if data.get("version", 1) != 1:
-        raise DataError(
-            "unsupported policy version (this qualgate reads 1)", file=p, field="version", value=data.get("version")
-        )
-    suites = data.get("suites")
-    if not isinstance(suites, Mapping) or not suites:
-        raise DataError("must be a non-empty mapping of suite name to rule", file=p, field="suites", value=suites)
-    rules = {str(name): _rule(rule, p, f"suites.{name}") for name, rule in suites.items()}
-    default = _rule(data["default"], p, "default") if data.get("default") is not None else None
-    return Policy(p, rules, default)
+    data = _FILE.check(data, Where(p))
+    rules = {str(name): _rule(rule) for name, rule in data["suites"].items()}
+    return Policy(p, rules, _rule(data["default"]) if data.get("default") is not None else None)
 
 
 def evidence_reasons(policy: Policy, report, candidate: Candidate) -> list[str]:

@@ -19,7 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Rule", "TABLE", "cite", "rule"]
+from qualgate.records.yaml_schema import Number
+
+__all__ = ["Rule", "TABLE", "cite", "rule", "sampling_ranges"]
 
 VLLM_VERSION = "0.33.0"
 
@@ -605,3 +607,15 @@ def rule(rule_id: str) -> Rule:
 def cite(rule_id: str) -> str:
     """``vllm 0.33.0 FILE:LINES`` of a rule, for messages."""
     return f"vllm {VLLM_VERSION} {_BY_ID[rule_id].where}"
+
+
+def sampling_ranges() -> dict[str, Number]:
+    """Rule ``sampling-ranges`` as one :class:`~qualgate.records.yaml_schema.Number` per field
+    (``repetition_penalty`` included), each refusal citing the rule."""
+    refuses = f"vLLM 0.33 refuses it ({cite('sampling-ranges')})"
+    specs = {}
+    for key, (low, high, closed) in rule("sampling-ranges").data["ranges"].items():
+        span = f"{'[' if closed else '('}{low:g}, {high:g}]"
+        specs[key] = Number(low, high, low_open=not closed, message=f"must be a finite number in {span}: {refuses}")
+    specs["repetition_penalty"] = Number(low=0, low_open=True, message=f"must be a finite number > 0: {refuses}")
+    return specs
