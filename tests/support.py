@@ -141,6 +141,8 @@ def write_plan(
     ``reference`` with ``models`` (:func:`save_demo_tokenizer_pair`) for the tests of the
     reference engine. The toy reads ``models`` as names only (``toy/target`` when omitted).
     """
+    if engine == "toy" and models is not None:
+        raise ValueError("models are the reference engine's: pass engine='reference' with them")
     where.mkdir(parents=True, exist_ok=True)
     models = "toy" if models is None else models
     (where / "suite.yaml").write_text(SUITE.format(n=questions))
