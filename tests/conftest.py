@@ -11,6 +11,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from support import REPO, SHARED, make_records, save_demo_tokenizer_pair, table_outcomes, write_plan, write_records
+from toy_engine import register as register_toy_engine
+
+# engine: toy (tests/toy_engine.py) in config files, for the tests of the harness
+register_toy_engine()
 
 # One Hypothesis profile for every property test: no per-example deadline (the examples' time
 # varies with the load of shared CI cores; a slow example is found by the slow-test report
@@ -102,6 +106,12 @@ def plan_writer():
 
 
 @pytest.fixture
-def plan_factory(tmp_path, models):
-    """``plan_factory(**options) -> plan path`` (see :func:`support.write_plan`), in ``tmp_path/plan``."""
-    return lambda **kw: write_plan(tmp_path / "plan", models, **kw)
+def plan_factory(tmp_path, request):
+    """``plan_factory(**options) -> plan path`` (see :func:`support.write_plan`), in ``tmp_path/plan``:
+    the toy engine by default; ``engine="reference"`` decodes with the :func:`models`."""
+
+    def factory(**kw):
+        models = request.getfixturevalue("models") if kw.get("engine") == "reference" else None
+        return write_plan(tmp_path / "plan", models, **kw)
+
+    return factory

@@ -123,7 +123,7 @@ SPECULATIVE = {
 
 def write_plan(
     where: Path,
-    models: Path,
+    models: Path | None = None,
     *,
     questions: int = 3,
     seeds=(0, 1),
@@ -132,11 +132,19 @@ def write_plan(
     batch_size: int = 4,
     max_tokens: int = 12,
     temperature: float = 1.0,
-    engine: str = "reference",
+    engine: str = "toy",
     gate: str = "{margin: 0.05}",
 ) -> Path:
-    """Write suite.yaml, one config per name (baseline: the first) and plan.yaml into ``where``."""
+    """Write suite.yaml, one config per name (baseline: the first) and plan.yaml into ``where``.
+
+    ``engine``: ``toy`` (``tests/toy_engine.py``, no torch) for the tests of the harness;
+    ``reference`` with ``models`` (:func:`save_demo_tokenizer_pair`) for the tests of the
+    reference engine. The toy reads ``models`` as names only (``toy/target`` when omitted).
+    """
+    if engine == "toy" and models is not None:
+        raise ValueError("models are the reference engine's: pass engine='reference' with them")
     where.mkdir(parents=True, exist_ok=True)
+    models = "toy" if models is None else models
     (where / "suite.yaml").write_text(SUITE.format(n=questions))
     for name in configs:
         (where / f"{name}.yaml").write_text(

@@ -81,7 +81,13 @@ def test_a_cpu_list_from_sysfs_names_every_cpu_of_its_ranges():
 @pytest.mark.slow
 def test_two_worker_engines_write_the_records_of_one_engine(plan_writer, models, tmp_path):
     plan_path = plan_writer(
-        tmp_path / "plan", models, questions=4, seeds=(0, 1, 2), batch_size=5, configs=("target", "standard")
+        tmp_path / "plan",
+        models,
+        questions=4,
+        seeds=(0, 1, 2),
+        batch_size=5,
+        configs=("target", "standard"),
+        engine="reference",
     )
     plan = load_plan(plan_path)
 
@@ -106,7 +112,9 @@ def test_configs_open_at_once_on_the_same_workers_each_decode_with_their_own_eng
     # A sequential run keeps the baseline and the candidates open between rounds. When the
     # workers held one engine each, the baseline's later rounds were decoded by the lossy
     # candidate's engine: the gate compared FLy with itself.
-    plan = load_plan(plan_writer(tmp_path / "plan", models, questions=6, seeds=(0,), configs=("target", "fly")))
+    plan = load_plan(
+        plan_writer(tmp_path / "plan", models, questions=6, seeds=(0,), configs=("target", "fly"), engine="reference")
+    )
     rounds = SequentialSettings(batch_questions=3, max_questions=6)
     run_plan(plan, tmp_path / "one", sequential=rounds, backend_factory=open_backend)
     run_plan(
@@ -123,7 +131,9 @@ def test_configs_open_at_once_on_the_same_workers_each_decode_with_their_own_eng
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_a_run_on_every_gpu_writes_the_records_of_a_one_gpu_run(plan_writer, models, tmp_path):
-    plan_path = plan_writer(tmp_path / "plan", models, questions=20, seeds=(0, 1, 2), batch_size=16, max_tokens=24)
+    plan_path = plan_writer(
+        tmp_path / "plan", models, questions=20, seeds=(0, 1, 2), batch_size=16, max_tokens=24, engine="reference"
+    )
     for cfg in plan_path.parent.glob("*.yaml"):  # no device: the default spreads over every GPU
         cfg.write_text(cfg.read_text().replace("device: cpu, ", ""))
     plan = load_plan(plan_path)
@@ -150,7 +160,7 @@ def _requests(n, offset=0):
 
 @pytest.mark.slow
 def test_queued_calls_on_two_workers_return_what_one_engine_returns_in_submission_order(plan_writer, models, tmp_path):
-    plan = plan_writer(tmp_path / "plan", models, configs=("target", "standard"))
+    plan = plan_writer(tmp_path / "plan", models, configs=("target", "standard"), engine="reference")
     config = load_config(plan.parent / "standard.yaml")
     calls = [_requests(5, 100 * c) for c in range(4)]  # 4 calls queued at once, parts of 2-3
     backend = DeviceParallelBackend(config, ["cpu", "cpu"])
@@ -178,7 +188,7 @@ def test_workers_share_torchs_default_threads_unless_a_count_is_given(plan_write
             check=True,
         ).stdout
     )  # a new process's default
-    plan = plan_writer(tmp_path / "plan", models, configs=("target",))
+    plan = plan_writer(tmp_path / "plan", models, configs=("target",), engine="reference")
     config = load_config(plan.parent / "target.yaml")
     for threads, expected in ((None, max(1, fresh // 2)), (3, 3), (None, max(1, fresh // 2))):
         backend = DeviceParallelBackend(config, ["cpu", "cpu"], threads=threads)  # (the same two workers)
@@ -191,7 +201,7 @@ def test_workers_share_torchs_default_threads_unless_a_count_is_given(plan_write
 
 @pytest.mark.slow
 def test_a_worker_that_dies_fails_its_waiting_calls_instead_of_hanging(plan_writer, models, tmp_path):
-    plan = plan_writer(tmp_path / "plan", models, configs=("target",))
+    plan = plan_writer(tmp_path / "plan", models, configs=("target",), engine="reference")
     config = load_config(plan.parent / "target.yaml")
     backend = DeviceParallelBackend(config, ["cpu", "cpu"])
     victim = backend._workers[1].proc

@@ -8,6 +8,8 @@ import random
 import threading
 import time
 
+import pytest
+
 from qualgate.backends import BACKENDS, Backend, Generation
 from qualgate.backends._devices import comparable_records
 from qualgate.config.decoding import load_plan
@@ -17,7 +19,7 @@ from qualgate.run.runner import run_plan
 class Queued(Backend):
     """A backend that queues work itself (``in_flight`` 3): its calls complete out of order."""
 
-    engine = "reference"
+    engine = "toy"
     in_flight = 3
     outstanding = peak = 0
 
@@ -51,11 +53,12 @@ class Queued(Backend):
         assert Queued.outstanding == 0  # the runner waited for every call it submitted
 
 
+@pytest.mark.slow  # (two runs of a plan: over 0.5 CPU-s, imports included)
 def test_a_queueing_backend_keeps_its_calls_in_flight_and_the_records_keep_their_order(
     plan_factory, tmp_path, monkeypatch
 ):
     plan = plan_factory(configs=("target",), questions=6, seeds=(0, 1, 2), batch_size=2)  # 9 calls
-    monkeypatch.setitem(BACKENDS, "reference", Queued)
+    monkeypatch.setitem(BACKENDS, "toy", Queued)  # (the engine of plan_factory's configs)
     Queued.peak = 0
     run_plan(load_plan(plan), tmp_path / "queued")
     assert Queued.peak == 3

@@ -22,10 +22,10 @@ from qualgate.verdict.flips import Flip
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory, models, plan_writer):
+def out(tmp_path_factory, plan_writer):
     """A finished tiny run (3 configs, 4 questions x 2 seeds) with its page."""
     root = tmp_path_factory.mktemp("html")
-    plan = plan_writer(root / "plan", models, questions=4, seeds=(0, 1))
+    plan = plan_writer(root / "plan", questions=4, seeds=(0, 1))
     r = CliRunner().invoke(
         cli, ["run", str(plan), "--out", str(root / "out"), "--quiet", "--html", str(root / "out" / "page.html")]
     )

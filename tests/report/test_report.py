@@ -12,9 +12,9 @@ from qualgate.records import read_records
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory, models, plan_writer):
+def out(tmp_path_factory, plan_writer):
     root = tmp_path_factory.mktemp("report")
-    plan = plan_writer(root / "plan", models, questions=3, seeds=(0, 1))
+    plan = plan_writer(root / "plan", questions=3, seeds=(0, 1))
     CliRunner().invoke(cli, ["run", str(plan), "--out", str(root / "out"), "--quiet"])
     return root / "out"
 

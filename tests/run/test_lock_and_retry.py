@@ -45,6 +45,7 @@ def run(*args):
     return CliRunner().invoke(cli, ["run", *map(str, args), "--quiet"])
 
 
+@pytest.mark.slow  # (the holder is a Python process of its own)
 def test_a_second_run_on_a_locked_out_is_refused_naming_pid_and_host(plan_factory, tmp_path):
     out = tmp_path / "out"
     holder, _ = hold(out)

@@ -64,7 +64,15 @@ def local_ray():
 def plan_and_reference(tmp_path_factory, models, plan_writer):
     root = tmp_path_factory.mktemp("ray")
     plan = load_plan(
-        plan_writer(root / "plan", models, questions=6, seeds=(0, 1), batch_size=2, configs=("target", "standard"))
+        plan_writer(
+            root / "plan",
+            models,
+            questions=6,
+            seeds=(0, 1),
+            batch_size=2,
+            configs=("target", "standard"),
+            engine="reference",  # (Ray's actor processes know only qualgate's own engines)
+        )
     )
     run_plan(plan, root / "in-process", backend_factory=open_backend)
     return plan, root / "in-process"

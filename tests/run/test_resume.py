@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -24,9 +25,13 @@ def lines(path):
 
 
 def kill_midway(plan, out, watch, timeout=120):
-    """Start ``qualgate run`` in a subprocess; SIGKILL it once ``watch`` holds a record."""
-    code = "import sys; from qualgate.cli import main; main(sys.argv[1:])"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    """Start ``qualgate run`` in a subprocess; SIGKILL it once ``watch`` holds a record.
+
+    The subprocess registers the toy engine, each of whose batches takes 50 ms there (so that
+    the run is still decoding when it is killed)."""
+    code = "import sys, toy_engine; toy_engine.register(); from qualgate.cli import main; main(sys.argv[1:])"
+    path = os.pathsep.join(p for p in (str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "QUALGATE_TOY_DELAY_S": "0.05"}
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "run", str(plan), "--out", str(out), "--quiet"],
         stdout=subprocess.DEVNULL,

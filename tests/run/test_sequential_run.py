@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -14,19 +15,23 @@ from qualgate.records import read_records
 from qualgate.run.runner import load_suites, work_items
 
 
-def sequential_plan(tmp_path, *, questions=400, margin=0.05):
-    """The demo plan with target-only, coupled standard (lossless) and aggressive FLy."""
+def sequential_plan(tmp_path, *, questions=400, margin=0.05, engine="toy"):
+    """The demo plan's target-only, coupled standard (lossless) and aggressive FLy configs, as
+    written (``engine="reference"``: the demo's models) or on the toy engine."""
     plan = demo_plan(questions=questions, seeds=1)
-    cfg_dir = plan.configs["target"].path.rsplit("/", 1)[0]
+    configs = {}
+    for name, demo in (("target", "target"), ("standard", "standard"), ("fly-aggressive", "fly_aggressive")):
+        configs[name] = Path(plan.configs[name].path)
+        if engine != "reference":
+            text = configs[name].read_text()
+            assert "engine: reference\n" in text
+            configs[name] = tmp_path / f"demo_{demo}.yaml"
+            configs[name].write_text(text.replace("engine: reference\n", f"engine: {engine}\n"))
     doc = {
         "name": "seq",
         "suites": [{"suite": "demo_arithmetic", "limit": questions}],
         "seeds": [0],
-        "configs": {
-            "target": f"{cfg_dir}/demo_target.yaml",
-            "standard": f"{cfg_dir}/demo_standard.yaml",
-            "fly-aggressive": f"{cfg_dir}/demo_fly_aggressive.yaml",
-        },
+        "configs": {name: str(path) for name, path in configs.items()},
         "baseline": "target",
         "gate": {"policy": "noninferiority", "margin": margin, "alpha": 0.05},
     }
@@ -39,9 +44,9 @@ def run(*args):
     return CliRunner().invoke(cli, ["run", *args, "--quiet"])
 
 
-@pytest.mark.slow
-def test_each_candidate_stops_as_soon_as_it_is_decided(tmp_path):
-    plan, out = sequential_plan(tmp_path), tmp_path / "out"
+def stop_early(tmp_path, engine):
+    """A sequential run of :func:`sequential_plan`: (its exit code, its candidates by name)."""
+    plan, out = sequential_plan(tmp_path, engine=engine), tmp_path / "out"
     r = run(str(plan), "--out", str(out), "--sequential", "--batch-questions", "40", "--format", "json")
     gate = json.loads((out / "gate.json").read_text())
     assert gate["design"] == "sequential"
@@ -49,15 +54,31 @@ def test_each_candidate_stops_as_soon_as_it_is_decided(tmp_path):
     # coupled standard decoding reproduces the target exactly: no discordance, an early PASS
     assert by_name["standard"]["verdict"] == "PASS"
     assert by_name["standard"]["questions_used"] < 400
-    # aggressive FLy loses about ten points on this task: it stops early without passing
-    assert by_name["fly-aggressive"]["verdict"] != "PASS"
-    assert by_name["fly-aggressive"]["questions_used"] < 400
-    assert r.exit_code == 4, r.output  # INCONCLUSIVE, not FAIL
     stops = json.loads((out / "manifest.json").read_text())["sequential"]["stops"]
     assert set(stops) == {"standard", "fly-aggressive"}
     # the baseline ran only as far as the last candidate needed, in whole rounds
     n_target = len(read_records(out / "records" / "target.jsonl"))
     assert n_target == max(s["after_questions"] for s in stops.values()) < 400
+    return r, by_name
+
+
+@pytest.mark.slow
+def test_each_candidate_stops_as_soon_as_it_is_decided(tmp_path):
+    r, by_name = stop_early(tmp_path, "toy")
+    # the toy's aggressive FLy loses about ten points of 72: FAIL, early
+    fly = by_name["fly-aggressive"]
+    assert (fly["verdict"], fly["stopped_by"]) == ("FAIL", "fail") and fly["questions_used"] < 400
+    assert r.exit_code == 1, r.output
+
+
+@pytest.mark.slow
+def test_the_demo_models_aggressive_fly_stops_early_without_passing(tmp_path):
+    pytest.importorskip("torch", reason="the demo's models run on the reference engine (the reference extra)")
+    r, by_name = stop_early(tmp_path, "reference")
+    # aggressive FLy loses about ten points on this task: it stops early without passing
+    assert by_name["fly-aggressive"]["verdict"] != "PASS"
+    assert by_name["fly-aggressive"]["questions_used"] < 400
+    assert r.exit_code == 4, r.output  # INCONCLUSIVE, not FAIL
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ def invoke(*args):
 
 
 def test_every_request_is_in_exactly_one_shard_and_a_questions_seeds_stay_together(plan_writer, tmp_path):
-    plan = load_plan(plan_writer(tmp_path, tmp_path / "models", questions=40, seeds=(0, 1, 2), samples=2))
+    plan = load_plan(plan_writer(tmp_path, questions=40, seeds=(0, 1, 2), samples=2))
     work = work_items(load_suites(plan), plan.seeds, plan.samples)
     for count in (1, 2, 3, 7):
         parts = [Shard(i, count).select(work) for i in range(count)]
@@ -60,9 +60,9 @@ def test_a_shard_out_of_range_on_the_command_line_is_a_usage_error(plan_factory,
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, models, plan_writer):
+def runs(tmp_path_factory, plan_writer):
     root = tmp_path_factory.mktemp("shards")
-    plan = plan_writer(root / "plan", models, questions=7, seeds=(0, 1), configs=CONFIGS, batch_size=3)
+    plan = plan_writer(root / "plan", questions=7, seeds=(0, 1), configs=CONFIGS, batch_size=3)
     one = invoke("run", plan, "--out", root / "one", "--quiet")
     assert one.exit_code in (0, 1, 4), one.output
     shards = []
@@ -124,9 +124,9 @@ def test_a_shard_given_twice_is_refused_naming_it(runs, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_shard_of_another_fingerprint_is_refused_naming_it(runs, tmp_path, models, plan_writer):
+def test_a_shard_of_another_fingerprint_is_refused_naming_it(runs, tmp_path, plan_writer):
     # the same plan name and configs, other seeds: its requests are other requests
-    other = plan_writer(tmp_path / "other", models, questions=7, seeds=(0, 2), configs=CONFIGS, batch_size=3)
+    other = plan_writer(tmp_path / "other", questions=7, seeds=(0, 2), configs=CONFIGS, batch_size=3)
     assert invoke("run", other, "--shard", "2/3", "--out", tmp_path / "foreign", "--quiet").exit_code == 0
     result = merge(runs, tmp_path, *runs["shards"][:2], tmp_path / "foreign")
     assert result.exit_code == 3, result.output
@@ -135,8 +135,8 @@ def test_a_shard_of_another_fingerprint_is_refused_naming_it(runs, tmp_path, mod
 
 
 @pytest.mark.slow
-def test_a_shard_of_another_plan_is_refused_naming_it(runs, tmp_path, models, plan_writer):
-    other = plan_writer(tmp_path / "other", models, questions=7, seeds=(0, 1), configs=CONFIGS, batch_size=3)
+def test_a_shard_of_another_plan_is_refused_naming_it(runs, tmp_path, plan_writer):
+    other = plan_writer(tmp_path / "other", questions=7, seeds=(0, 1), configs=CONFIGS, batch_size=3)
     other.write_text(other.read_text().replace("name: tiny", "name: another"))
     assert invoke("run", other, "--shard", "0/3", "--out", tmp_path / "foreign", "--quiet").exit_code == 0
     result = merge(runs, tmp_path, tmp_path / "foreign", *runs["shards"][1:], extra=("--plan", runs["plan"]))

@@ -1,8 +1,9 @@
 """A traffic suite through ``qualgate run`` (issue 30, item 1): the requests' messages are
-decoded by the plan's engines (the tiny reference models on CPU), their ids and prompt hashes
-are the records' keys, and with ``sampling: request`` a request's own ``max_tokens`` bounds
-its output under every config; a field the engine does not implement (the reference engine
-has no presence penalty) makes that request an ``error`` record, which the gate refuses."""
+decoded by the plan's engines (the toy engine, which refuses sampling fields as the reference
+engine does), their ids and prompt hashes are the records' keys, and with ``sampling:
+request`` a request's own ``max_tokens`` bounds its output under every config; a field the
+engine does not implement (the reference engine, and so the toy, has no presence penalty)
+makes that request an ``error`` record, which the gate refuses."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def test_a_traffic_suite_runs_under_every_config_with_its_own_sampling(plan_fact
     (plan.parent / "traffic.jsonl").write_text("".join(json.dumps(r) + "\n" for r in REQUESTS))
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["run", str(plan), "--out", str(out), "--quiet"])
-    # the gate refuses the one request the reference engine cannot decode
+    # the gate refuses the one request the engine cannot decode
     assert result.exit_code == 3 and "1 pairs have an 'error' outcome" in result.output, result.output
     assert "unknown sampling field(s) ['presence_penalty']" in result.output
     ids = [r.get("custom_id") or _hash_id(r) for r in REQUESTS]
@@ -72,7 +73,7 @@ def test_a_traffic_suite_runs_under_every_config_with_its_own_sampling(plan_fact
     for config in ("target", "fly"):
         records = list(read_records(out / "records" / f"{config}.jsonl"))
         assert {r.question_id: r.prompt_hash for r in records} == hashes
-        for r in records:  # the reference engine has no presence penalty: that request fails
+        for r in records:  # no presence penalty (as the reference engine): that request fails
             assert (r.outcome == "error") == (r.question_id == ids[3]), r
             assert r.outcome == "error" or r.output_tokens <= budget.get(r.question_id, 12)
         assert max(r.output_tokens or 0 for r in records if r.question_id not in budget) > 3
