@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from qualgate.ci import check, parse_age, read_serving_config
 from qualgate.cli import cli
 from qualgate.config.decoding import load_config, load_plan
-from qualgate.records import Record
+
+import support
 
 DATA = Path(__file__).parent / "data"
 N = 600
@@ -26,25 +27,10 @@ def ids():
 
 
 def write_records(path, config_id, mode, correct):
-    """One record per question, as the harness writes them (schema, pairing key, outcome)."""
+    """One record per question (``correct``: booleans), written as the harness writes them."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        for i, ok in enumerate(correct):
-            rec = Record(
-                schema_version=1,
-                run_id="ci-test",
-                config_id=config_id,
-                suite="gsm8k",
-                suite_version="1",
-                question_id=f"q{i:04d}",
-                seed=0,
-                sample_index=0,
-                outcome="correct" if ok else "incorrect",
-                prompt_hash="0" * 16,
-                mode=mode,
-            )
-            fh.write(json.dumps(rec.to_dict()) + "\n")
-    return path
+    outcomes = ["correct" if ok else "incorrect" for ok in correct]
+    return support.write_records(path, outcomes, config=config_id, mode=mode, run_id="ci-test")
 
 
 def flip(outcomes, lose, gain):
