@@ -167,6 +167,7 @@ def test_exponential_noise_has_unit_mean_and_exponential_tail():
     assert scipy_stats.kstest(e.numpy(), "expon").pvalue > 1e-3
 
 
+@pytest.mark.slow
 def test_exponential_race_samples_the_given_probabilities():
     probs = torch.tensor([0.5, 0.25, 0.125, 0.125, 0.0])
     noise = exponential(_keys(range(40000), [0] * 40000), 5)
