@@ -270,3 +270,15 @@ class JudgeDouble:
                         server.in_flight -= 1
 
         return Handler
+
+
+def judge_args(
+    base, cand, judge, out, *, questions=None, prompt=None, suite=None, fmt: str | None = "json"
+) -> list[str]:
+    """The command line of ``qualgate judge BASE CAND --judge JUDGE --out OUT`` with the
+    options given (``fmt=None``: the text output)."""
+    args = ["judge", str(base), str(cand), "--judge", str(judge), "--out", str(out)]
+    for option, value in (("--questions", questions), ("--prompt", prompt), ("--suite", suite), ("--format", fmt)):
+        if value is not None:
+            args += [option, str(value)]
+    return args

@@ -12,7 +12,7 @@ from qualgate.cli import cli
 from qualgate.judge import Unreadable, VerdictCache, parse_choice, parse_rating
 from qualgate.records import read_records
 
-from judge_double import fastchat_judgments, fastchat_template
+from judge_double import fastchat_judgments, fastchat_template, judge_args
 from mt_bench_data import PHI3
 
 
@@ -25,24 +25,9 @@ def _judge(tmp_path, phi3, double, n=4, **options):
     _first(base, n)
     _first(cand, n)
     out = tmp_path / "out"
-    result = CliRunner().invoke(
-        cli,
-        [
-            "judge",
-            str(base),
-            str(cand),
-            "--judge",
-            str(double.config(tmp_path / "j.yaml", **options)),
-            "--out",
-            str(out),
-            "--questions",
-            str(questions),
-            "--prompt",
-            str(fastchat_template(tmp_path / "t.yaml", "pairwise")),
-            "--format",
-            "json",
-        ],
-    )
+    judge = double.config(tmp_path / "j.yaml", **options)
+    prompt = fastchat_template(tmp_path / "t.yaml", "pairwise")
+    result = CliRunner().invoke(cli, judge_args(base, cand, judge, out, questions=questions, prompt=prompt))
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout), out
 
@@ -100,22 +85,8 @@ def test_a_prompt_the_double_holds_no_judgment_for_is_refused(tmp_path, phi3, ju
     _first(base, 2)
     _first(cand, 2)
     double = judge_double(_stored())
-    result = CliRunner().invoke(
-        cli,
-        [
-            "judge",
-            str(base),
-            str(cand),
-            "--judge",
-            str(double.config(tmp_path / "j.yaml")),
-            "--out",
-            str(tmp_path / "o"),
-            "--questions",
-            str(questions),
-            "--format",
-            "json",
-        ],
-    )
+    judge = double.config(tmp_path / "j.yaml")
+    result = CliRunner().invoke(cli, judge_args(base, cand, judge, tmp_path / "o", questions=questions))
     assert json.loads(result.stdout)["judge_error"] == 2
     assert [s for s, _ in double.refused] == [404] * 4
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from qualgate.cli import cli
 from qualgate.judge import judged_discordance
 
-from judge_double import fastchat_template
+from judge_double import fastchat_template, judge_args
 
 
 def noisy(system, user):
@@ -40,24 +40,8 @@ def test_an_a_a_pair_reports_how_often_the_judge_declares_a_winner(tmp_path, phi
     again.write_text("".join(json.dumps(r) + "\n" for r in aa))
     double = judge_double({}, reply=noisy)
     out = tmp_path / "aa"
-    result = CliRunner().invoke(
-        cli,
-        [
-            "judge",
-            str(base),
-            str(again),
-            "--judge",
-            str(double.config(tmp_path / "j.yaml")),
-            "--out",
-            str(out),
-            "--questions",
-            str(questions),
-            "--prompt",
-            str(fastchat_template(tmp_path / "t.yaml", "pairwise")),
-            "--format",
-            "json",
-        ],
-    )
+    judge, prompt = double.config(tmp_path / "j.yaml"), fastchat_template(tmp_path / "t.yaml", "pairwise")
+    result = CliRunner().invoke(cli, judge_args(base, again, judge, out, questions=questions, prompt=prompt))
     summary = json.loads(result.stdout)
     assert summary["identical"] == 25 and summary["judged"] == 50 and summary["calls"] == 100
     # recount from the judge's own replies, pair by pair
@@ -69,22 +53,7 @@ def test_an_a_a_pair_reports_how_often_the_judge_declares_a_winner(tmp_path, phi
         decisive += sides[0] == sides[1] != "tie"
     assert 0 < decisive == summary["lost"] + summary["gained"]
     assert summary["decisive_rate"] == decisive / 50
-    text = CliRunner().invoke(
-        cli,
-        [
-            "judge",
-            str(base),
-            str(again),
-            "--judge",
-            str(tmp_path / "j.yaml"),
-            "--out",
-            str(out),
-            "--questions",
-            str(questions),
-            "--prompt",
-            str(tmp_path / "t.yaml"),
-        ],
-    )
+    text = CliRunner().invoke(cli, judge_args(base, again, judge, out, questions=questions, prompt=prompt, fmt=None))
     assert re.search(rf"\ndecisive rate +{decisive / 50:.3f}\n", text.output), text.output
 
     power = CliRunner().invoke(

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from qualgate.cli import cli
 from qualgate.evidence.gate_report import Evidence
 
-from judge_double import fastchat_judgments, fastchat_template
+from judge_double import fastchat_judgments, fastchat_template, judge_args
 from mt_bench_data import PHI3, phi3_rows
 
 #: FastChat's winner (model_1 = phi-3 = baseline) as qualgate's side
@@ -36,21 +36,7 @@ def judged(tmp_path, phi3, judge_double):
     cfg = double.config(tmp_path / "gpt4-judge.yaml")
     template = fastchat_template(tmp_path / "fastchat-pair.yaml", "pairwise")
     out = tmp_path / "judged"
-    args = [
-        "judge",
-        str(base),
-        str(cand),
-        "--judge",
-        str(cfg),
-        "--out",
-        str(out),
-        "--questions",
-        str(questions),
-        "--prompt",
-        str(template),
-        "--format",
-        "json",
-    ]
+    args = judge_args(base, cand, cfg, out, questions=questions, prompt=template)
     first = CliRunner().invoke(cli, args)
     return double, args, first, out
 
@@ -137,24 +123,8 @@ def test_identical_outputs_are_ties_never_sent_to_the_judge(tmp_path, phi3, judg
     ]
     cand.write_text("\n".join(mixed) + "\n")
     double = judge_double(fastchat_judgments(PHI3 / "model_judgment" / "gpt-4_pair.jsonl"))
-    result = CliRunner().invoke(
-        cli,
-        [
-            "judge",
-            str(base),
-            str(cand),
-            "--judge",
-            str(double.config(tmp_path / "j.yaml")),
-            "--out",
-            str(tmp_path / "o"),
-            "--questions",
-            str(questions),
-            "--prompt",
-            str(fastchat_template(tmp_path / "t.yaml", "pairwise")),
-            "--format",
-            "json",
-        ],
-    )
+    judge, prompt = double.config(tmp_path / "j.yaml"), fastchat_template(tmp_path / "t.yaml", "pairwise")
+    result = CliRunner().invoke(cli, judge_args(base, cand, judge, tmp_path / "o", questions=questions, prompt=prompt))
     summary = json.loads(result.stdout)
     assert summary["identical"] == 10 and summary["calls"] == 130 == double.requests
     assert not double.refused  # every identical pair would have been a 404: no such stored judgment

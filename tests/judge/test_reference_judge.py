@@ -16,6 +16,7 @@ from qualgate.records import read_records
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from judge_double import judge_args  # noqa: E402
 from support import REPO  # noqa: E402
 
 WEIGHTS = REPO / "qualgate" / "demo" / "weights"
@@ -59,24 +60,9 @@ def test_a_plan_graded_by_a_reference_engine_judge_runs_and_its_gate_refuses_jud
     assert records[0].decided_by.endswith(suite["judge"]["judge"]["judge_id"])
 
     judged = plan / "pairwise"
-    result = CliRunner().invoke(
-        cli,
-        [
-            "judge",
-            str(out / "records" / "target.jsonl"),
-            str(out / "records" / "standard.jsonl"),
-            "--judge",
-            str(plan / "judge.yaml"),
-            "--prompt",
-            str(plan / "pairwise.yaml"),
-            "--suite",
-            str(plan / "suite.yaml"),
-            "--out",
-            str(judged),
-            "--format",
-            "json",
-        ],
-    )
+    base, cand = out / "records" / "target.jsonl", out / "records" / "standard.jsonl"
+    args = judge_args(base, cand, plan / "judge.yaml", judged, prompt=plan / "pairwise.yaml", suite=plan / "suite.yaml")
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     asked = summary["pairs"] - summary["identical"]
