@@ -20,7 +20,14 @@ Columns:
 - ``size (truth)``: P(PASS) when the *true* loss is the margin;
 - ``size (judge)``: P(PASS) when the loss *as this judge measures it* is the margin (the true
   loss set to margin / attenuation);
-- ``power``: P(PASS) at true loss 0.
+- ``power``: P(PASS) at true loss 0;
+- ``a_L``: the median lower bound of the judge's sensitivity from ``N_PLANTED`` planted pairs
+  (each gate its own: the original answer better by construction, judged in both orders under
+  the same noise; :func:`qualgate.judge.sensitivity_lower_bound` at 99.5 %, floored to 0.01);
+- ``size (corr.)`` and ``power (corr.)``: the gate ``qualgate gate`` runs on judged records
+  (:func:`qualgate.judge.judged_gate`): margin ``a_L * MARGIN`` of judged loss at level
+  ``ALPHA - 0.005``, refused (no PASS) when ``a_L <= 0``; size at a true loss of the margin,
+  power at no loss.
 
 Run: ``python benchmarks/judge_gate_size.py`` (results: benchmarks/results/judge_gate_size.txt).
 """
@@ -32,10 +39,12 @@ import time
 
 import numpy as np
 
+from qualgate.judge import sensitivity_lower_bound
 from qualgate.stats._noninferiority import exact_critical_value
 from qualgate.stats._score import score_z
 
 N, MARGIN, ALPHA, PSI, REPS, SEED = 400, 0.05, 0.05, 0.20, 10_000, 20261201
+N_PLANTED, CONFIDENCE = 200, 0.995
 RHOS, BETAS = (0.0, 0.1, 0.2, 0.3), (0.0, 0.2, 0.4)
 
 
@@ -69,6 +78,39 @@ def pass_rate(lost, gained, critical):
     return float(np.mean(score_z(lost, gained, N, MARGIN) <= critical))
 
 
+_CRITICAL: dict[float, float] = {}
+_BOUND: dict[tuple[int, int], float] = {}
+
+
+def planted_bounds(rng, rho, beta, model, reps=REPS):
+    """Each gate's floored sensitivity bound from N_PLANTED planted pairs (the original better)."""
+    state = np.ones((reps, N_PLANTED), dtype=np.int8)
+    noisy = np.ones_like(state, dtype=bool) if model == "everywhere" else state == 0
+    v1, v2 = verdicts(rng, state, 1, rho, beta, noisy), verdicts(rng, state, -1, rho, beta, noisy)
+    detected, inverted = ((v1 == 1) & (v2 == 1)).sum(axis=1), ((v1 == -1) & (v2 == -1)).sum(axis=1)
+    out = np.empty(reps)
+    for i, key in enumerate(zip(detected.tolist(), inverted.tolist())):
+        if key not in _BOUND:
+            _BOUND[key] = np.floor(sensitivity_lower_bound(*key, N_PLANTED, CONFIDENCE) * 100) / 100
+        out[i] = _BOUND[key]
+    return out
+
+
+def corrected_pass_rate(lost, gained, bounds):
+    """P(PASS) of the gate at margin a_L * MARGIN, level ALPHA - (1 - CONFIDENCE)."""
+    alpha = ALPHA - (1 - CONFIDENCE)
+    passed = np.zeros(len(lost), dtype=bool)
+    for a in np.unique(bounds):
+        if a <= 0:
+            continue  # refused: the judge cannot be shown to see a degradation
+        m = round(float(a) * MARGIN, 10)
+        if m not in _CRITICAL:
+            _CRITICAL[m] = exact_critical_value(N, m, alpha)
+        sel = bounds == a
+        passed[sel] = score_z(lost[sel], gained[sel], N, m) <= _CRITICAL[m]
+    return float(passed.mean())
+
+
 def main():
     t0 = time.time()
     rng = np.random.default_rng(SEED)
@@ -78,8 +120,25 @@ def main():
         f"pairwise judge gate: N = {N} pairs, margin {MARGIN}, alpha {ALPHA}, true discordance {PSI}, "
         f"{REPS:,} gates per cell (Monte Carlo SE at alpha: {se:.4f}), seed {SEED}"
     )
-    print(f"exact test: PASS when Z <= {critical:.4f}\n")
-    head = ("noise model", "rho", "beta", "A/A rate", "judged psi", "atten.", "size (truth)", "size (judge)", "power")
+    print(f"exact test: PASS when Z <= {critical:.4f}")
+    print(
+        f"corrected gate: {N_PLANTED} planted pairs per gate, sensitivity bound at {CONFIDENCE:.1%} floored to 0.01, "
+        f"margin a_L * {MARGIN}, level {ALPHA - (1 - CONFIDENCE):g}\n"
+    )
+    head = (
+        "noise model",
+        "rho",
+        "beta",
+        "A/A rate",
+        "judged psi",
+        "atten.",
+        "size (truth)",
+        "size (judge)",
+        "power",
+        "a_L",
+        "size (corr.)",
+        "power (corr.)",
+    )
     rows = []
     for model in ("everywhere", "equivalent only"):
         for rho in RHOS:
@@ -96,6 +155,9 @@ def main():
                 lj, gj = simulate(rng, true_loss, rho, beta, model)
                 size_judge = pass_rate(lj, gj, critical)
                 lp, gp = simulate(rng, 0.0, rho, beta, model)
+                bounds = planted_bounds(rng, rho, beta, model)
+                size_corr = corrected_pass_rate(lt, gt, bounds)
+                power_corr = corrected_pass_rate(lp, gp, planted_bounds(rng, rho, beta, model))
                 rows.append(
                     (
                         model,
@@ -107,6 +169,9 @@ def main():
                         f"{size_truth:.4f}",
                         f"{size_judge:.4f}",
                         f"{pass_rate(lp, gp, critical):.3f}",
+                        f"{np.median(bounds):.2f}",
+                        f"{size_corr:.4f}",
+                        f"{power_corr:.3f}",
                     )
                 )
     widths = [max(len(str(r[i])) for r in (head, *rows)) for i in range(len(head))]

@@ -273,12 +273,20 @@ class JudgeDouble:
 
 
 def judge_args(
-    base, cand, judge, out, *, questions=None, prompt=None, suite=None, fmt: str | None = "json"
+    base, cand, judge, out, *, questions=None, prompt=None, suite=None, fmt: str | None = "json", sensitivity=0
 ) -> list[str]:
     """The command line of ``qualgate judge BASE CAND --judge JUDGE --out OUT`` with the
-    options given (``fmt=None``: the text output)."""
+    options given (``fmt=None``: the text output). ``sensitivity`` 0 by default: a double that
+    replays stored verdicts holds none for planted pairs (``None``: qualgate's default)."""
     args = ["judge", str(base), str(cand), "--judge", str(judge), "--out", str(out)]
-    for option, value in (("--questions", questions), ("--prompt", prompt), ("--suite", suite), ("--format", fmt)):
+    options = (
+        ("--questions", questions),
+        ("--prompt", prompt),
+        ("--suite", suite),
+        ("--format", fmt),
+        ("--sensitivity", sensitivity),
+    )
+    for option, value in options:
         if value is not None:
             args += [option, str(value)]
     return args

@@ -185,6 +185,12 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
     "must be the baseline records'. Written into the report: qualgate check refuses evidence "
     "whose baseline config it cannot resolve to a lossless one.",
 )
+@click.option(
+    "--judge-units",
+    is_flag=True,
+    help="Records from qualgate judge: the margin is in the judge's own verdicts, not corrected by its "
+    "measured sensitivity (a judge noisy on every pair sees only part of a real loss).",
+)
 @_records_options
 @click.option("--html", type=_OUT, help="Also write a self-contained HTML page (plots, flips) to this file.")
 def gate(
@@ -203,6 +209,7 @@ def gate(
     power,
     missing,
     baseline_config,
+    judge_units,
     on_missing,
     max_errors,
     drop_truncated,
@@ -231,6 +238,14 @@ def gate(
     """
     if (margin is None) == (policy_file is None):
         raise click.UsageError("give --margin or --policy-file (one of them)")
+    from qualgate.judge import judged_gate
+
+    judged = judged_gate(baseline, candidates, margin, alpha, judge_units=judge_units)
+    if judged is not None:  # records of qualgate judge: the margin in judged loss, the level less the bound's
+        click.echo(judged.note, err=True)
+        margin, alpha = judged.margin, judged.alpha
+    elif judge_units:
+        raise click.UsageError("--judge-units is for records qualgate judge wrote")
     records = dict(
         on_missing=on_missing,
         max_errors=max_errors,

@@ -42,8 +42,30 @@ _PATH = click.Path(exists=True, path_type=str)
     type=click.Path(dir_okay=False, path_type=str),
     help="Verdict cache (append-only JSON Lines; default OUT/verdict_cache.jsonl). Share it across runs.",
 )
+@click.option(
+    "--sensitivity",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Planted pairs (a baseline answer against a degraded copy, both orders) that measure how much of "
+    "a real loss the judge sees; qualgate gate scales the margin by the lower bound. 0: not measured "
+    "(then gate only with --judge-units). Default: 200, or as many as the baseline has answers of 60+ characters.",
+)
+@click.option("--sensitivity-seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def judge(baseline, candidate, judge_config, out, template, suite, data_file, questions, cache, fmt):
+def judge(
+    baseline,
+    candidate,
+    judge_config,
+    out,
+    template,
+    suite,
+    data_file,
+    questions,
+    cache,
+    sensitivity,
+    sensitivity_seed,
+    fmt,
+):
     """Judge CANDIDATE's outputs against BASELINE's (record files or directories), pair by pair.
 
     Every pair whose outputs differ is asked in both orders; lost only if the judge prefers the
@@ -52,7 +74,9 @@ def judge(baseline, candidate, judge_config, out, template, suite, data_file, qu
     OUT/candidate/*.jsonl for `qualgate gate`, OUT/pairs.jsonl (both verdicts and the judge's
     text) and OUT/judge.json (the judge's identity and the counts). On two runs of one lossless
     config (A/A), the decisive rate is the judge's noise: pass it to `qualgate power
-    --judge-noise`.
+    --judge-noise`. With --sensitivity N the judge also compares N of the baseline's answers
+    with degraded copies of them (OUT/planted.jsonl): the share it gets right bounds how much
+    of a real loss it sees, and `qualgate gate` scales the margin by its lower bound.
     """
     from qualgate.formatting import text_table, to_json
     from qualgate.judge import judge_pairs, load_judge, load_questions, questions_from_suite
@@ -68,10 +92,24 @@ def judge(baseline, candidate, judge_config, out, template, suite, data_file, qu
         qs = load_questions(questions)
     base, cand = load_side(baseline), load_side(candidate)
     with load_judge(judge_config, template, kind="pairwise") as j:
-        summary = judge_pairs(base, cand, j, qs, out, cache=cache, log=lambda m: click.echo(m, err=True))
+        summary = judge_pairs(
+            base,
+            cand,
+            j,
+            qs,
+            out,
+            cache=cache,
+            log=lambda m: click.echo(m, err=True),
+            sensitivity=sensitivity,
+            sensitivity_seed=sensitivity_seed,
+        )
         judge_id = j.judge_id
+    import json
+    from pathlib import Path
+
+    sens = json.loads((Path(out) / "judge.json").read_text(encoding="utf-8"))["sensitivity"]
     if fmt == "json":
-        click.echo(to_json(summary))
+        click.echo(to_json(summary.to_dict() | {"sensitivity": sens}))
         return 0
     d = summary.to_dict()
     rate = d["decisive_rate"]
@@ -104,6 +142,16 @@ def judge(baseline, candidate, judge_config, out, template, suite, data_file, qu
     rows.append(("decisive rate", "n/a" if rate is None else f"{rate:.3f}"))  # (lost + gained) / judged
     click.echo(f"judge {judge_id}: {candidate} against {baseline}\n")
     click.echo(text_table(rows, ["", "count"]))
+    if sens:
+        kinds = ", ".join(f"{k} {v['detected']}/{v['pairs']}" for k, v in sens["by_kind"].items())
+        click.echo(
+            f"\nsensitivity on {sens['pairs']} planted pairs: {sens['detected']} detected, {sens['inverted']} "
+            f"inverted, {sens['missed']} missed ({sens['judge_error']} judge_error); by kind: {kinds}\n"
+            f"  estimate {sens['estimate']:.3f}, lower bound {sens['lower_bound']:.3f} at "
+            f"{sens['confidence_level']:.1%}: the gate counts a margin of true loss as that fraction of judged loss"
+        )
+    else:
+        click.echo("\nsensitivity not measured (--sensitivity 0): qualgate gate needs --judge-units for these records")
     click.echo(
         f"\nidentical outputs are ties, never sent to the judge; gate the judged records with:\n"
         f"  qualgate gate {out}/baseline {out}/candidate"

@@ -14,19 +14,23 @@ from ._noise import judged_discordance
 from ._pairwise import JudgeSummary, VerdictCache, judge_pairs, judged_reasons, load_questions, questions_from_suite
 from ._pointwise import JudgeGrade, PointwiseJudge, make_grader
 from ._prompts import BUILTIN, Template, Unreadable, load_template, parse_choice, parse_rating
+from ._sensitivity import JudgedGate, Sensitivity, judged_gate, planted_pairs, sensitivity_lower_bound
 
 __all__ = [
     "BUILTIN",
     "Judge",
     "JudgeGrade",
     "JudgeSummary",
+    "JudgedGate",
     "PointwiseJudge",
     "Reply",
+    "Sensitivity",
     "Template",
     "Unreadable",
     "VerdictCache",
     "judge_pairs",
     "judged_discordance",
+    "judged_gate",
     "judged_reasons",
     "load_judge",
     "load_questions",
@@ -34,5 +38,7 @@ __all__ = [
     "make_grader",
     "parse_choice",
     "parse_rating",
+    "planted_pairs",
     "questions_from_suite",
+    "sensitivity_lower_bound",
 ]

@@ -16,8 +16,9 @@ judge's verdicts stays at most alpha (the gate is exact for whatever the judge d
 What it cannot fix: noise that also strikes pairs with a real difference (a random verdict, or
 a position bias, on a pair where one answer is better) turns some real losses into ties, so the
 loss the judge measures is smaller than the loss a perfect judge would see. A gate whose margin
-is meant in the perfect judge's units is then too lenient; ``benchmarks/judge_gate_size.py``
-measures both effects.
+is meant in the perfect judge's units is then too lenient. :mod:`._sensitivity` measures that
+fraction on planted pairs and ``qualgate gate`` scales the margin by its lower bound;
+``benchmarks/judge_gate_size.py`` measures both effects and the corrected gate.
 """
 
 from __future__ import annotations

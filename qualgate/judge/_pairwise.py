@@ -55,6 +55,7 @@ from qualgate.records.prompts import prompt_hash
 
 from ._judge import Judge, Reply
 from ._prompts import Unreadable, variables
+from ._sensitivity import DEFAULT_CONFIDENCE, Sensitivity, planted_pairs
 
 __all__ = ["JudgeSummary", "VerdictCache", "judge_pairs", "judged_reasons", "load_questions", "questions_from_suite"]
 
@@ -249,12 +250,18 @@ def judge_pairs(
     baseline_path=None,
     candidate_path=None,
     log=None,
+    sensitivity: int | None = None,
+    sensitivity_seed: int = 0,
+    sensitivity_confidence: float = DEFAULT_CONFIDENCE,
 ) -> JudgeSummary:
     """Judge every pair of ``baseline`` and ``candidate`` records into ``out`` (module docstring).
 
     ``questions`` maps ``(suite, question_id)`` to ``(messages, reference)``
     (:func:`load_questions`, :func:`questions_from_suite`); each record's ``prompt_hash`` must be
     the hash of its question's messages. ``cache`` defaults to ``out/verdict_cache.jsonl``.
+    ``sensitivity``: also ask about that many planted pairs (None: up to 200, 0: none) (the baseline's answers against
+    degraded copies, :mod:`._sensitivity`), into ``judge.json``'s ``sensitivity`` and
+    ``planted.jsonl``.
     """
     from qualgate.formatting import to_json, write_atomic
     from qualgate.verdict.pairing import sha256_file
@@ -327,10 +334,34 @@ def judge_pairs(
                 asks[h] = msgs
         plans.append((key, "judged", requests))
 
+    planted = []  # (key, kind, {order: request hash})
+    for key, kind, original, degraded in planted_pairs(list(b.values()), sensitivity, seed=sensitivity_seed):
+        if key[:2] not in questions:
+            raise DataError(
+                f"no question for {key[0]}/{key[1]} (the planted pairs show the judge the baseline's questions)",
+                file=str(bpath),
+                field="question_id",
+                value=key[1],
+            )
+        messages, reference = questions[key[:2]]
+        requests = {}
+        for order, (first, second) in (
+            ("original_first", (original, degraded)),
+            ("degraded_first", (degraded, original)),
+        ):
+            turns, var = variables(messages, reference, {"_a": first, "_b": second})
+            msgs = judge.template.render(judge.template.variant(turns, "reference" in var), var)
+            h = VerdictCache.key(jid, msgs)
+            requests[order] = h
+            if h not in vcache.entries:
+                asks[h] = msgs
+        planted.append((key, kind, requests))
+
     hashes = list(asks)
     log(
         f"judge {judge.name}: {len(hashes)} requests to send, "
-        f"{sum(1 for p in plans if p[1] == 'judged') * 2 - len(hashes)} answered by the cache"
+        f"{(sum(1 for p in plans if p[1] == 'judged') + len(planted)) * 2 - len(hashes)} answered by the cache"
+        + (f" ({len(planted)} planted pairs for the sensitivity)" if planted else "")
     )
     replies: dict[str, Reply] = dict(zip(hashes, judge.ask([asks[h] for h in hashes])))
     vcache.append(jid, {h: r.text for h, r in replies.items() if r.error is None})
@@ -347,7 +378,7 @@ def judge_pairs(
         judge_error=0,
         engine_error=0,
         calls=len(hashes),
-        cached=sum(1 for p in plans if p[1] == "judged") * 2 - len(hashes),
+        cached=(sum(1 for p in plans if p[1] == "judged") + len(planted)) * 2 - len(hashes),
     )
     brecs, crecs, pairs = [], [], []
     for key, kind, requests in plans:
@@ -410,12 +441,15 @@ def judge_pairs(
         crecs.append(_record(rc, jid, co, decided_by, label, err))
         pairs.append(entry | {"outcome": outcome, "verdicts": shown})
 
+    sens, planted_rows = _planted_verdicts(planted, replies, vcache, judge, sensitivity_confidence)
     summary = JudgeSummary(**counts, seconds=round(time.perf_counter() - t0, 3))
     bname, cname = _side_name(bpath), _side_name(cpath)
     files = {"baseline": out / "baseline" / f"{bname}.jsonl", "candidate": out / "candidate" / f"{cname}.jsonl"}
     write_atomic(files["baseline"], _jsonl(brecs))
     write_atomic(files["candidate"], _jsonl(crecs))
     write_atomic(out / "pairs.jsonl", _jsonl(pairs))
+    if planted:
+        write_atomic(out / "planted.jsonl", _jsonl(planted_rows))
     inputs = {}
     for label, side in (("baseline", baseline), ("candidate", candidate)):
         inputs[label] = [
@@ -434,11 +468,67 @@ def judge_pairs(
         "judge_backend": judge.info(),
         "inputs": inputs,
         "records": {k: str(v.relative_to(out)) for k, v in files.items()},
+        "records_sha256": {k: sha256_file(v) for k, v in files.items()},
         "cache": str(vcache.path),
         "counts": summary.to_dict(),
+        "sensitivity": sens.to_dict() if sens is not None else None,
     }
     write_atomic(out / "judge.json", to_json(doc) + "\n")
     return summary
+
+
+def _planted_verdicts(planted, replies, vcache, judge, confidence):
+    """The :class:`Sensitivity` of the planted pairs and their ``planted.jsonl`` rows."""
+    if not planted:
+        return None, []
+    names = {"original_first": {"A": "original", "B": "degraded"}, "degraded_first": {"A": "degraded", "B": "original"}}
+    counts = dict(detected=0, inverted=0, missed=0, judge_error=0)
+    by_kind: dict[str, dict[str, int]] = {}
+    rows = []
+    for key, kind, requests in planted:
+        won, shown, failed = [], [], False
+        for order, h in requests.items():
+            reply = replies.get(h) or Reply(vcache.entries[h])
+            item = {"order": order}
+            try:
+                if reply.error is not None:
+                    raise Unreadable(f"the judge failed: {reply.error}")
+                v = judge.template.parse(reply.text)
+                won.append(names[order].get(v, "tie"))
+                item |= {"verdict": won[-1], "text": reply.text}
+            except Unreadable as exc:
+                failed = True
+                item |= {"verdict": "error", "error": str(exc)}
+            shown.append(item)
+        outcome = (
+            "judge_error"
+            if failed
+            else "detected"
+            if won == ["original"] * 2
+            else "inverted"
+            if won == ["degraded"] * 2
+            else "missed"
+        )
+        counts["judge_error" if failed else outcome] += 1
+        k = by_kind.setdefault(kind, {"pairs": 0, "detected": 0, "inverted": 0})
+        k["pairs"] += 1
+        if outcome in ("detected", "inverted"):
+            k[outcome] += 1
+        rows.append(
+            {"suite": key[0], "question_id": key[1], "seed": key[2], "sample_index": key[3], "kind": kind}
+            | {"outcome": outcome, "verdicts": shown}
+        )
+    missed = counts["missed"] + counts["judge_error"]
+    sens = Sensitivity(
+        pairs=len(planted),
+        detected=counts["detected"],
+        inverted=counts["inverted"],
+        missed=missed,
+        judge_error=counts["judge_error"],
+        by_kind=by_kind,
+        confidence_level=confidence,
+    )
+    return sens, rows
 
 
 def judged_reasons(records_path) -> dict:

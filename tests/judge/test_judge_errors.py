@@ -52,10 +52,22 @@ def test_an_unreadable_reply_is_a_judge_error_and_the_gate_refuses_it(tmp_path, 
     assert summary["judge_error"] == 4 and summary["lost"] == summary["gained"] == summary["tied"] == 0
     records = list(read_records(out / "candidate"))
     assert {r.outcome for r in records} == {"judge_error"} and all(says in r.error for r in records)
-    gate = CliRunner().invoke(cli, ["gate", str(out / "baseline"), str(out / "candidate"), "--margin", "0.1"])
+    gate = CliRunner().invoke(
+        cli, ["gate", str(out / "baseline"), str(out / "candidate"), "--judge-units", "--margin", "0.1"]
+    )
     assert gate.exit_code == 3 and "4 pairs have an 'error' or 'judge_error' outcome" in gate.output
     allowed = CliRunner().invoke(
-        cli, ["gate", str(out / "baseline"), str(out / "candidate"), "--margin", "0.1", "--max-errors", "4"]
+        cli,
+        [
+            "gate",
+            str(out / "baseline"),
+            str(out / "candidate"),
+            "--judge-units",
+            "--margin",
+            "0.1",
+            "--max-errors",
+            "4",
+        ],
     )
     assert allowed.exit_code == 3 and "no pairs left to compare" in allowed.output  # never a pass
 

@@ -81,7 +81,9 @@ def test_a_second_run_makes_no_judge_call(judged):
 def test_gate_refuses_judge_errors_by_default_and_gives_the_implied_verdict_when_allowed(judged):
     _, _, first, out = judged
     assert first.exit_code == 0, first.output
-    refused = CliRunner().invoke(cli, ["gate", str(out / "baseline"), str(out / "candidate"), "--margin", "0.1"])
+    refused = CliRunner().invoke(
+        cli, ["gate", str(out / "baseline"), str(out / "candidate"), "--judge-units", "--margin", "0.1"]
+    )
     assert refused.exit_code == 3 and "judge_error" in refused.output
     allowed = CliRunner().invoke(
         cli,
@@ -89,6 +91,7 @@ def test_gate_refuses_judge_errors_by_default_and_gives_the_implied_verdict_when
             "gate",
             str(out / "baseline"),
             str(out / "candidate"),
+            "--judge-units",  # the stored verdicts' own units: GPT-4's sensitivity was not measured
             "--max-errors",
             "2",
             "--margin",
