@@ -30,9 +30,14 @@ def gate(
     margin: float | None = 0.02,
     alpha: float = 0.05,
     policy: str = "noninferiority",
+    judge_units: bool = False,
     **options,
 ):
     """Gate one or more candidates against a baseline, as ``qualgate gate`` does.
+
+    Records ``qualgate judge`` wrote (given as paths) are gated as the command gates them: the
+    margin scaled by the judge's measured sensitivity and alpha less its bound's level
+    (:func:`qualgate.judge.judged_gate`), or as given with ``judge_units=True``.
 
     ``baseline`` and each candidate are record files or directories, another tool's logs
     (detected per path), or :class:`~qualgate.records.RecordSet` objects from
@@ -45,9 +50,18 @@ def gate(
     report file's content. Raises :class:`~qualgate.errors.DataError` for records that cannot
     be read or paired, ``ValueError`` for invalid settings.
     """
+    import os
+
     from qualgate.verdict.fixed import run_gate
 
-    return run_gate(baseline, [candidate, *more], margin=margin, alpha=alpha, policy=policy, **options)
+    candidates = [candidate, *more]
+    if all(isinstance(p, (str, os.PathLike)) for p in (baseline, *candidates)):
+        from qualgate.judge import judged_gate
+
+        judged = judged_gate(baseline, candidates, margin, alpha, judge_units=judge_units)
+        if judged is not None:
+            margin, alpha = judged.margin, judged.alpha
+    return run_gate(baseline, candidates, margin=margin, alpha=alpha, policy=policy, **options)
 
 
 def power(

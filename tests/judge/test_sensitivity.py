@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from scipy.stats import binom
 
+import qualgate
 from qualgate.cli import cli
 from qualgate.judge import planted_pairs, sensitivity_lower_bound
 from qualgate.judge._sensitivity import MIN_CHARS
@@ -118,6 +119,8 @@ def test_a_judge_that_sees_every_planted_degradation_gates_at_the_bound_times_th
     assert report["settings"]["margin"] == pytest.approx(0.1 * floored)
     assert report["settings"]["alpha"] == pytest.approx(0.045)  # 0.05 less the bound's 0.005
     assert f"sensitivity >= {floored:.2f}" in gate.stderr
+    api = qualgate.gate(out / "baseline", out / "candidate", margin=0.1)  # the Python API gates them alike
+    assert (api.margin, api.alpha) == (report["settings"]["margin"], report["settings"]["alpha"])
     # --judge-units: the margin as given, in the judge's own verdicts
     units = json.loads(_gate(out, "--judge-units").stdout)["settings"]
     assert (units["margin"], units["alpha"]) == (0.1, 0.05)
