@@ -321,18 +321,8 @@ def judge_pairs(
                 field="prompt_hash",
                 value=rb.prompt_hash,
             )
-        requests = {}
-        for order, (first, second) in (
-            ("baseline_first", (rb.output, rc.output)),
-            ("candidate_first", (rc.output, rb.output)),
-        ):
-            turns, var = variables(messages, reference, {"_a": first, "_b": second})
-            msgs = judge.template.render(judge.template.variant(turns, "reference" in var), var)
-            h = VerdictCache.key(jid, msgs)
-            requests[order] = h
-            if h not in vcache.entries:
-                asks[h] = msgs
-        plans.append((key, "judged", requests))
+        orders = {"baseline_first": (rb.output, rc.output), "candidate_first": (rc.output, rb.output)}
+        plans.append((key, "judged", _requests(judge, jid, vcache, asks, messages, reference, orders)))
 
     planted = []  # (key, kind, {order: request hash})
     for key, kind, original, degraded in planted_pairs(list(b.values()), sensitivity, seed=sensitivity_seed):
@@ -344,18 +334,8 @@ def judge_pairs(
                 value=key[1],
             )
         messages, reference = questions[key[:2]]
-        requests = {}
-        for order, (first, second) in (
-            ("original_first", (original, degraded)),
-            ("degraded_first", (degraded, original)),
-        ):
-            turns, var = variables(messages, reference, {"_a": first, "_b": second})
-            msgs = judge.template.render(judge.template.variant(turns, "reference" in var), var)
-            h = VerdictCache.key(jid, msgs)
-            requests[order] = h
-            if h not in vcache.entries:
-                asks[h] = msgs
-        planted.append((key, kind, requests))
+        orders = {"original_first": (original, degraded), "degraded_first": (degraded, original)}
+        planted.append((key, kind, _requests(judge, jid, vcache, asks, messages, reference, orders)))
 
     hashes = list(asks)
     log(
@@ -477,6 +457,20 @@ def judge_pairs(
     return summary
 
 
+def _requests(judge: Judge, jid: str, vcache: VerdictCache, asks: dict, messages, reference, orders) -> dict[str, str]:
+    """``{order: request hash}`` of one pair asked in each order (``orders``: order -> (A, B));
+    requests the cache cannot answer are added to ``asks`` (hash -> messages)."""
+    requests = {}
+    for order, (first, second) in orders.items():
+        turns, var = variables(messages, reference, {"_a": first, "_b": second})
+        msgs = judge.template.render(judge.template.variant(turns, "reference" in var), var)
+        h = VerdictCache.key(jid, msgs)
+        requests[order] = h
+        if h not in vcache.entries:
+            asks[h] = msgs
+    return requests
+
+
 def _planted_verdicts(planted, replies, vcache, judge, confidence):
     """The :class:`Sensitivity` of the planted pairs and their ``planted.jsonl`` rows."""
     if not planted:
@@ -500,15 +494,12 @@ def _planted_verdicts(planted, replies, vcache, judge, confidence):
                 failed = True
                 item |= {"verdict": "error", "error": str(exc)}
             shown.append(item)
-        outcome = (
-            "judge_error"
-            if failed
-            else "detected"
-            if won == ["original"] * 2
-            else "inverted"
-            if won == ["degraded"] * 2
-            else "missed"
-        )
+        if failed:
+            outcome = "judge_error"
+        elif won[0] == won[1] != "tie":
+            outcome = "detected" if won[0] == "original" else "inverted"
+        else:
+            outcome = "missed"
         counts["judge_error" if failed else outcome] += 1
         k = by_kind.setdefault(kind, {"pairs": 0, "detected": 0, "inverted": 0})
         k["pairs"] += 1

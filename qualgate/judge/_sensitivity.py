@@ -83,7 +83,7 @@ def sensitivity_lower_bound(detected: int, inverted: int, n: int, confidence_lev
     >>> sensitivity_lower_bound(0, 0, 0)
     -1.0
     """
-    from scipy.stats import beta
+    from qualgate.stats import discordance_interval
 
     for name, v in (("detected", detected), ("inverted", inverted), ("n", n)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -94,9 +94,10 @@ def sensitivity_lower_bound(detected: int, inverted: int, n: int, confidence_lev
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
     if n == 0:
         return -1.0
-    g = (1 - confidence_level) / 2
-    low = 0.0 if detected == 0 else float(beta.ppf(g, detected, n - detected + 1))
-    high = 1.0 if inverted == n else float(beta.ppf(1 - g, inverted + 1, n - inverted))
+    # a two-sided Clopper-Pearson interval at ``confidence_level`` holds (1 - level) / 2 in each
+    # tail: its low end for P(detected), its high end for P(inverted)
+    low = discordance_interval(detected, n, confidence_level=confidence_level).low
+    high = discordance_interval(inverted, n, confidence_level=confidence_level).high
     return low - high
 
 
