@@ -235,7 +235,7 @@ def _judged_root(path) -> tuple[Path, str] | None:
     """``(OUT, judge id)`` when ``path`` holds records ``qualgate judge`` wrote into OUT, else None."""
     p = Path(path)
     files = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
-    for f in files:
+    for f in filter(Path.is_file, files):  # a FIFO or a directory: never opened here, the reader names it
         row = _first_record(f)
         if row is not None and is_pairwise_record(row):
             return f.resolve().parent.parent, str(row.get("run_id"))
