@@ -404,3 +404,24 @@ def is_regular_file(path) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
+
+
+def yaml_documents(text: str, *, file=None, aliases: bool = False) -> list[tuple[yaml.Node, Any]]:
+    """``(node, value)`` of each document of a YAML stream, with the rules of
+    :func:`loads_yaml` (``aliases``: allow anchors, aliases and ``<<`` merge keys, as
+    docker-compose files use them)."""
+    loader = yaml.SafeLoader(text) if aliases else _StrictLoader(text)
+    out = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            if not aliases:
+                _check_nodes(node, loader, file)
+            out.append((node, loader.construct_document(node)))
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, file) from None
+    finally:
+        loader.dispose()
+    return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import posixpath
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -104,22 +105,82 @@ def _shell_words(text: str, *, path: str) -> list[list[tuple[str, int]]]:
 
 
 _ENTRY_SERVE, _ENTRY_API, _ENTRY_EITHER = "vllm serve", "api_server", "serve or api_server"
+_RUNNERS = ("docker", "podman", "nerdctl")
+
+
+@dataclasses.dataclass(frozen=True)
+class Container:
+    """What a command shows about the container vLLM runs in (rule ``container-config-path``):
+    ``mounts`` maps a container path to a host path (relative to the script) or to the text
+    of a file (a Kubernetes ConfigMap); ``unmounted`` lists container paths mounted from
+    somewhere qualgate cannot read (a named volume, a PVC, an absolute host path)."""
+
+    workdir: str | None = None
+    mounts: tuple[tuple[str, str | Mapping[str, str]], ...] = ()  #: a host path, or ConfigMap files
+    unmounted: tuple[str, ...] = ()
+
+
+def _docker_mounts(words: list[str]) -> Container:
+    """``-v/--volume``, ``--mount type=bind`` and ``-w/--workdir`` of ``docker run`` words."""
+    workdir, mounts, unmounted = None, [], []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        name, eq, value = w.partition("=")
+        if name in ("-v", "--volume", "--mount", "-w", "--workdir"):
+            if not eq:
+                value = words[i + 1] if i + 1 < len(words) else ""
+                i += 1
+            if name in ("-w", "--workdir"):
+                workdir = value
+            elif name == "--mount":
+                kv = dict(p.partition("=")[::2] for p in value.split(","))
+                src = kv.get("source") or kv.get("src")
+                dst = kv.get("target") or kv.get("destination") or kv.get("dst")
+                if dst and kv.get("type") == "bind" and _host_relative(src):
+                    mounts.append((dst, src))
+                elif dst:
+                    unmounted.append(dst)
+            else:
+                parts = value.split(":")
+                if len(parts) >= 2:
+                    if _host_relative(parts[0]):
+                        mounts.append((parts[1], parts[0]))
+                    else:
+                        unmounted.append(parts[1])
+        i += 1
+    return Container(workdir, tuple(mounts), tuple(unmounted))
+
+
+def _host_relative(src: str | None) -> bool:
+    """A bind source that names a path relative to the file (``./x``, ``../x``), not a named
+    volume, an absolute host path or one with a variable."""
+    return bool(src) and src.startswith(".") and "$" not in src
 
 
 def _serve_args(words: list[tuple[str, int]]):
-    """``(entry, arguments)`` of a vLLM start in one shell command, or ``None``."""
+    """``(entry, arguments, container)`` of a vLLM start in one shell command, or ``None``
+    (``container``: what ``docker run`` shows of the container, else ``None``)."""
     names = [w for w, _ in words]
+    runner = next(
+        (j for j, w in enumerate(names[:-1]) if os.path.basename(w) in _RUNNERS and names[j + 1] in ("run", "create")),
+        None,
+    )
     for j, w in enumerate(names):
         if w == "serve" and j > 0 and os.path.basename(names[j - 1]) == "vllm":
-            return _ENTRY_SERVE, words[j + 1 :]
-        if w.startswith("vllm/vllm-openai"):  # docker run ... vllm/vllm-openai:TAG ARGS
-            return _ENTRY_EITHER, words[j + 1 :]
+            box = _docker_mounts(names[runner + 2 : j]) if runner is not None and runner < j else None
+            return _ENTRY_SERVE, words[j + 1 :], box
+        if w.startswith("vllm/vllm-openai") and runner is not None and runner < j:  # docker run ... IMAGE ARGS
+            if any(n.partition("=")[0] == "--entrypoint" for n in names[runner + 2 : j]):
+                return None
+            return _ENTRY_EITHER, words[j + 1 :], _docker_mounts(names[runner + 2 : j])
         if w == "-m" and j + 1 < len(names):
             mod = names[j + 1]
+            box = _docker_mounts(names[runner + 2 : j]) if runner is not None and runner < j else None
             if mod in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.launchers.api_server.entry"):
-                return _ENTRY_API, words[j + 2 :]
+                return _ENTRY_API, words[j + 2 :], box
             if mod == "vllm.entrypoints.cli.main" and names[j + 2 : j + 3] == ["serve"]:
-                return _ENTRY_SERVE, words[j + 3 :]
+                return _ENTRY_SERVE, words[j + 3 :], box
     return None
 
 
@@ -160,6 +221,24 @@ _FLAGS = {"--trust-remote-code", "--enforce-eager", "--headless", "--async-sched
 _NEG_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
+def _scan_other_commands(commands, serve_words, *, path: str) -> None:
+    """Refuse a script that mentions speculative decoding outside its vLLM command (a
+    variable or a file that the command reads at run time)."""
+    used = {id(w) for w in serve_words}
+    for c in commands:
+        for w in c:
+            if id(w) not in used and _SPECULATIVE_VALUE.search(w[0]):
+                raise DataError(
+                    f"{w[0][:60]!r} mentions speculative decoding outside the vllm "
+                    "command (a shell variable or file read at run time); qualgate "
+                    "cannot resolve it exactly as vLLM 0.33 would, so it refuses "
+                    "it",
+                    file=path,
+                    line=w[1],
+                    field=w[0][:60],
+                )
+
+
 def _refuse(msg, *, path, line, token, rule_id) -> DataError:
     return DataError(
         f"{msg} ({cite(rule_id)}); qualgate cannot resolve it exactly as vLLM 0.33 would, so it refuses it",
@@ -169,9 +248,52 @@ def _refuse(msg, *, path, line, token, rule_id) -> DataError:
     )
 
 
-def _config_file_args(value: str, line: int, *, path: str) -> list[tuple[str, int]]:
+def _open_config(value: str, line: int, *, path: str, container: Container | None) -> tuple[str, str]:
+    """``(text, name)`` of the file vLLM opens for ``--config VALUE``: next to ``path`` on the
+    host, or inside a container only through a mount the files show (rules
+    ``cli-config-file``, ``container-config-path``)."""
+
+    def refuse(why):
+        return _refuse(
+            f"--config {value}: {why}", path=path, line=line, token="--config", rule_id="container-config-path"
+        )
+
+    if container is None:
+        cfg = Path(path).parent / value
+        return read_text(cfg, kind="yaml", bom="strip"), str(cfg)
+    if not posixpath.isabs(value):
+        if not container.workdir:
+            raise refuse(
+                "a relative path inside the container is opened from its working directory, which the "
+                "file does not show (the image's default cannot be read)"
+            )
+        value_abs = posixpath.join(container.workdir, value)
+    else:
+        value_abs = value
+    target = posixpath.normpath(value_abs)
+    for dst in container.unmounted:
+        d = posixpath.normpath(dst)
+        if target == d or target.startswith(d.rstrip("/") + "/"):
+            raise refuse(f"{dst} is mounted from a volume or host path that qualgate cannot read")
+    best = None
+    for dst, src in container.mounts:
+        d = posixpath.normpath(dst)
+        if (target == d or target.startswith(d.rstrip("/") + "/")) and (best is None or len(d) > len(best[0])):
+            best = (d, src)
+    if best is None:
+        raise refuse(f"{target} is in no mount the file shows, so it is the image's own file or absent")
+    d, src = best
+    rest = target[len(d) :].lstrip("/")
+    if isinstance(src, Mapping):  # a ConfigMap: its keys are the files of the directory
+        if rest not in src:
+            raise refuse(f"the ConfigMap mounted at {d} has no file {rest or '(the mount itself)'}")
+        return src[rest], f"{path}: ConfigMap file {target}"
+    host = Path(path).parent / src / rest if rest else Path(path).parent / src
+    return read_text(host, kind="yaml", bom="strip"), str(host)
+
+
+def _config_file_args(value: str, line: int, *, path: str, container: Container | None) -> list[tuple[str, int]]:
     """``--config FILE``: the file's options as words (rule ``cli-config-file``)."""
-    cfg = Path(path).parent / value
     if value.split(".")[-1] not in ("yaml", "yml"):
         raise _refuse(
             f"vLLM reads only .yaml/.yml files with --config, got {value!r}",
@@ -181,10 +303,12 @@ def _config_file_args(value: str, line: int, *, path: str) -> list[tuple[str, in
             rule_id="cli-config-file",
         )
     try:  # strict: a regular file, no aliases, no duplicate keys
-        text = read_text(cfg, kind="yaml", bom="strip")
-        data = loads_yaml(text, file=str(cfg))
-        lines = _key_lines(compose_yaml(text, file=str(cfg)))
+        text, name = _open_config(value, line, path=path, container=container)
+        data = loads_yaml(text, file=name)
+        lines = _key_lines(compose_yaml(text, file=name))
     except DataError as exc:
+        if exc.field == "--config" and exc.file == path:
+            raise
         raise DataError(
             f"the file given to --config cannot be read: {exc}", file=path, line=line, field="--config", value=value
         ) from exc
@@ -220,7 +344,7 @@ def _mapping_args(data: Mapping, lines: dict[str, int], *, default_line: int | N
     return out
 
 
-def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool):
+def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool, container: Container | None = None):
     """vLLM's FlexibleArgumentParser.parse_args rewriting of the words, before argparse."""
     names = [w for w, _ in args]
     if serve:  # --model M becomes the positional model (rule serve-model)
@@ -240,7 +364,7 @@ def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool):
         i = names.index("--config")
         if i + 1 >= len(args):
             raise DataError("--config needs a file", file=path, line=args[i][1])
-        extra = _config_file_args(args[i + 1][0], args[i][1], path=path)
+        extra = _config_file_args(args[i + 1][0], args[i][1], path=path, container=container)
         model_first = serve and args and not args[0][0].startswith("-")
         head = args[:1] if model_first else []
         args = head + extra + args[len(head) : i] + args[i + 2 :]
@@ -291,15 +415,19 @@ def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool):
     return keep, dotted_line
 
 
-def parse_command_line(args: list[tuple[str, int]], *, path: str, fmt: str, entry: str = _ENTRY_EITHER):
+def parse_command_line(
+    args: list[tuple[str, int]], *, path: str, fmt: str, entry: str = _ENTRY_EITHER, container: Container | None = None
+):
     """Build a :class:`ServingConfig` from vLLM arguments ``(word, line)``, as vLLM 0.33's
     argument parser and ``EngineArgs.create_speculative_config`` read them (each step a
-    function named for the rule of :mod:`qualgate.vllm033.rules` it applies)."""
+    function named for the rule of :mod:`qualgate.vllm033.rules` it applies). ``container``:
+    the container vLLM runs in, where a ``--config`` file is opened (``None``: the host,
+    next to ``path``)."""
 
     if entry == _ENTRY_EITHER:  # the docker image's entrypoint is not in the wheel
-        return _api_server_model(args, path=path, fmt=fmt)
+        return _api_server_model(args, path=path, fmt=fmt, container=container)
     serve = entry == _ENTRY_SERVE
-    words, dotted_lines = _flexible(list(args), path=path, serve=serve)
+    words, dotted_lines = _flexible(list(args), path=path, serve=serve, container=container)
     r = _Reading(words, path, dotted_lines)
     while r.i < len(words):
         _read_option(r)
@@ -310,10 +438,10 @@ def parse_command_line(args: list[tuple[str, int]], *, path: str, fmt: str, entr
     )
 
 
-def _api_server_model(args, *, path: str, fmt: str):
+def _api_server_model(args, *, path: str, fmt: str, container: Container | None = None):
     """Arguments for either entrypoint must mean the same under both (rule ``api-server-model``)."""
-    a = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_SERVE)
-    b = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_API)
+    a = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_SERVE, container=container)
+    b = parse_command_line(args, path=path, fmt=fmt, entry=_ENTRY_API, container=container)
     if (a.model, a.speculative) != (b.model, b.speculative):
         raise _refuse(
             f"these arguments mean model {a.model!r} under `vllm serve` and "
@@ -393,6 +521,8 @@ def _read_option(r: _Reading) -> None:
         _cli_parallel(r, name, value, line)
     elif name == "-q" or key in _NUMERIC_KEYS:
         _numeric_option(r, name, key, value, line)
+    elif name == "--attention-backend":
+        _cli_attention_backend(r, value, line)
     elif value is not None and _SPECULATIVE_VALUE.search(value):
         raise _refuse(
             f"the value of {name} mentions speculative decoding",
@@ -455,6 +585,10 @@ def _option_value(r: _Reading, name: str, eq: str, value: str, known: bool, line
         )
     value, value_line = r.words[r.i + 1] if takes_value else (None, line)
     r.i += 2 if takes_value else 1
+    if takes_value and name in rule("cli-nargs").data["options"]:  # nargs="+": up to the next option
+        while r.i < len(r.words) and not (r.words[r.i][0].startswith("-") and not _NEG_NUMBER.match(r.words[r.i][0])):
+            value = f"{value} {r.words[r.i][0]}"
+            r.i += 1
     return value, value_line
 
 
@@ -504,6 +638,19 @@ def _cli_config_equals(r: _Reading, word: str, line: int) -> None:
         f"({cite('cli-config-equals')})"
     )
     r.lines["--config="] = line
+
+
+def _cli_attention_backend(r: _Reading, value, line: int) -> None:
+    """Rule ``cli-attention-backend``: a member of AttentionBackendEnum, or ``auto``."""
+    if str(value).lower() != "auto" and str(value).upper() not in rule("cli-attention-backend").data["members"]:
+        raise DataError(
+            f"--attention-backend {value}: not a member of vLLM 0.33's AttentionBackendEnum, so vLLM does "
+            f"not start ({cite('cli-attention-backend')})",
+            file=r.path,
+            line=line,
+            field="--attention-backend",
+            value=value,
+        )
 
 
 def _cli_parallel(r: _Reading, name: str, value, line: int) -> None:

@@ -43,6 +43,7 @@ class Rule:
 _S = "qualgate.vllm033.cli_args"
 _SPEC = "qualgate.vllm033.speculative"
 _LINT = "qualgate.ci._lint"
+_CHECK = "qualgate.ci._check"
 _ADM = "qualgate.ci._admission"
 _AUD = "qualgate.ci._audit"
 _BACK = "qualgate.backends.vllm"
@@ -238,6 +239,95 @@ TABLE: tuple[Rule, ...] = (
         (_S, _LINT),
     ),
     Rule(
+        "cli-nargs",
+        "vllm/engine/arg_utils.py:237-259; vllm/engine/arg_utils.py:391-392; vllm/engine/arg_utils.py:498-547; vllm/engine/arg_utils.py:701-711; vllm/engine/arg_utils.py:802-816",
+        "An EngineArgs option typed as a list (``--served-model-name``, ``--cudagraph-capture-sizes``, ...) "
+        "is registered with nargs='+': it takes every word up to the next option.",
+        (_S,),
+        {
+            "options": (
+                "--served-model-name",
+                "--allowed-media-domains",
+                "--cudagraph-capture-sizes",
+                "--numa-bind-nodes",
+                "--numa-bind-cpus",
+                "--device-ids",
+                "--lora-target-modules",
+                "--ignore-patterns",
+                "--sleep-preserve-parameter-names",
+                "--kv-cache-dtype-skip-layers",
+            )
+        },
+    ),
+    Rule(
+        "cli-attention-backend",
+        "vllm/config/attention.py:218-230; vllm/v1/attention/backends/registry.py:34-250",
+        "`--attention-backend NAME` is `AttentionBackendEnum[NAME.upper()]` ('auto': chosen at start-up); "
+        "any other name raises KeyError and vLLM does not start.",
+        (_S, _SPEC),
+        {
+            "members": (
+                "FLASH_ATTN",
+                "FLASH_ATTN_DIFFKV",
+                "TRITON_ATTN",
+                "TRITON_ATTN_DIFFKV",
+                "TRITON_FLASH_ATTN",
+                "ROCM_ATTN",
+                "ROCM_SEGMENTED_ATTN",
+                "ROCM_AITER_MLA",
+                "ROCM_AITER_TRITON_MLA",
+                "ROCM_AITER_FA",
+                "ROCM_AITER_MLA_SPARSE",
+                "XPU_MLA_SPARSE",
+                "TORCH_SDPA",
+                "FLASHINFER",
+                "TRITON_FLASHINFER",
+                "FLASHINFER_MLA",
+                "TOKENSPEED_MLA",
+                "FLASHINFER_MLA_SPARSE",
+                "FLASHINFER_MLA_SPARSE_SM120",
+                "FLASHINFER_MLA_SPARSE_SM90",
+                "TRITON_MLA",
+                "CUTLASS_MLA",
+                "FLASHMLA",
+                "FLASHMLA_SPARSE",
+                "FLASHMLA_SPARSE_DSV4",
+                "FLASHINFER_MLA_SPARSE_DSV4",
+                "ROCM_FLASHMLA_SPARSE_DSV4",
+                "FLASHMLA_SPARSE_DSV41",
+                "FLASHINFER_MLA_SPARSE_DSV41",
+                "ROCM_FLASHMLA_SPARSE_DSV41",
+                "FLASHMLA_MEGA_ATTN_DSV41",
+                "B12X",
+                "FLASH_ATTN_MLA",
+                "FLASH_ATTN_MLA_SPARSE",
+                "FLASH_ATTN_MLA_SPARSE_FA4",
+                "MINIMAX_M3_SPARSE",
+                "CUTLASS_MSA",
+                "TRITON_MSA",
+                "STEP5_DSA",
+                "NO_ATTENTION",
+                "FLEX_ATTENTION",
+                "HPC_ATTN",
+                "ROCM_AITER_UNIFIED_ATTN",
+                "CPU_ATTN",
+                "CPU_MLA",
+                "AMX_MLA",
+                "TURBOQUANT",
+                "ROCM_OCTAVE",
+                "ULTRAQUANT",
+                "CUSTOM",
+            )
+        },
+    ),
+    Rule(
+        "container-config-path",
+        "vllm/utils/argparse_utils.py:633-646",
+        "vLLM opens a `--config` file with open(path) in its own process: inside a container, from the "
+        "container's file system and working directory, not the host's.",
+        (_S,),
+    ),
+    Rule(
         "serve-model",
         "vllm/utils/argparse_utils.py:324-356; vllm/entrypoints/cli/serve.py:56-57",
         "`vllm serve MODEL`: the positional model wins; `--model M` is moved to the positional place.",
@@ -410,12 +500,67 @@ TABLE: tuple[Rule, ...] = (
         (_SPEC,),
     ),
     Rule(
+        "spec-attention-backend",
+        "vllm/config/speculative.py:1929-1936",
+        "A speculative_config attention_backend is AttentionBackendEnum[NAME.upper()] ('auto': None); any "
+        "other name is refused.",
+        (_SPEC,),
+    ),
+    Rule(
+        "spec-prompt-lookup",
+        "vllm/config/speculative.py:1296-1326",
+        "For ngram, an unset prompt_lookup_min/max takes the other's value (both unset: 5) and "
+        "prompt_lookup_min > prompt_lookup_max is refused.",
+        (_SPEC,),
+    ),
+    Rule(
+        "spec-drafter-config",
+        "vllm/config/speculative.py:1106-1116; vllm/config/speculative.py:1436-1473; vllm/config/speculative.py:38-67",
+        "Unless the method is eagle, eagle3, dflash or dspark, vLLM reads the drafter's config.json: a "
+        "model_type gemma4_assistant (or gemma4_unified_assistant) is rewritten to gemma4_mtp, and a "
+        "model_type among MTPModelTypes makes the method mtp.",
+        (_SPEC, _CHECK, _LINT),
+        {
+            "gemma4_assistants": ("gemma4_assistant", "gemma4_unified_assistant"),
+            "mtp_model_types": (
+                "deepseek_mtp",
+                "dots3_note_mtp",
+                "mimo_mtp",
+                "mimo_v2_mtp",
+                "glm4_moe_mtp",
+                "glm4_moe_lite_mtp",
+                "glm_ocr_mtp",
+                "ernie_mtp",
+                "nemotron_h_mtp",
+                "exaone_moe_mtp",
+                "exaone4_5_mtp",
+                "qwen3_next_mtp",
+                "qwen4_exp_mtp",
+                "qwen3_5_mtp",
+                "longcat_flash_mtp",
+                "bailing_hybrid_v3_mtp",
+                "minimax_m3_mtp",
+                "bailing_hybrid_mtp",
+                "mtp",
+                "kimi_k3_mtp",
+                "pangu_ultra_moe_mtp",
+                "step3p5_mtp",
+                "step5_mtp",
+                "hy_v3_mtp",
+                "hy_v4_mtp",
+                "gemma4_mtp",
+                "inkling_mtp",
+                "glm5_next_mtp",
+            ),
+        },
+    ),
+    Rule(
         "synthetic-rates",
         "vllm/config/speculative.py:600-631; vllm/config/speculative.py:1973-1987",
         "synthetic needs exactly one of synthetic_acceptance_rates (length K, in [0, 1], "
         "non-increasing) or synthetic_acceptance_length (in [1, K + 1]); either key "
         "without synthetic is refused.",
-        (_LINT,),
+        (_LINT, _SPEC),
     ),
     Rule(
         "hetero-vocab",

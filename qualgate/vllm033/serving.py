@@ -42,18 +42,24 @@ from qualgate.errors import DataError
 from qualgate.records.strict import compose_yaml, loads_yaml, read_text
 from qualgate.vllm033.cli_args import (
     _ENTRY_SERVE,
-    _SPECULATIVE_VALUE,
     _SPECULATIVE_WORD,
     _mapping_args,
+    _scan_other_commands,
     _serve_args,
     _shell_words,
     parse_command_line,
 )
+from qualgate.vllm033.deployments import NoServeCommand, read_deployment
 from qualgate.vllm033.serving_config import _NUMERIC_KEYS, ServingConfig, _key_lines
 
 __all__ = ["ServingConfig", "parse_command_line", "read_serving_config"]
 
 # --------------------------------------------------------------------------- mappings
+
+#: a key vLLM's parser could take as ``--KEY`` (lower case, digits, ``-``/``_``, dotted)
+_OPTION_KEY = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
+#: keys of chart values and manifests that are no vLLM option
+_NOT_OPTIONS = {"image", "replicas", "resources", "service", "ingress", "env", "kind", "apiVersion", "metadata", "spec"}
 
 
 def _from_decoding(data: Mapping, *, path: str, lines: dict[str, int]) -> ServingConfig:
@@ -100,6 +106,16 @@ def _from_serving_mapping(data: Mapping, node, *, path: str) -> ServingConfig:
     """A ``vllm serve --config`` mapping, read as vLLM turns it into arguments."""
     lines = _key_lines(node)
     norm = {str(k).replace("-", "_") for k in data}
+    foreign = sorted(str(k) for k in data if not _OPTION_KEY.match(str(k)) or str(k) in _NOT_OPTIONS)
+    if foreign:
+        raise NoServeCommand(
+            f"no vLLM serving command found in {path}: key(s) {foreign[:5]} cannot be `vllm serve` "
+            "options, so this is not a file for `vllm serve --config` (Helm values or a manifest "
+            "that qualgate does not read); qualgate cannot see what runs",
+            file=path,
+            line=lines.get(str(foreign[0]).replace("-", "_")),
+            field=foreign[0],
+        )
     if "model" not in norm and not norm & {"speculative_config", "sc", "spec_method", "spec_model", "spec_tokens"}:
         found: list[tuple[str, int]] = []
         _mentions(node, found)
@@ -121,34 +137,36 @@ def _from_serving_mapping(data: Mapping, node, *, path: str) -> ServingConfig:
     return dataclasses.replace(cfg, lines={**cfg.lines, **spec_lines})
 
 
-def _scan_other_commands(commands, serve_words, *, path: str) -> None:
-    """Refuse a script that mentions speculative decoding outside its vLLM command (a
-    variable or a file that the command reads at run time)."""
-    used = {id(w) for w in serve_words}
-    for c in commands:
-        for w in c:
-            if id(w) not in used and _SPECULATIVE_VALUE.search(w[0]):
-                raise DataError(
-                    f"{w[0][:60]!r} mentions speculative decoding outside the vllm "
-                    "command (a shell variable or file read at run time); qualgate "
-                    "cannot resolve it exactly as vLLM 0.33 would, so it refuses "
-                    "it",
-                    file=path,
-                    line=w[1],
-                    field=w[0][:60],
-                )
-
-
-def read_serving_config(path: str | Path) -> ServingConfig:
+def read_serving_config(
+    path: str | Path, *, manifests: tuple = (), assume_entrypoint: str | None = None
+) -> ServingConfig:
     """Read a serving config (any accepted format; see the module docstring).
 
-    Raises :class:`DataError` when the file cannot be read or parsed, or holds a spelling
-    that can touch speculative decoding and that qualgate cannot resolve exactly as vLLM
-    0.33 would (fail closed).
+    ``manifests``: more Kubernetes files whose ConfigMaps the file's containers read;
+    ``assume_entrypoint``: ``serve``, ``api_server`` or ``none``, what an image started with
+    only its arguments runs (:mod:`qualgate.vllm033.deployments`).
+
+    Raises :class:`DataError` when the file cannot be read or parsed, shows no vLLM serving
+    command, or holds a spelling that can touch speculative decoding and that qualgate
+    cannot resolve exactly as vLLM 0.33 would (fail closed).
     """
     p = Path(path)
     text = read_text(p, kind="yaml", bom="strip")  # a regular file, UTF-8
     spath = str(p)
+    cfg = read_deployment(text, path=spath, manifests=manifests, assume_entrypoint=assume_entrypoint)
+    if cfg is None:
+        cfg = _read_other(text, spath)
+    if cfg.format in ("command-line", "args-file") and not cfg.model:
+        raise NoServeCommand(
+            f"no vLLM serving command found in {spath}: the vLLM command names no model; qualgate "
+            "cannot say what is served, so it cannot say the config is lossless",
+            file=spath,
+        )
+    return cfg
+
+
+def _read_other(text: str, spath: str) -> ServingConfig:
+    """A command line, an args file, a ``--config`` mapping or a decoding config."""
 
     commands = shell_error = None
     launches = re.search(r"\bvllm\b[^\n]*\bserve\b|vllm\.entrypoints|vllm/vllm-openai", text)
@@ -165,9 +183,9 @@ def read_serving_config(path: str | Path) -> ServingConfig:
             at = ", ".join(str(c[0][1]) for c, _ in serves)
             raise DataError(f"{len(serves)} vllm serve commands (lines {at}); give one per file", file=spath)
         if serves:
-            command, (entry, args) = serves[0]
+            command, (entry, args, box) = serves[0]
             _scan_other_commands(commands, command, path=spath)
-            return parse_command_line(args, path=spath, fmt="command-line", entry=entry)
+            return parse_command_line(args, path=spath, fmt="command-line", entry=entry, container=box)
         if re.match(r"--?[A-Za-z]", commands[0][0][0]):
             return parse_command_line([w for c in commands for w in c], path=spath, fmt="args-file")
 
@@ -186,6 +204,12 @@ def read_serving_config(path: str | Path) -> ServingConfig:
     if not isinstance(data, Mapping):
         if shell_error is not None:
             raise shell_error
+        if "vllm" in text:
+            raise NoServeCommand(
+                f"no vLLM serving command found in {spath}: it names vLLM but starts no server "
+                "(`vllm serve`, `python -m vllm.entrypoints...`, `docker run ... vllm/vllm-openai`)",
+                file=spath,
+            )
         raise DataError(
             "expected a serving config mapping (model, speculative_config), a "
             "decoding config, or a vllm serve command line",

@@ -171,8 +171,11 @@ def _is_custom_proposer_path(model: str | None) -> bool:
     return len(parts) >= 2 and all(p.isidentifier() for p in parts)
 
 
-def normalise_speculative(speculative: Mapping[str, Any]) -> dict[str, Any]:
+def normalise_speculative(speculative: Mapping[str, Any], *, drafter_model_type: str | None = None) -> dict[str, Any]:
     """A raw ``speculative_config`` as vLLM 0.33 reads it, before qualgate's defaults.
+
+    ``drafter_model_type``: the ``model_type`` of the drafter's config.json, which vLLM reads
+    and qualgate cannot (rule ``spec-drafter-config``); ``None``: not known.
 
     Applies, in vLLM's order (rules of :mod:`qualgate.vllm033.rules`): ``-`` to ``_`` in keys
     (``spec-key-hyphens``), the refusal of keys that are not SpeculativeConfig fields
@@ -235,7 +238,17 @@ def normalise_speculative(speculative: Mapping[str, Any]) -> dict[str, Any]:
             if part in model.lower():
                 method = named
                 break
+    drafter = rule("spec-drafter-config").data
+    if (
+        drafter_model_type is not None
+        and model is not None
+        and method not in ("eagle", "eagle3", "dflash", "dspark", *needs["model_free"], "custom_class")
+    ):
+        typ = "gemma4_mtp" if drafter_model_type in drafter["gemma4_assistants"] else drafter_model_type
+        if typ in drafter["mtp_model_types"]:
+            method = "mtp"
     spec["method"] = method
+    _checks_of_the_method(spec)
     if spec.get("num_speculative_tokens") is None:
         if method == "suffix":
             spec["num_speculative_tokens"] = spec.get(
@@ -249,6 +262,30 @@ def normalise_speculative(speculative: Mapping[str, Any]) -> dict[str, Any]:
                 f"({cite('spec-k-default')})"
             )
     return spec
+
+
+def _checks_of_the_method(spec: dict[str, Any]) -> None:
+    """vLLM's refusals that depend on the method and verifier (rules ``spec-prompt-lookup``,
+    ``synthetic-rates``, ``spec-attention-backend``)."""
+    if spec["method"] == "ngram":
+        lo, hi = spec.get("prompt_lookup_min"), spec.get("prompt_lookup_max")
+        lo, hi = (lo if lo is not None else hi), (hi if hi is not None else lo)
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"prompt_lookup_min={lo} must be <= prompt_lookup_max={hi} ({cite('spec-prompt-lookup')})")
+    if spec.get("rejection_sample_method", "standard") != "synthetic" and any(
+        spec.get(k) is not None for k in ("synthetic_acceptance_rates", "synthetic_acceptance_length")
+    ):
+        raise ValueError(
+            "synthetic_acceptance_rates / synthetic_acceptance_length are only valid with "
+            f"rejection_sample_method='synthetic' ({cite('synthetic-rates')})"
+        )
+    backend = spec.get("attention_backend")
+    if isinstance(backend, str) and backend.lower() != "auto":
+        if backend.upper() not in rule("cli-attention-backend").data["members"]:
+            raise ValueError(
+                f"attention_backend {backend!r} is not a member of AttentionBackendEnum "
+                f"({cite('spec-attention-backend')})"
+            )
 
 
 def resolve_speculative(speculative: Mapping[str, Any] | None, *, allow_unknown: bool = False) -> dict[str, Any] | None:

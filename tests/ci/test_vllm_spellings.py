@@ -175,7 +175,7 @@ CASES = [
         "api-server-model",
         "s.sh",
         f"python -m vllm.entrypoints.openai.api_server Qwen/Qwen3-8B -sc '{FLY}'",
-        {**FLY_W2, "model": None, "check": 3},
+        {"error": "names no model"},
     ),
     ("cli-main", "serve-model", "s.sh", f"python -m vllm.entrypoints.cli.main serve Qwen/Qwen3-8B -sc '{FLY}'", FLY_W2),
     (
@@ -265,7 +265,7 @@ CASES = [
         "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n"
         "  - name: vllm\n    image: vllm/vllm-openai:v0.33.0\n    args: [--model, Qwen/Qwen3-8B, -sc, "
         f"'{FLY}']\n",
-        {"error": "mentions"},
+        FLY_W2,
     ),
     ("config-file", "cli-config-file", "s.sh", S + "--config fly.yaml", FLY_W2, {"fly.yaml": FLY_CFG}),
     (
@@ -404,6 +404,51 @@ CASES = [
         {"rejection_sample_method": "fly", "fly_window_size": 6},
     ),
     ("target-only", "serve-model", "s.sh", S + "--max-num-seqs 128", TARGET),
+    # issue 35 item 7: nargs="+" takes both names, so the model stays the positional
+    ("served-model-names", "cli-nargs", "s.sh", S + f"--served-model-name a b -sc '{FLY}'", FLY_W2),
+    (
+        "list-option-swallows-the-model",
+        "cli-nargs",
+        "s.sh",
+        f"vllm serve --served-model-name a b Qwen/Qwen3-8B -sc '{FLY}'",
+        {"error": "no vLLM serving command found"},
+    ),
+    # issue 35 item 4: vLLM does not start with a backend that is not an AttentionBackendEnum member
+    (
+        "attention-backend-unknown",
+        "cli-attention-backend",
+        "s.sh",
+        S + "--attention-backend B12X_MLA_SPARSE",
+        {"error": "AttentionBackendEnum"},
+    ),
+    ("attention-backend-member", "cli-attention-backend", "s.sh", S + "--attention-backend flashinfer", TARGET),
+    # issue 35 item 5: inside a container vLLM opens --config there, not next to the script
+    (
+        "config-in-container-through-a-mount",
+        "container-config-path",
+        "s.sh",
+        "docker run --gpus all -v ./configs/fly.yaml:/app/serve.yaml -w /app vllm/vllm-openai:v0.33.0 "
+        "--model Qwen/Qwen3-8B --config serve.yaml",
+        {"rejection_sample_method": "fly", "fly_window_size": 2},
+        {"serve.yaml": "model: Qwen/Qwen3-8B\n", "configs/fly.yaml": FLY_CFG},
+    ),
+    (
+        "config-in-container-no-workdir",
+        "container-config-path",
+        "s.sh",
+        "docker run -v ./configs/fly.yaml:/app/serve.yaml vllm/vllm-openai:v0.33.0 "
+        "--model Qwen/Qwen3-8B --config serve.yaml",
+        {"error": "working directory"},
+        {"serve.yaml": "model: Qwen/Qwen3-8B\n", "configs/fly.yaml": FLY_CFG},
+    ),
+    (
+        "config-in-container-unmounted",
+        "container-config-path",
+        "s.sh",
+        "docker run -v hf:/root/.cache vllm/vllm-openai:v0.33.0 --model Qwen/Qwen3-8B --config /app/serve.yaml",
+        {"error": "in no mount"},
+        {"serve.yaml": "model: Qwen/Qwen3-8B\n"},
+    ),
     (
         "parallel",
         "cli-parallel",
@@ -427,6 +472,7 @@ def resolve(path):
 
 def write(tmp_path, name, text, extra):
     for fname, ftext in (extra or {}).items():
+        (tmp_path / fname).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / fname).write_text(ftext)
     p = tmp_path / name
     p.write_text(text)

@@ -1,0 +1,509 @@
+"""Deployment files read as the vLLM command they start: docker-compose services, Kubernetes
+manifests (any workload's containers, kserve ServingRuntimes), production-stack Helm values
+and the production-stack ``VLLMRuntime`` resource.
+
+Each format becomes the words vLLM's parser sees, with the container a ``--config`` file is
+opened in (:class:`~qualgate.vllm033.cli_args.Container`); :func:`~qualgate.vllm033.cli_args.parse_command_line`
+then reads them as it reads a command line.
+
+- docker-compose: ``entrypoint:`` + ``command:`` (a string is split into words; compose's own
+  ``${VAR}`` interpolation is not done, so a variable is refused), ``volumes:`` binds of a
+  path relative to the file (``./x``), ``working_dir:``.
+- Kubernetes: ``command:`` + ``args:`` with ``$(VAR)`` expanded from the container's
+  ``env`` (``value``, ``configMapKeyRef``) and ``envFrom`` ``configMapRef`` (``$$`` is a
+  literal ``$``), ``sh -c`` scripts, ``configMap`` volume mounts (``items``, ``subPath``),
+  ``workingDir``. ConfigMaps are those of the same file and of ``manifests``.
+- production-stack Helm values (``servingEngineSpec.modelSpec``): ``vllm serve MODEL`` and the
+  chart's options in the order of ``helm/templates/deployment-vllm-multi.yaml`` (at a6c01db),
+  ``vllmConfig.extraArgs`` last.
+- ``VLLMRuntime``: the operator's order (``operator/internal/controller/vllmruntime_controller.go``
+  at a6c01db), ``spec.vllmConfig.extraArgs`` after the typed fields.
+
+Fail closed: a file that shows no vLLM serving command (an image started by its entrypoint
+with no visible arguments, a chart, a ``docker pull``) is "no vLLM serving command found";
+a ``$(VAR)`` from a Secret, a field reference or a ConfigMap not given, a ``--config`` file
+in no visible mount, several vLLM containers, or a speculative setting the command does not
+carry are refused, naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+
+from qualgate.errors import DataError
+from qualgate.records.strict import read_text, yaml_documents
+from qualgate.vllm033.cli_args import (
+    _ENTRY_API,
+    _ENTRY_EITHER,
+    _ENTRY_SERVE,
+    _SPECULATIVE_VALUE,
+    Container,
+    _scan_other_commands,
+    _serve_args,
+    _shell_words,
+    parse_command_line,
+)
+from qualgate.vllm033.serving_config import ServingConfig
+
+__all__ = ["ENTRYPOINTS", "NoServeCommand", "read_deployment"]
+
+#: what ``--assume-entrypoint`` may state about an image that shows only its arguments
+ENTRYPOINTS = {"serve": _ENTRY_SERVE, "api_server": _ENTRY_API, "none": None}
+_WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod", "LeaderWorkerSet")
+_RUNTIMES = ("ServingRuntime", "ClusterServingRuntime")
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+class NoServeCommand(DataError):
+    """The file shows no command that starts a vLLM server (exit 3)."""
+
+
+def _no_serve(path: str, why: str) -> NoServeCommand:
+    return NoServeCommand(
+        f"no vLLM serving command found in {path}: {why}; qualgate cannot see what runs, so it "
+        "cannot say the config is lossless (show the serve command, or pass --assume-entrypoint "
+        "where only the image's arguments are shown)",
+        file=path,
+    )
+
+
+def _line(node) -> int:
+    return node.start_mark.line + 1
+
+
+def _child(node, key):
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                return v
+    return None
+
+
+def _words(value, node, *, path: str, field: str) -> list[tuple[str, int]]:
+    """A list (each item a word) or a string (split as a shell would, nothing expanded)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        at = _line(node) + (node.style in ("|", ">")) if node is not None else 0
+        literal = node is not None and node.style == "|"
+        return [(w, at + (line - 1 if literal else 0)) for c in _shell_words(value, path=path) for w, line in c]
+    if isinstance(value, list):
+        out = []
+        for i, v in enumerate(value):
+            if isinstance(v, (dict, list)) or v is None:
+                raise DataError("must be a list of strings", file=path, line=_line(node), field=field, value=v)
+            item = node.value[i] if isinstance(node, yaml.SequenceNode) else None
+            out.append((str(v) if not isinstance(v, bool) else str(v).lower(), _line(item) if item else 0))
+        return out
+    raise DataError("must be a string or a list of strings", file=path, field=field, value=value)
+
+
+# --------------------------------------------------------------------------- the launch
+
+
+def _start(words, *, path, container: Container, what: str):
+    """The ServingConfig of a command that runs as written (``sh -c SCRIPT`` included), or
+    ``None`` when it starts no vLLM server."""
+    names = [w for w, _ in words]
+    if names and os.path.basename(names[0]) in ("sh", "bash") and "-c" in names[1:]:
+        at = names.index("-c")
+        if at + 1 >= len(words):
+            raise DataError(f"{what}: `sh -c` without a script", file=path)
+        script, line = words[at + 1]
+        cmds = [[(w, line + ln - 1) for w, ln in c] for c in _shell_words(script, path=path)]
+    else:
+        cmds = [words]
+    serves = [(c, a) for c in cmds if (a := _serve_args(c)) is not None]
+    if not serves:
+        return None
+    if len(serves) > 1:
+        raise DataError(f"{what}: {len(serves)} vLLM starts in one command; give one", file=path)
+    cmd, (entry, args, _) = serves[0]
+    _scan_other_commands(cmds, cmd, path=path)
+    return parse_command_line(args, path=path, fmt="command-line", entry=entry, container=container)
+
+
+def _launch(words, image: str | None, *, path, container: Container, assume, what: str, has_command: bool):
+    """The ServingConfig of one container, or ``None`` when it is not vLLM. ``has_command``:
+    ``words`` replace the image's entrypoint (a Kubernetes ``command:``, a compose
+    ``entrypoint:``); otherwise they are the entrypoint's arguments."""
+    if has_command or assume == "none":
+        return _start(words, path=path, container=container, what=what)
+    if assume is not None:
+        return parse_command_line(words, path=path, fmt="command-line", entry=ENTRYPOINTS[assume], container=container)
+    repo = (image or "").rsplit(":", 1)[0]
+    if repo.endswith("vllm/vllm-openai") and words:  # its entrypoint is `vllm serve` or the api_server module
+        return parse_command_line(words, path=path, fmt="command-line", entry=_ENTRY_EITHER, container=container)
+    if "vllm" in repo or _start(words, path=path, container=container, what=what) is not None:
+        raise _no_serve(
+            path,
+            f"{what} runs image {image!r} through its own entrypoint"
+            + (" with no arguments" if not words else ", which qualgate cannot read")
+            + " (pass --assume-entrypoint serve, api_server or none)",
+        )
+    return None
+
+
+def _one(found: list[tuple[str, ServingConfig]], path: str, *, mentions_vllm: bool, fmt: str) -> ServingConfig:
+    if len(found) > 1:
+        raise DataError(f"{len(found)} vLLM servers ({', '.join(w for w, _ in found)}); give one per file", file=path)
+    if not found:
+        raise _no_serve(
+            path, "no container or service runs `vllm serve`" + (" (vLLM is only named)" if mentions_vllm else "")
+        )
+    what, cfg = found[0]
+    if not cfg.model:
+        raise _no_serve(path, f"{what} names no model")
+    return dataclasses.replace(cfg, format=fmt, notes=(*cfg.notes, f"read from {what}"))
+
+
+def _check_mentions(docs, cfg_words: list[str], path: str) -> None:
+    """A speculative setting in the file that the vLLM command does not carry is refused."""
+    blob = "\n".join(cfg_words)
+    nodes = [n for n, _ in docs]
+    while nodes:
+        n = nodes.pop()
+        if isinstance(n, yaml.ScalarNode):
+            v = str(n.value)
+            if _SPECULATIVE_VALUE.search(v) and v not in blob and not any(v in w for w in cfg_words):
+                raise DataError(
+                    f"{v[:60]!r} mentions speculative decoding outside the vLLM command that qualgate "
+                    "reads from this file; qualgate cannot tell whether vLLM sees it, so it refuses it",
+                    file=path,
+                    line=_line(n),
+                    field=v[:60],
+                )
+        elif isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                nodes += [k, v]
+        elif isinstance(n, yaml.SequenceNode):
+            nodes += n.value
+
+
+# --------------------------------------------------------------------------- docker-compose
+
+
+def _compose(docs, path: str, assume) -> ServingConfig:
+    node, data = docs[0]
+    snode = _child(node, "services")
+    found, used = [], []
+    for name, svc in data["services"].items():
+        if not isinstance(svc, Mapping):
+            continue
+        n = _child(snode, name)
+        where = f"service {name}"
+        entry = _words(svc.get("entrypoint"), _child(n, "entrypoint"), path=path, field=f"services.{name}.entrypoint")
+        cmd = _words(svc.get("command"), _child(n, "command"), path=path, field=f"services.{name}.command")
+        mounts, unmounted = [], []
+        for v in svc.get("volumes") or []:
+            if isinstance(v, str):
+                src, _, rest = v.partition(":")
+                dst = rest.split(":")[0] if rest else src
+                (
+                    mounts.append((dst, src))
+                    if rest and src.startswith(".") and "$" not in src
+                    else unmounted.append(dst)
+                )
+            elif isinstance(v, Mapping) and v.get("target"):
+                src = str(v.get("source") or "")
+                ok = v.get("type") == "bind" and src.startswith(".") and "$" not in src
+                (mounts.append((v["target"], src)) if ok else unmounted.append(v["target"]))
+        box = Container(svc.get("working_dir"), tuple(mounts), tuple(unmounted))
+        words = entry + cmd
+        cfg = _launch(
+            words, svc.get("image"), path=path, container=box, assume=assume, what=where, has_command=bool(entry)
+        )
+        if cfg is None and not entry and cmd:  # a command that itself starts vLLM (an image with no entrypoint)
+            cfg = _launch(cmd, None, path=path, container=box, assume=None, what=where, has_command=True)
+        if cfg is not None:
+            found.append((where, cfg))
+            used += [w for w, _ in words]
+    text_mentions = any("vllm" in str(s.get("image", "")) for s in data["services"].values() if isinstance(s, Mapping))
+    cfg = _one(found, path, mentions_vllm=text_mentions, fmt="docker-compose")
+    _check_mentions(docs, used, path)
+    return cfg
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+def _config_maps(docs) -> dict[str, dict[str, str]]:
+    return {
+        str(d["metadata"]["name"]): {str(k): str(v) for k, v in (d.get("data") or {}).items()}
+        for _, d in docs
+        if isinstance(d, Mapping) and d.get("kind") == "ConfigMap" and isinstance(d.get("metadata"), Mapping)
+    }
+
+
+def _pod_specs(doc, node):
+    """``(pod spec, its node, where)`` of a manifest."""
+    kind = doc.get("kind")
+    spec, snode = doc.get("spec"), _child(node, "spec")
+    name = (doc.get("metadata") or {}).get("name", "?") if isinstance(doc.get("metadata"), Mapping) else "?"
+    if not isinstance(spec, Mapping):
+        return []
+    if kind in ("Pod", *_RUNTIMES):
+        return [(spec, snode, f"{kind} {name}")]
+    if kind == "CronJob":
+        spec, snode = (spec.get("jobTemplate") or {}).get("spec") or {}, _child(_child(snode, "jobTemplate"), "spec")
+    if kind == "LeaderWorkerSet":
+        lwt, ln = spec.get("leaderWorkerTemplate") or {}, _child(snode, "leaderWorkerTemplate")
+        return [
+            ((lwt.get(t) or {}).get("spec") or {}, _child(_child(ln, t), "spec"), f"{kind} {name} {t}")
+            for t in ("leaderTemplate", "workerTemplate")
+            if isinstance(lwt.get(t), Mapping)
+        ]
+    tmpl = spec.get("template") if isinstance(spec, Mapping) else None
+    if isinstance(tmpl, Mapping) and isinstance(tmpl.get("spec"), Mapping):
+        return [(tmpl["spec"], _child(_child(snode, "template"), "spec"), f"{kind} {name}")]
+    return []
+
+
+def _env(container: Mapping, maps: dict, path: str, where: str):
+    """``(values, unresolved)``: the container's environment as Kubernetes builds it."""
+    values: dict[str, str] = {}
+    unresolved: dict[str, str] = {}
+    open_ended = None  # an envFrom source whose keys cannot be listed
+    for src in container.get("envFrom") or []:
+        prefix = str(src.get("prefix") or "")
+        ref = src.get("configMapRef")
+        if isinstance(ref, Mapping) and str(ref.get("name")) in maps:
+            values.update({prefix + k: v for k, v in maps[str(ref["name"])].items()})
+        else:
+            open_ended = (
+                "a Secret" if src.get("secretRef") else f"ConfigMap {ref.get('name') if ref else '?'!r} (not given)"
+            )
+    for e in container.get("env") or []:
+        name = str(e.get("name"))
+        if "value" in e:
+            values[name] = _expand(str(e["value"]), values, unresolved, None, path=path, field=f"{where} env {name}")
+            unresolved.pop(name, None)
+            continue
+        ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
+        if isinstance(ref, Mapping) and str(ref.get("name")) in maps and str(ref.get("key")) in maps[str(ref["name"])]:
+            values[name] = maps[str(ref["name"])][str(ref["key"])]
+            unresolved.pop(name, None)
+        else:
+            values.pop(name, None)
+            src = next(iter(e.get("valueFrom") or {"value": None}), "?")
+            unresolved[name] = f"{src} {ref.get('name')!r} not given" if isinstance(ref, Mapping) else str(src)
+    return values, unresolved, open_ended
+
+
+def _expand(word: str, values, unresolved, open_ended, *, path: str, field: str, line: int | None = None) -> str:
+    """Kubernetes' ``$(VAR)`` expansion of a command or args word."""
+
+    def sub(m):
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        if name in values:
+            return values[name]
+        if name in unresolved or open_ended:
+            why = unresolved.get(name) or f"envFrom {open_ended}"
+            raise DataError(
+                f"$({name}) takes its value from {why}, which qualgate cannot read; pass the ConfigMap "
+                "with --manifest, or write the value out",
+                file=path,
+                line=line,
+                field=field,
+                value=word[:80],
+            )
+        return m.group(0)  # Kubernetes leaves an undefined reference as written
+
+    return _VAR.sub(sub, word)
+
+
+def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
+    maps = _config_maps(docs)
+    for m in manifests:
+        extra = yaml_documents(read_text(Path(m), kind="yaml", bom="strip"), file=str(m))
+        maps.update(_config_maps(extra))
+    found, used, vllm_named = [], [], False
+    for node, doc in docs:
+        if not isinstance(doc, Mapping):
+            continue
+        for pod, pnode, where in _pod_specs(doc, node):
+            volumes = {str(v.get("name")): v for v in pod.get("volumes") or [] if isinstance(v, Mapping)}
+            cnodes = _child(pnode, "containers")
+            for i, c in enumerate(pod.get("containers") or []):
+                if not isinstance(c, Mapping):
+                    continue
+                cn = cnodes.value[i] if isinstance(cnodes, yaml.SequenceNode) else None
+                what = f"{where} container {c.get('name', i)}"
+                vllm_named |= "vllm" in str(c.get("image", ""))
+                values, unresolved, open_ended = _env(c, maps, path, what)
+                words = []
+                for key in ("command", "args"):
+                    for w, line in _words(c.get(key), _child(cn, key), path=path, field=f"{what} {key}"):
+                        words.append(
+                            (_expand(w, values, unresolved, open_ended, path=path, field=key, line=line), line)
+                        )
+                mounts, unmounted = [], []
+                for vm in c.get("volumeMounts") or []:
+                    vol = volumes.get(str(vm.get("name")), {})
+                    cm = vol.get("configMap")
+                    dst = str(vm.get("mountPath"))
+                    if isinstance(cm, Mapping) and str(cm.get("name")) in maps:
+                        files = maps[str(cm["name"])]
+                        if cm.get("items"):
+                            files = {
+                                str(it["path"]): files[str(it["key"])]
+                                for it in cm["items"]
+                                if str(it.get("key")) in files
+                            }
+                        sub = str(vm.get("subPath") or "")
+                        if not sub:
+                            mounts.append((dst, files))
+                        elif sub in files:
+                            mounts.append((dst, {"": files[sub]}))
+                        else:
+                            unmounted.append(dst)
+                    else:
+                        unmounted.append(dst)
+                box = Container(c.get("workingDir"), tuple(mounts), tuple(unmounted))
+                cfg = _launch(
+                    words,
+                    c.get("image"),
+                    path=path,
+                    container=box,
+                    assume=assume,
+                    what=what,
+                    has_command="command" in c,
+                )
+                if cfg is not None:
+                    found.append((what, cfg))
+                    used += [w for w, _ in words]
+    cfg = _one(found, path, mentions_vllm=vllm_named, fmt="kubernetes")
+    _check_mentions(
+        [(n, d) for n, d in docs if not (isinstance(d, Mapping) and d.get("kind") == "ConfigMap")], used, path
+    )
+    return cfg
+
+
+# --------------------------------------------------------------------------- production-stack
+
+
+def _flag(on, name):
+    return [f"--{name}"] if on else [f"--no-{name}"]
+
+
+def _helm_values(docs, path: str) -> ServingConfig:
+    node, data = docs[0]
+    specs = (data.get("servingEngineSpec") or {}).get("modelSpec") or []
+    if not isinstance(specs, list) or len(specs) != 1:
+        raise DataError(
+            f"servingEngineSpec.modelSpec has {len(specs) if isinstance(specs, list) else 'no'} entries: the chart "
+            "starts one vLLM server per entry; give one per file",
+            file=path,
+            field="servingEngineSpec.modelSpec",
+        )
+    m = specs[0]
+    mnode = _child(_child(node, "servingEngineSpec"), "modelSpec")
+    mnode = mnode.value[0] if isinstance(mnode, yaml.SequenceNode) else None
+    at = _line(mnode) if mnode is not None else 0
+    if not m.get("modelURL"):
+        raise _no_serve(path, "the modelSpec names no modelURL")
+    args = [str(m["modelURL"]), "--host", "0.0.0.0", "--port", "8000"]
+    args += ["--enable-lora"] if m.get("enableLoRA") else []
+    args += ["--enable-auto-tool-choice"] if m.get("enableTool") else []
+    args += ["--tool-call-parser", str(m["toolCallParser"])] if m.get("toolCallParser") else []
+    v = m.get("vllmConfig") or {}
+    if "enableChunkedPrefill" in v:
+        args += _flag(v["enableChunkedPrefill"], "enable-chunked-prefill")
+    args += _flag(v.get("enablePrefixCaching"), "enable-prefix-caching")
+    for key, opt in (
+        ("maxModelLen", "--max-model-len"),
+        ("dtype", "--dtype"),
+        ("tensorParallelSize", "--tensor-parallel-size"),
+        ("maxNumSeqs", "--max-num-seqs"),
+        ("gpuMemoryUtilization", "--gpu_memory_utilization"),
+        ("maxLoras", "--max_loras"),
+        ("runner", "--runner"),
+        ("convert", "--convert"),
+    ):
+        if key in v:
+            args += [opt, str(v[key])]
+    extra_node = _child(_child(mnode, "vllmConfig"), "extraArgs")
+    extra = _words(v.get("extraArgs"), extra_node, path=path, field="vllmConfig.extraArgs")
+    words = [(w, at) for w in args] + extra
+    if m.get("modelRevision"):
+        words += [("--revision", at), (str(m["modelRevision"]), at)]
+    cfg = parse_command_line(words, path=path, fmt="helm-values", entry=_ENTRY_SERVE, container=Container())
+    _check_mentions(docs, [w for w, _ in words], path)
+    return cfg
+
+
+def _vllm_runtime(docs, path: str) -> ServingConfig:
+    node, data = docs[0]
+    spec = data.get("spec") or {}
+    model, v = spec.get("model") or {}, spec.get("vllmConfig") or {}
+    if not model.get("modelURL"):
+        raise _no_serve(path, "spec.model names no modelURL")
+    at = _line(_child(_child(_child(node, "spec"), "model"), "modelURL"))
+    args = [str(model["modelURL"]), "--host", "0.0.0.0", "--port", str(v.get("port", 0))]
+    args += ["--enable-lora"] if model.get("enableLoRA") else []
+    args += ["--enable-auto-tool-choice"] if model.get("enableTool") else []
+    args += ["--tool-call-parser", str(model["toolCallParser"])] if model.get("toolCallParser") else []
+    args += _flag(v.get("enableChunkedPrefill"), "enable-chunked-prefill")
+    args += _flag(v.get("enablePrefixCaching"), "enable-prefix-caching")
+    args += ["--max-model-len", str(model["maxModelLen"])] if (model.get("maxModelLen") or 0) > 0 else []
+    args += ["--dtype", str(model["dtype"])] if model.get("dtype") else []
+    args += ["--tensor-parallel-size", str(v["tensorParallelSize"])] if (v.get("tensorParallelSize") or 0) > 0 else []
+    args += ["--max-num-seqs", str(model["maxNumSeqs"])] if (model.get("maxNumSeqs") or 0) > 0 else []
+    args += ["--gpu_memory_utilization", str(v["gpuMemoryUtilization"])] if v.get("gpuMemoryUtilization") else []
+    args += ["--max_loras", str(v["maxLoras"])] if (v.get("maxLoras") or 0) > 0 else []
+    words = [(w, at) for w in args]
+    words += _words(
+        v.get("extraArgs"),
+        _child(_child(_child(node, "spec"), "vllmConfig"), "extraArgs"),
+        path=path,
+        field="spec.vllmConfig.extraArgs",
+    )
+    if model.get("chatTemplate"):
+        words += [("--chat-template", at), ("/etc/chat-template.json", at)]
+    cfg = parse_command_line(words, path=path, fmt="vllm-runtime", entry=_ENTRY_SERVE, container=Container())
+    _check_mentions(docs, [w for w, _ in words], path)
+    return cfg
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def read_deployment(
+    text: str, *, path: str, manifests=(), assume_entrypoint: str | None = None
+) -> ServingConfig | None:
+    """The vLLM server a deployment file starts, or ``None`` when ``text`` is none of the
+    formats of this module (see the module docstring)."""
+    if assume_entrypoint is not None and assume_entrypoint not in ENTRYPOINTS:
+        raise ValueError(f"assume_entrypoint must be one of {sorted(ENTRYPOINTS)}, got {assume_entrypoint!r}")
+    try:
+        docs = yaml_documents(text, file=path)
+    except DataError as exc:
+        if "alias" not in exc.message and "anchor" not in exc.message:
+            return None
+        try:  # docker-compose files use anchors and << merges
+            docs = yaml_documents(text, file=path, aliases=True)
+        except DataError:
+            return None
+        if not (docs and isinstance(docs[0][1], Mapping) and isinstance(docs[0][1].get("services"), Mapping)):
+            raise
+    docs = [(n, d) for n, d in docs if d is not None]
+    if not docs or not all(isinstance(d, Mapping) for _, d in docs):
+        return None
+    first = docs[0][1]
+    if len(docs) == 1 and isinstance(first.get("services"), Mapping) and "kind" not in first:
+        return _compose(docs, path, assume_entrypoint)
+    if len(docs) == 1 and isinstance(first.get("servingEngineSpec"), Mapping):
+        return _helm_values(docs, path)
+    if len(docs) == 1 and first.get("kind") == "VLLMRuntime":
+        return _vllm_runtime(docs, path)
+    if all("kind" in d and "apiVersion" in d for _, d in docs):
+        return _kubernetes(docs, path, manifests, assume_entrypoint)
+    return None
