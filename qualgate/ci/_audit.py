@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from qualgate.config.decoding import IDENTITY_OPTIONS, config_id
+from qualgate.errors import DataError
 from qualgate.records.strict import read_bytes
 from qualgate.vllm033.rules import rule
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING, LOSSLESS_METHODS, normalise_speculative
@@ -74,6 +75,8 @@ class AuditReport:
     path: str
     events: tuple[AuditEvent, ...]
     expected_id: str | None = None
+    #: lines that only a starting vLLM server writes (version, logo, non-default args, engine config)
+    startup_lines: tuple[int, ...] = ()
 
     def of(self, kind: str) -> tuple[AuditEvent, ...]:
         return tuple(e for e in self.events if e.kind == kind)
@@ -166,8 +169,11 @@ def _args_echo(dict_text: str) -> dict[str, Any]:
 def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None) -> AuditReport:
     """Scan the text of a vLLM server log (see the module docstring)."""
     events: list[AuditEvent] = []
+    startup: list[int] = []
     spec_flags = rule("cli-spec-flags").data["flags"]
     for n, line in enumerate(text.splitlines(), start=1):
+        if _VERSION.search(line) or _ARGS.search(line) or _ENGINE_SPEC.search(line):
+            startup.append(n)
         stripped = line.strip()
         pm = _PREFIX.match(stripped)
         where = {"level": pm.group("level"), "file": pm.group("file")} if pm else {}
@@ -227,11 +233,25 @@ def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None
                     },
                 )
             )
-    return AuditReport(path, tuple(events), expected_id)
+    return AuditReport(path, tuple(events), expected_id, tuple(startup))
 
 
 def audit_log(path: str | Path, *, expected_id: str | None = None) -> AuditReport:
-    """Read a vLLM server log file and scan it (see :func:`audit_text`)."""
+    """Read a vLLM server log file and scan it (see :func:`audit_text`).
+
+    Raises :class:`DataError` (exit 3) when no line of the file is one a starting vLLM
+    server writes (rules ``log-version``, ``log-non-default-args``, ``log-engine-config``):
+    an empty file, a config file or another tool's log says nothing about what ran, so it
+    is never "no lossy verifier seen".
+    """
     p = Path(path)
     text = read_bytes(p).decode("utf-8", "replace")  # a regular file (a log may hold any bytes)
-    return audit_text(text, path=str(p), expected_id=expected_id)
+    report = audit_text(text, path=str(p), expected_id=expected_id)
+    if not report.startup_lines:
+        raise DataError(
+            f"no vLLM start-up line found in {p}: no 'vLLM server version ...', logo, 'non-default "
+            "args: ...' or 'Initializing a V1 LLM engine ...' line, so it is not the log of a vLLM "
+            "server start and says nothing about the verifier",
+            file=str(p),
+        )
+    return report

@@ -37,10 +37,13 @@ from typing import Any
 
 from qualgate.evidence.contract import Verdict
 from qualgate.evidence.gate_report import KEY_ENV, LOSSLESS, Evidence, ReportError, resolved_method
+from qualgate.vllm033.deployments import NoServeCommand
+from qualgate.vllm033.rules import cite
 from qualgate.vllm033.serving import ServingConfig, read_serving_config
 from qualgate.vllm033.speculative import SPECULATIVE_KEYS, normalise_speculative, resolve_speculative
 
 from ..errors import DataError
+from ._lint import lint_config, method_unknown_offline, stated_method
 from ._verify import verify
 
 __all__ = ["DEFAULT_MAX_AGE", "DEFAULT_MAX_ALPHA", "DEFAULT_MAX_MARGIN", "CheckResult", "check", "parse_age"]
@@ -113,14 +116,31 @@ def _describe(cfg: ServingConfig, allow_keys) -> str:
     return "; ".join(parts)
 
 
-def _as_vllm_reads(cfg: ServingConfig) -> dict[str, Any] | None:
+def _as_vllm_reads(cfg: ServingConfig, drafter_model_type: str | None = None) -> dict[str, Any] | None:
     """The speculative config as vLLM 0.33 reads it (:func:`normalise_speculative`): keys
-    with hyphens, lax types and the method vLLM infers. A config vLLM refuses, or one that
-    qualgate cannot resolve exactly, is a :class:`DataError` (exit 3), never "lossless"."""
+    with hyphens, lax types and the method vLLM infers. A config vLLM refuses (whatever
+    :func:`~qualgate.ci.lint_config` reports as ``vllm-rejects``: one reader, one table for
+    both commands), one with no served model, or one that qualgate cannot resolve exactly,
+    is a :class:`DataError` (exit 3), never "lossless"."""
+    if not cfg.model:
+        raise NoServeCommand(
+            f"no vLLM serving command found in {cfg.path}: no served model, so qualgate cannot say "
+            "what runs nor that it is lossless",
+            file=cfg.path,
+            field="model",
+        )
+    rejects = [f for f in lint_config(cfg, drafter_model_type=drafter_model_type).findings if f.rule == "vllm-rejects"]
+    if rejects:
+        raise DataError(
+            f"vLLM 0.33 refuses this config: {rejects[0].message}",
+            file=cfg.path,
+            line=rejects[0].line,
+            field=rejects[0].key,
+        )
     if not cfg.speculative:
         return None
     try:
-        return normalise_speculative(cfg.speculative)
+        return normalise_speculative(cfg.speculative, drafter_model_type=drafter_model_type)
     except ValueError as exc:
         raise DataError(
             f"speculative_config cannot be resolved as vLLM 0.33 would: {exc}",
@@ -144,6 +164,9 @@ def check(
     key: str | None = None,
     now: _dt.datetime | None = None,
     suite_policy=None,
+    manifests: tuple = (),
+    assume_entrypoint: str | None = None,
+    drafter_model_type: str | None = None,
 ) -> CheckResult:
     """Decide whether ``config`` may be deployed (see the module docstring).
 
@@ -173,6 +196,14 @@ def check(
     suite_policy : qualgate.verdict.policy.Policy, optional
         A policy file the evidence must meet: every blocking suite PASS at a margin no looser
         (:func:`qualgate.verdict.policy.evidence_reasons`).
+    manifests : tuple of paths
+        More Kubernetes files whose ConfigMaps the config's containers read.
+    assume_entrypoint : str, optional
+        ``serve``, ``api_server`` or ``none``: what an image started with only its arguments
+        runs (otherwise such a file is refused unless the image is ``vllm/vllm-openai``).
+    drafter_model_type : str, optional
+        The ``model_type`` of the drafter's config.json. A lossy config that names a drafter
+        and no ``method`` is refused without it: vLLM decides the method from that file.
 
     Raises
     ------
@@ -186,11 +217,27 @@ def check(
         max_age = parse_age(max_age)
     now = now or _dt.datetime.now(_dt.UTC)
     key = key if key is not None else os.environ.get(KEY_ENV) or None
-    cfg = config if isinstance(config, ServingConfig) else read_serving_config(config)
-    spec = _as_vllm_reads(cfg)
+    cfg = (
+        config
+        if isinstance(config, ServingConfig)
+        else read_serving_config(config, manifests=manifests, assume_entrypoint=assume_entrypoint)
+    )
+    spec = _as_vllm_reads(cfg, drafter_model_type)
     method = spec.get("rejection_sample_method", "standard") if spec else "target"
     # anything not known to be lossless needs evidence (an unknown verifier name included)
     lossy = method not in LOSSLESS
+    raw = {str(k).replace("-", "_"): v for k, v in (cfg.speculative or {}).items()}
+    if lossy and method_unknown_offline(raw, spec, drafter_model_type):
+        raise DataError(
+            "no method is set and the drafter's name does not decide it: vLLM 0.33 runs mtp if the "
+            "drafter's config.json has an MTP model_type (gemma4_assistant becomes gemma4_mtp) and "
+            "draft_model otherwise, so the config id of what runs is not known; set `method`, or pass "
+            f"--drafter-model-type TYPE ({cite('spec-drafter-config')})",
+            file=cfg.path,
+            line=cfg.line_of("speculative_config.model"),
+            field="speculative_config.model",
+        )
+    cfg = stated_method(cfg, drafter_model_type)
 
     unknown = sorted(set(spec or {}) - set(SPECULATIVE_KEYS) - set(allow_keys))
     notes: list[str] = list(cfg.notes)

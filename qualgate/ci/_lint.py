@@ -27,6 +27,7 @@ about and its line in the file. The rules (:data:`RULES`):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,19 +139,23 @@ def _positions(k: int, w: int) -> str:
     return "only the first draft position (0)" if last == 0 else f"only draft positions 0-{last}"
 
 
-def lint_config(cfg: ServingConfig) -> LintReport:
+def lint_config(cfg: ServingConfig, *, drafter_model_type: str | None = None) -> LintReport:
     """Lint one serving config (see the module docstring for the rules).
+
+    ``drafter_model_type``: the ``model_type`` of the drafter's config.json, which decides the
+    method vLLM runs when the config states none (rule ``spec-drafter-config``).
 
     Each step is one function, named for the rule it applies (a row of
     :data:`qualgate.vllm033.rules.TABLE`, or one of :data:`RULES`), in the order of the findings.
     """
-    lint = _Lint(cfg)
+    lint = _Lint(cfg, drafter_model_type=drafter_model_type)
     _cli_config_equals(lint)
     if cfg.speculative:
         _read_speculative(lint)
         for step in (
             _spec_method_by_name,
             _spec_method_by_arch,
+            _spec_drafter_config,
             _spec_k_default,
             _fly_rules,
             _synthetic_rates,
@@ -176,6 +181,7 @@ class _Lint:
     """What :func:`lint_config` has found so far about one config."""
 
     cfg: ServingConfig
+    drafter_model_type: str | None = None
     out: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)  #: the speculative config, keys with underscores
@@ -228,7 +234,7 @@ def _read_speculative(lint: _Lint) -> None:
     lint.lossy = lint.rsm in LOSSY_METHODS
     if not _spec_model_needed(lint):
         try:
-            lint.norm = normalise_speculative(raw)
+            lint.norm = normalise_speculative(raw, drafter_model_type=lint.drafter_model_type)
         except ValueError as exc:  # rules spec-extra-forbid, spec-field-bounds, ...
             msg = str(exc)
             key = next((k for k in sorted(raw, key=len, reverse=True) if k in msg), None)
@@ -292,6 +298,44 @@ def _spec_method_by_arch(lint: _Lint) -> None:
         )
 
 
+def stated_method(cfg: ServingConfig, drafter_model_type: str | None) -> ServingConfig:
+    """``cfg`` with the method vLLM runs written out when it follows from ``drafter_model_type``
+    (rule ``spec-drafter-config``), so that the config id is computed with it."""
+    raw = {str(k).replace("-", "_"): v for k, v in (cfg.speculative or {}).items()}
+    if not drafter_model_type or not raw or raw.get("method") is not None:
+        return cfg
+    method = normalise_speculative(raw, drafter_model_type=drafter_model_type)["method"]
+    return dataclasses.replace(cfg, speculative={**raw, "method": method})
+
+
+def method_unknown_offline(raw: dict[str, Any], norm: dict[str, Any], drafter_model_type: str | None) -> bool:
+    """Rule ``spec-drafter-config``: no ``method`` is stated, a drafter is named, its name does
+    not decide the method, and the drafter's ``model_type`` (which does) is not given."""
+    return raw.get("method") is None and norm.get("method") == "draft_model" and drafter_model_type is None
+
+
+def _spec_drafter_config(lint: _Lint) -> None:
+    """Rule ``spec-drafter-config``: the method vLLM runs can depend on the drafter's config.json."""
+    if lint.norm is None:
+        return
+    if method_unknown_offline(lint.raw, lint.norm, lint.drafter_model_type):
+        lint.rejected = True  # no config id: the method is not known
+        lint.add(
+            "not-modelled",
+            "warning" if lint.lossy else "info",
+            "no method is set: vLLM 0.33 runs mtp if the drafter's config.json has an MTP model_type "
+            "(a gemma4_assistant drafter is rewritten to gemma4_mtp) and draft_model otherwise; "
+            "qualgate cannot read config.json, so it gives no config id. Set `method`, or pass "
+            f"--drafter-model-type ({cite('spec-drafter-config')}).",
+            _k_of("model"),
+        )
+    elif lint.drafter_model_type and lint.raw.get("method") is None:
+        lint.notes.append(
+            f"with a drafter of model_type {lint.drafter_model_type!r} vLLM runs method {lint.method!r} "
+            f"({cite('spec-drafter-config')}); the config id is computed with it"
+        )
+
+
 def _spec_k_default(lint: _Lint) -> None:
     """Rule ``spec-k-default``: the K vLLM uses when the config leaves it out."""
     if lint.norm is not None and lint.raw.get("num_speculative_tokens") is None:
@@ -316,16 +360,10 @@ def _synthetic_rates(lint: _Lint) -> None:
     synth = [k for k in SYNTHETIC_KEYS if lint.spec.get(k) is not None]
     if lint.norm is None:
         return
-    if lint.rsm == "synthetic":
+    if lint.rsm == "synthetic":  # the keys without synthetic: normalise_speculative refuses them
         msg = _synthetic_problem(lint.spec, lint.K)
         if msg:
             lint.reject(msg, _k_of(synth[0]) if synth else _k_of("rejection_sample_method"))
-    elif synth:
-        lint.reject(
-            "synthetic_acceptance_rates / synthetic_acceptance_length are only valid with "
-            "rejection_sample_method='synthetic'.",
-            _k_of(synth[0]),
-        )
 
 
 def _hetero_vocab(lint: _Lint) -> None:
@@ -373,7 +411,7 @@ def _resolve(lint: _Lint) -> None:
     if lint.rejected or not lint.modelled:
         return
     try:
-        resolved = resolve_speculative(lint.raw, allow_unknown=True)
+        resolved = resolve_speculative(stated_method(lint.cfg, lint.drafter_model_type).speculative, allow_unknown=True)
     except ValueError as exc:
         lint.reject(f"{exc}.", "speculative_config")
     else:
@@ -483,7 +521,8 @@ def _config_id(lint: _Lint) -> None:
     """The config id, for a config qualgate resolves and models fully."""
     if lint.resolved is not None and not lint.unknown and lint.modelled:
         try:
-            lint.cid = lint.cfg.config_id() if lint.cfg.model else None
+            cfg = stated_method(lint.cfg, lint.drafter_model_type)
+            lint.cid = cfg.config_id() if cfg.model else None
         except ValueError:
             lint.cid = None
 
@@ -518,6 +557,10 @@ def _synthetic_problem(spec, K) -> str | None:
     return None
 
 
-def lint(path) -> LintReport:
-    """Read a serving config file and lint it."""
-    return lint_config(read_serving_config(path))
+def lint(
+    path, *, manifests: tuple = (), assume_entrypoint: str | None = None, drafter_model_type: str | None = None
+) -> LintReport:
+    """Read a serving config file (:func:`read_serving_config`, with its ``manifests`` and
+    ``assume_entrypoint``) and lint it."""
+    cfg = read_serving_config(path, manifests=manifests, assume_entrypoint=assume_entrypoint)
+    return lint_config(cfg, drafter_model_type=drafter_model_type)

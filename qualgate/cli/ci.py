@@ -27,6 +27,29 @@ def _gh_escape(text: str, *, prop: bool = False) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
+def _deployment_options(fn):
+    """--manifest, --assume-entrypoint and --drafter-model-type, shared by lint and check."""
+    fn = click.option(
+        "--drafter-model-type",
+        metavar="TYPE",
+        help="The model_type of the drafter's config.json (e.g. gemma4_assistant, deepseek_mtp, "
+        "qwen3): with no `method` it decides whether vLLM runs mtp or draft_model.",
+    )(fn)
+    fn = click.option(
+        "--assume-entrypoint",
+        type=click.Choice(["serve", "api_server", "none"]),
+        help="What an image started with only its arguments runs: `vllm serve`, the api_server "
+        "module, or none (the arguments run as written). Needed for any image but vllm/vllm-openai.",
+    )(fn)
+    return click.option(
+        "--manifest",
+        "manifests",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="A Kubernetes file whose ConfigMaps the config's containers read (env, envFrom, volumes); repeatable.",
+    )(fn)
+
+
 @click.command()
 @click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option(
@@ -44,12 +67,17 @@ def _gh_escape(text: str, *, prop: bool = False) -> str:
     show_default=True,
     help="text; json (a list of reports); github (workflow annotations).",
 )
-def lint(configs, fail_on, fmt):
+@_deployment_options
+def lint(configs, fail_on, fmt, manifests, assume_entrypoint, drafter_model_type):
     """Report what vLLM serving configs really do: lossy verifiers, FLy windows, rejections.
 
-    CONFIG is a YAML/JSON serving config (model, speculative_config), a qualgate decoding
-    config, a `vllm serve ...` command line or an args file. Severities: info < warning <
-    error.
+    CONFIG is a `vllm serve ...` command line or shell script (also `python -m
+    vllm.entrypoints...` and `docker run ... vllm/vllm-openai`), an args file, a YAML file
+    for `vllm serve --config`, a qualgate decoding config, a docker-compose file, Kubernetes
+    manifests (Deployment, StatefulSet, Pod, Job, kserve ServingRuntime, ...; with their
+    ConfigMaps), production-stack Helm values (servingEngineSpec.modelSpec) or a
+    production-stack VLLMRuntime. A file that shows no vLLM serving command is exit 3.
+    Severities: info < warning < error.
 
     \b
     Exit codes: 0 no finding at or above --fail-on, 1 findings, 2 usage error,
@@ -60,7 +88,14 @@ def lint(configs, fail_on, fmt):
     reports, unreadable = [], False
     for path in configs:
         try:
-            reports.append(lint_file(path))
+            reports.append(
+                lint_file(
+                    path,
+                    manifests=manifests,
+                    assume_entrypoint=assume_entrypoint,
+                    drafter_model_type=drafter_model_type,
+                )
+            )
         except DataError as exc:
             unreadable = True
             click.echo(f"invalid data: {exc}", err=True)
@@ -179,6 +214,7 @@ def _check_markdown(result) -> str:
     "margin no looser than the policy's.",
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@_deployment_options
 def check(
     config,
     evidence,
@@ -191,10 +227,15 @@ def check(
     allow_keys,
     policy_file,
     fmt,
+    manifests,
+    assume_entrypoint,
+    drafter_model_type,
 ):
     """Block a lossy serving config unless a verified gate report passed exactly this config.
 
-    A lossless CONFIG is allowed without evidence. A lossy one (fly, synthetic) is allowed
+    CONFIG is any format `qualgate lint` reads (command lines, --config files, decoding
+    configs, docker-compose, Kubernetes manifests, production-stack Helm values and
+    VLLMRuntime). A lossless CONFIG is allowed without evidence. A lossy one (fly, synthetic) is allowed
     only if --evidence is a gate report with verdict PASS for a candidate whose config id
     equals CONFIG's, against a baseline whose resolved config is lossless, with a margin no
     looser than --max-margin, alpha no larger than --max-alpha, no older than --max-age, and
@@ -221,6 +262,9 @@ def check(
         trust_unsigned=trust_unsigned,
         allow_missing_dependence=allow_missing_dependence,
         suite_policy=read_policy(policy_file) if policy_file else None,
+        manifests=tuple(manifests),
+        assume_entrypoint=assume_entrypoint,
+        drafter_model_type=drafter_model_type,
     )
     if fmt == "json":
         _emit_json(result.to_dict())

@@ -497,6 +497,11 @@ def assert_resolves(path, expect, why):
             assert spec is not None and spec.get(key) == value, f"{why}: {key} in {spec}"
 
 
+def _method_from_config_json(path) -> bool:
+    raw = {k.replace("-", "_"): v for k, v in (read_serving_config(path).speculative or {}).items()}
+    return raw.get("method") is None and normalise_speculative(raw)["method"] == "draft_model"
+
+
 def test_the_corpus_covers_at_least_40_spellings_and_every_cli_rule():
     assert len(CASES) >= 40
     assert {c[1] for c in CASES} >= {r.id for r in TABLE if r.id.startswith(("cli-", "serve-", "api-"))}
@@ -517,6 +522,11 @@ def test_check_refuses_what_it_cannot_resolve_and_every_lossy_spelling(tmp_path,
     want = expect.get("check") or (
         3 if "error" in expect else 1 if expect.get("rejection_sample_method") in LOSSY_METHODS else 0
     )
+    if want == 1 and _method_from_config_json(path):
+        # no method and a drafter whose name decides nothing: vLLM reads its config.json
+        # (rule spec-drafter-config), so check refuses until the model_type is stated
+        assert r.exit_code == 3 and "--drafter-model-type" in r.stderr, f"{name}: {r.output}"
+        r = CliRunner().invoke(cli, ["check", "--drafter-model-type", "qwen3", str(path)])
     assert r.exit_code == want, f"{name} ({cite(rule_id)}): {r.output}"
     if want == 1:
         assert "refused (fly, lossy" in r.output

@@ -1,1 +1,1 @@
-python -m vllm.entrypoints.openai.api_server --host 0.0.0.0 --model Qwen/Qwen3-8B --dtype=bfloat16 --enable-prefix-caching --speculative-config '{"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8, "rejection_sample_method": "fly", "fly_window_size": 2}'
+python -m vllm.entrypoints.openai.api_server --host 0.0.0.0 --model Qwen/Qwen3-8B --dtype=bfloat16 --enable-prefix-caching --speculative-config '{"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8, "rejection_sample_method": "fly", "fly_window_size": 2}'
