@@ -280,7 +280,11 @@ def _spec_model_needed(lint: _Lint) -> bool:
 
 def _spec_method_by_name(lint: _Lint) -> None:
     """Rule ``spec-method-by-name``: the method vLLM runs, from the drafter's name or an alias."""
-    if lint.norm is not None and lint.raw.get("method") != lint.method:
+    if (
+        lint.norm is not None
+        and lint.raw.get("method") != lint.method
+        and not method_unknown_offline(lint.raw, lint.norm, lint.drafter_model_type)
+    ):
         how = "from the drafter's name" if lint.raw.get("method") in (None, "draft_model") else "as its alias"
         lint.notes.append(
             f"vLLM runs method {lint.method!r} ({how}; {cite('spec-method-by-name')}); "

@@ -163,15 +163,22 @@ def _one(found: list[tuple[str, ServingConfig]], path: str, *, mentions_vllm: bo
     return dataclasses.replace(cfg, format=fmt, notes=(*cfg.notes, f"read from {what}"))
 
 
-def _check_mentions(docs, cfg_words: list[str], path: str) -> None:
-    """A speculative setting in the file that the vLLM command does not carry is refused."""
-    blob = "\n".join(cfg_words)
-    nodes = [n for n, _ in docs]
+def _check_mentions(docs, read: list, path: str) -> None:
+    """A speculative setting in the file outside what qualgate read as the vLLM command is
+    refused: qualgate cannot tell whether vLLM sees it. ``read``: the nodes that make up the
+    command (and the containers' ``env``, whose values reach vLLM only through ``$(VAR)``;
+    vLLM 0.33 has no environment variable for speculative decoding, ``vllm/envs.py``);
+    ConfigMaps are read only where referenced, and reference fields (``name``, ``key``,
+    ``path``) name things rather than set them."""
+    skip = {id(n) for n in read if n is not None}
+    nodes = [n for n, d in docs if not (isinstance(d, Mapping) and d.get("kind") == "ConfigMap")]
     while nodes:
         n = nodes.pop()
+        if id(n) in skip:
+            continue
         if isinstance(n, yaml.ScalarNode):
-            v = str(n.value)
-            if _SPECULATIVE_VALUE.search(v) and v not in blob and not any(v in w for w in cfg_words):
+            if _SPECULATIVE_VALUE.search(str(n.value)):
+                v = str(n.value)
                 raise DataError(
                     f"{v[:60]!r} mentions speculative decoding outside the vLLM command that qualgate "
                     "reads from this file; qualgate cannot tell whether vLLM sees it, so it refuses it",
@@ -181,7 +188,8 @@ def _check_mentions(docs, cfg_words: list[str], path: str) -> None:
                 )
         elif isinstance(n, yaml.MappingNode):
             for k, v in n.value:
-                nodes += [k, v]
+                if not (isinstance(k, yaml.ScalarNode) and k.value in ("name", "key", "path", "subPath", "mountPath")):
+                    nodes += [k, v]
         elif isinstance(n, yaml.SequenceNode):
             nodes += n.value
 
@@ -223,7 +231,7 @@ def _compose(docs, path: str, assume) -> ServingConfig:
             cfg = _launch(cmd, None, path=path, container=box, assume=None, what=where, has_command=True)
         if cfg is not None:
             found.append((where, cfg))
-            used += [w for w, _ in words]
+            used += [_child(n, "entrypoint"), _child(n, "command")]
     text_mentions = any("vllm" in str(s.get("image", "")) for s in data["services"].values() if isinstance(s, Mapping))
     cfg = _one(found, path, mentions_vllm=text_mentions, fmt="docker-compose")
     _check_mentions(docs, used, path)
@@ -379,11 +387,9 @@ def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
                 )
                 if cfg is not None:
                     found.append((what, cfg))
-                    used += [w for w, _ in words]
+                    used += [_child(cn, "command"), _child(cn, "args"), _child(cn, "env")]
     cfg = _one(found, path, mentions_vllm=vllm_named, fmt="kubernetes")
-    _check_mentions(
-        [(n, d) for n, d in docs if not (isinstance(d, Mapping) and d.get("kind") == "ConfigMap")], used, path
-    )
+    _check_mentions(docs, used, path)
     return cfg
 
 
@@ -436,7 +442,7 @@ def _helm_values(docs, path: str) -> ServingConfig:
     if m.get("modelRevision"):
         words += [("--revision", at), (str(m["modelRevision"]), at)]
     cfg = parse_command_line(words, path=path, fmt="helm-values", entry=_ENTRY_SERVE, container=Container())
-    _check_mentions(docs, [w for w, _ in words], path)
+    _check_mentions(docs, [extra_node], path)
     return cfg
 
 
@@ -460,16 +466,17 @@ def _vllm_runtime(docs, path: str) -> ServingConfig:
     args += ["--gpu_memory_utilization", str(v["gpuMemoryUtilization"])] if v.get("gpuMemoryUtilization") else []
     args += ["--max_loras", str(v["maxLoras"])] if (v.get("maxLoras") or 0) > 0 else []
     words = [(w, at) for w in args]
+    extra_node = _child(_child(_child(node, "spec"), "vllmConfig"), "extraArgs")
     words += _words(
         v.get("extraArgs"),
-        _child(_child(_child(node, "spec"), "vllmConfig"), "extraArgs"),
+        extra_node,
         path=path,
         field="spec.vllmConfig.extraArgs",
     )
     if model.get("chatTemplate"):
         words += [("--chat-template", at), ("/etc/chat-template.json", at)]
     cfg = parse_command_line(words, path=path, fmt="vllm-runtime", entry=_ENTRY_SERVE, container=Container())
-    _check_mentions(docs, [w for w, _ in words], path)
+    _check_mentions(docs, [extra_node], path)
     return cfg
 
 
