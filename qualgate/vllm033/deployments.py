@@ -270,6 +270,8 @@ def _pod_specs(doc, node):
     tmpl = spec.get("template") if isinstance(spec, Mapping) else None
     if isinstance(tmpl, Mapping) and isinstance(tmpl.get("spec"), Mapping):
         return [(tmpl["spec"], _child(_child(snode, "template"), "spec"), f"{kind} {name}")]
+    if isinstance(tmpl, Mapping) and "containers" in tmpl:  # kserve LLMInferenceService: the pod spec itself
+        return [(tmpl, _child(snode, "template"), f"{kind} {name}")]
     return []
 
 

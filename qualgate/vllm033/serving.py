@@ -11,15 +11,19 @@ Accepted inputs (the format is detected from the content, not the file name):
   continuations, quotes, comments, ``VAR=1`` prefixes), ``python -m vllm.entrypoints.cli.main
   serve``, ``python -m vllm.entrypoints.openai.api_server --model MODEL ...`` or ``docker
   run ... vllm/vllm-openai:TAG ARGS``;
-- an args file: the arguments alone, shell words over any number of lines.
+- an args file: the arguments alone, shell words over any number of lines;
+- a docker-compose file, Kubernetes manifests, production-stack Helm values or a
+  ``VLLMRuntime``, read by :mod:`qualgate.vllm033.deployments` as the command they start.
 
 Arguments are read as vLLM 0.33 reads them (:mod:`qualgate.vllm033.cli_args`, rules of
 :mod:`qualgate.vllm033.rules`): ``-sc``, ``--spec-method/--spec-model/--spec-tokens``, dotted
 options (which replace, not merge), ``_``/``-`` in names and keys, the last occurrence
 winning, ``--config FILE`` (but not ``--config=FILE``, which vLLM never reads).
 
-Fail closed: a mapping that names no model, a structure qualgate does not read (a
-Kubernetes spec, a config nested under another key), a misspelt or abbreviated speculative
+Fail closed: a file that shows no vLLM serving command (``docker pull``, chart values,
+an image started without visible arguments, a command with no model) is
+:class:`~qualgate.vllm033.deployments.NoServeCommand`; a mapping that names no model, a
+structure qualgate does not read (a config nested under another key), a misspelt or abbreviated speculative
 option, a shell variable in the command, speculative settings outside the vLLM command or
 an unbalanced quote are a :class:`DataError` naming the token and its line (exit 3), never
 a target-only, lossless config.

@@ -58,6 +58,18 @@ def test_the_real_kserve_runtime_is_read_as_the_api_server_module():
     assert (cfg.model, cfg.speculative) == ("/mnt/models", None)
 
 
+def test_real_semantic_router_manifests_are_read_from_their_sh_c_scripts():
+    # vLlama3.yaml: `--served-model-name llama3-8b meta-llama/...` takes both words (nargs="+")
+    cfg = read_serving_config(DEPLOY / "semantic-router-vllama3.yaml")
+    assert (cfg.model, cfg.lines["model"], cfg.options) == (
+        "meta-llama/Llama-3.1-8B-Instruct",
+        48,
+        {"max_num_batched_tokens": 1024},
+    )
+    cfg = read_serving_config(DEPLOY / "semantic-router-llmisvc.yaml")  # a kserve LLMInferenceService
+    assert (cfg.model, cfg.speculative, cfg.lines["model"]) == ("/mnt/models", None, 30)
+
+
 def test_the_real_aibrix_compose_file_is_refused_for_its_interpolated_model():
     # compose fills ${MODEL_NAME:-...} from the host environment: qualgate cannot know it
     r = run("check", DEPLOY / "aibrix-compose.yml")
@@ -71,6 +83,7 @@ def test_the_real_aibrix_compose_file_is_refused_for_its_interpolated_model():
         ("vllmruntime-fly.yaml", "spec.vllmConfig.extraArgs"),
         ("kserve-vllmserver-fly.yaml", "dotted args"),
         ("aibrix-fly-env.yaml", "$(VAR) from a ConfigMap in the file"),
+        ("semantic-router-llmisvc-fly.yaml", "a sh -c script"),
     ],
 )
 def test_fly_variants_of_real_files_are_resolved_as_lossy(name, extractor):
