@@ -81,7 +81,7 @@ def lint(configs, fail_on, fmt, manifests, assume_entrypoint, drafter_model_type
 
     \b
     Exit codes: 0 no finding at or above --fail-on, 1 findings, 2 usage error,
-                3 a config cannot be read.
+                3 a config cannot be read or shows no vLLM serving command.
     """
     from ..ci import lint as lint_file
 
@@ -317,7 +317,8 @@ def audit_log(logfile, forbid_lossy, expect, fmt):
 
     \b
     Exit codes: 0 OK, 1 lossy verifier with --forbid-lossy (or a config id other than
-                --expect's), 2 usage error, 3 unreadable log or config.
+                --expect's), 2 usage error, 3 unreadable log or config, or no vLLM
+                start-up line in the log.
     """
     from ..ci import audit_log as scan
     from ..ci import read_serving_config

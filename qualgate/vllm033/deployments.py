@@ -392,6 +392,12 @@ def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
                     used += [_child(cn, "command"), _child(cn, "args"), _child(cn, "env")]
     cfg = _one(found, path, mentions_vllm=vllm_named, fmt="kubernetes")
     _check_mentions(docs, used, path)
+    if any(isinstance(d, Mapping) and d.get("kind") in _RUNTIMES for _, d in docs):
+        note = (
+            "a kserve serving runtime: the controller appends an InferenceService's predictor args "
+            "to these, and an InferenceService file alone shows no serving command (exit 3)"
+        )
+        cfg = dataclasses.replace(cfg, notes=(*cfg.notes, note))
     return cfg
 
 
