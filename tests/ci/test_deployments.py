@@ -134,7 +134,14 @@ def test_a_secret_env_var_in_the_args_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name", ["docker-pull.sh", "helm-values-generic.yaml", "aibrix-entrypoint-only.yaml", "spec-configmap.yaml"]
+    "name",
+    [
+        "docker-pull.sh",
+        "helm-values-generic.yaml",
+        "aibrix-entrypoint-only.yaml",
+        "spec-configmap.yaml",
+        "kserve-isvc.yaml",
+    ],
 )
 def test_a_file_that_shows_no_serve_command_is_exit_3(name):
     r = qcheck(name)
