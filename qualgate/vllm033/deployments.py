@@ -210,25 +210,22 @@ def _compose(docs, path: str, assume) -> ServingConfig:
         cmd = _words(svc.get("command"), _child(n, "command"), path=path, field=f"services.{name}.command")
         mounts, unmounted = [], []
         for v in svc.get("volumes") or []:
-            if isinstance(v, str):
+            if isinstance(v, str):  # SRC:DST[:MODE]; a SRC not starting with "." is a named volume
                 src, _, rest = v.partition(":")
-                dst = rest.split(":")[0] if rest else src
-                (
-                    mounts.append((dst, src))
-                    if rest and src.startswith(".") and "$" not in src
-                    else unmounted.append(dst)
-                )
+                src, dst, bind = src, rest.split(":")[0] if rest else src, bool(rest)
             elif isinstance(v, Mapping) and v.get("target"):
-                src = str(v.get("source") or "")
-                ok = v.get("type") == "bind" and src.startswith(".") and "$" not in src
-                (mounts.append((v["target"], src)) if ok else unmounted.append(v["target"]))
+                src, dst, bind = str(v.get("source") or ""), str(v["target"]), v.get("type") == "bind"
+            else:
+                continue
+            if bind and src.startswith(".") and "$" not in src:
+                mounts.append((dst, src))
+            else:
+                unmounted.append(dst)
         box = Container(svc.get("working_dir"), tuple(mounts), tuple(unmounted))
         words = entry + cmd
         cfg = _launch(
             words, svc.get("image"), path=path, container=box, assume=assume, what=where, has_command=bool(entry)
         )
-        if cfg is None and not entry and cmd:  # a command that itself starts vLLM (an image with no entrypoint)
-            cfg = _launch(cmd, None, path=path, container=box, assume=None, what=where, has_command=True)
         if cfg is not None:
             found.append((where, cfg))
             used += [_child(n, "entrypoint"), _child(n, "command")]

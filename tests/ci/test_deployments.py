@@ -161,6 +161,16 @@ def test_an_image_with_only_arguments_needs_its_entrypoint_stated(tmp_path):
     assert r.exit_code == 0 and "allowed (target, lossless" in r.output
 
 
+def test_a_compose_command_on_an_image_of_unknown_entrypoint_needs_it_stated(tmp_path):
+    (tmp_path / "c.yaml").write_text(
+        "services:\n  vllm:\n    image: lmcache/vllm-openai:latest\n    command: [vllm, serve, Qwen/Qwen3-8B]\n"
+    )
+    r = run("check", tmp_path / "c.yaml")
+    assert r.exit_code == 3 and "--assume-entrypoint" in r.stderr
+    r = run("check", "--assume-entrypoint", "none", tmp_path / "c.yaml")
+    assert r.exit_code == 0 and "allowed (target, lossless" in r.output
+
+
 def test_a_serving_config_passed_directly_without_a_model_is_not_lossless():
     from qualgate.vllm033.serving_config import ServingConfig
 
