@@ -306,7 +306,7 @@ def stated_method(cfg: ServingConfig, drafter_model_type: str | None) -> Serving
     """``cfg`` with the method vLLM runs written out when it follows from ``drafter_model_type``
     (rule ``spec-drafter-config``), so that the config id is computed with it."""
     raw = {str(k).replace("-", "_"): v for k, v in (cfg.speculative or {}).items()}
-    if not drafter_model_type or not raw or raw.get("method") is not None:
+    if not drafter_model_type or not raw:
         return cfg
     method = normalise_speculative(raw, drafter_model_type=drafter_model_type)["method"]
     return dataclasses.replace(cfg, speculative={**raw, "method": method})
@@ -333,7 +333,7 @@ def _spec_drafter_config(lint: _Lint) -> None:
             f"--drafter-model-type ({cite('spec-drafter-config')}).",
             _k_of("model"),
         )
-    elif lint.drafter_model_type and lint.raw.get("method") is None:
+    elif lint.drafter_model_type and lint.raw.get("method") != lint.method:
         lint.notes.append(
             f"with a drafter of model_type {lint.drafter_model_type!r} vLLM runs method {lint.method!r} "
             f"({cite('spec-drafter-config')}); the config id is computed with it"

@@ -200,6 +200,8 @@ def test_a_gemma4_assistant_drafter_is_identified_as_mtp(tmp_path):
         == check(tmp_path / "dm.sh").config_id
     )
     assert lint(DEPLOY / "gemma4-assistant.sh", drafter_model_type="gemma4_assistant").config_id == got.config_id
+    # a stated draft_model is switched too (vllm/config/speculative.py:1436-1473 apply to any such method)
+    assert check(tmp_path / "dm.sh", drafter_model_type="gemma4_assistant").config_id == got.config_id
 
 
 def test_normalise_applies_the_drafter_model_type():
