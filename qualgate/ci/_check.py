@@ -41,6 +41,7 @@ from qualgate.vllm033.serving import ServingConfig, read_serving_config
 from qualgate.vllm033.speculative import SPECULATIVE_KEYS, normalise_speculative, resolve_speculative
 
 from ..errors import DataError
+from ._chain import chain_reasons
 from ._verify import verify
 
 __all__ = ["DEFAULT_MAX_AGE", "DEFAULT_MAX_ALPHA", "DEFAULT_MAX_MARGIN", "CheckResult", "check", "parse_age"]
@@ -144,6 +145,7 @@ def check(
     key: str | None = None,
     now: _dt.datetime | None = None,
     suite_policy=None,
+    against_target: bool = False,
 ) -> CheckResult:
     """Decide whether ``config`` may be deployed (see the module docstring).
 
@@ -173,6 +175,9 @@ def check(
     suite_policy : qualgate.verdict.policy.Policy, optional
         A policy file the evidence must meet: every blocking suite PASS at a margin no looser
         (:func:`qualgate.verdict.policy.evidence_reasons`).
+    against_target : bool
+        Refuse evidence against a lossless speculative baseline that has no passing lossless
+        leg against target-only (a chained report: :mod:`qualgate.ci._chain`).
 
     Raises
     ------
@@ -271,6 +276,21 @@ def check(
     info["verified"] = verified
     reasons += why
     reasons += _age(report, max_age, now, found_mtime)
+    chained, chain_notes, info["chain"] = chain_reasons(
+        report,
+        Path(evidence),
+        records=records,
+        key=key,
+        trust_unsigned=trust_unsigned,
+        allow_missing_dependence=allow_missing_dependence,
+        max_margin=max_margin,
+        max_alpha=max_alpha,
+        max_age=max_age,
+        now=now,
+        against_target=against_target,
+    )
+    reasons += chained
+    notes += chain_notes
     if "trusted-unsigned" in verified:
         notes.append(
             "the report was neither recomputed from its records nor signed: accepted only because of --trust-unsigned"

@@ -178,6 +178,12 @@ def _check_markdown(result) -> str:
     help="Require the evidence to meet this gate policy file: every blocking suite PASS at a "
     "margin no looser than the policy's.",
 )
+@click.option(
+    "--against-target",
+    is_flag=True,
+    help="Require evidence against target-only: a report whose baseline is standard speculative "
+    "decoding must carry a passing lossless leg (a plan's chain), the claim at the two margins' sum.",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 def check(
     config,
@@ -190,6 +196,7 @@ def check(
     allow_missing_dependence,
     allow_keys,
     policy_file,
+    against_target,
     fmt,
 ):
     """Block a lossy serving config unless a verified gate report passed exactly this config.
@@ -200,6 +207,9 @@ def check(
     looser than --max-margin, alpha no larger than --max-alpha, no older than --max-age, and
     verified: recomputed from its record files (--records, or the paths in the report), or
     its HMAC checked with QUALGATE_EVIDENCE_KEY (always, when set), or --trust-unsigned.
+    A chained report (a plan's chain: candidate against standard, standard against target-only)
+    is evidence against target-only only when both legs pass, the lossless leg on the same
+    engine, drafter and seed derivation, at a total margin no looser than --max-margin.
     With GITHUB_STEP_SUMMARY set, a markdown summary is appended to it.
 
     \b
@@ -221,6 +231,7 @@ def check(
         trust_unsigned=trust_unsigned,
         allow_missing_dependence=allow_missing_dependence,
         suite_policy=read_policy(policy_file) if policy_file else None,
+        against_target=against_target,
     )
     if fmt == "json":
         _emit_json(result.to_dict())
@@ -236,6 +247,14 @@ def check(
                 f"  evidence {ev['path']}: candidate {c['name']} {c['verdict']}, policy "
                 f"{ev['policy']}, margin {ev['margin']}, created {ev['created_at']}; "
                 f"verified by: {how}"
+            )
+        chain = (ev or {}).get("chain")
+        if chain and chain.get("lossless"):
+            leg = chain["lossless"]
+            click.echo(
+                f"  chain: against target-only at margin {chain['margin']:g}; lossless leg {leg['verdict']} "
+                f"(margin {leg['margin']:g}, created {leg['created_at']}; verified by: "
+                f"{', '.join(chain['verified']) or 'not verified'})"
             )
         for reason in result.reasons:
             click.echo(f"  refused: {reason}")

@@ -63,6 +63,7 @@ from qualgate.run.manifest import (
     read_manifest,
     write_json_atomic,
 )
+from qualgate.run.chain import chained_evidence, check_chain_plan
 from qualgate.run.sequential import SequentialSettings, _run_sequential
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ __all__ = [
 
 #: the manifest's running throughput is rewritten at most this often (and after each config)
 MANIFEST_EVERY_S = 10.0
+#: the packages whose versions a run's manifest records
+PACKAGES = ("numpy", "scipy", "torch", "transformers", "vllm")
 SEED_DERIVATION = (
     "request seed = int(sha256('suite\\x1fquestion_id\\x1fseed\\x1fsample_index')[:8], 16) "
     "% 2**31 (qualgate.harness.request_seed)"
@@ -360,6 +363,7 @@ def run_plan(
     if owned:
         suites = load_suites(plan)
     try:
+        check_chain_plan(plan, sequential, suites)
         if out.exists() and not out.is_dir():
             raise DataError("the output path exists and is not a directory", file=str(out))
         out.mkdir(parents=True, exist_ok=True)
@@ -405,7 +409,7 @@ def environment(plan) -> dict:
         "seeds": list(plan.seeds),
         "samples": plan.samples,
         "seed_derivation": SEED_DERIVATION,
-        "packages": package_versions("numpy", "scipy", "torch", "transformers", "vllm"),
+        "packages": package_versions(*PACKAGES),
         "host": _host(),
         "git": _git_revision(Path(plan.path).parent if plan.path else Path.cwd()),
     }
@@ -582,8 +586,8 @@ def _run_locked(
         manifest["speed"] = measure_speed(plan, work, speed, backend_factory=backend_factory, log=log)
         write_json_atomic(manifest_path, manifest)
     gate_path = out / "gate.json"
-    if report is not None:
-        report.evidence().write(gate_path)  # signed when QUALGATE_EVIDENCE_KEY is set
+    if report is not None:  # signed when QUALGATE_EVIDENCE_KEY is set; with the plan's chain (run.chain)
+        chained_evidence(plan, out, report.evidence(), manifest=manifest, max_errors=max_errors).write(gate_path)
     else:
         gate_path.unlink(missing_ok=True)
     manifest["status"] = "complete"

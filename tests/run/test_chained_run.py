@@ -1,0 +1,108 @@
+"""A chained plan end to end on the toy engine: the lossless leg gated and embedded, reused by a
+plan with the same setup, refused (before decoding) for a plan with another drafter."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from qualgate.cli import cli
+from qualgate.config.decoding import load_plan
+from qualgate.errors import DataError
+
+from support import write_plan
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["run", *map(str, args)], catch_exceptions=False)
+
+
+def chained_plan(where, chain="{lossless: target, margin: 0.3}", configs=("standard", "target", "fly")):
+    plan = write_plan(where, questions=20, seeds=(0, 1), configs=configs, gate="{margin: 0.3}")
+    plan.write_text(plan.read_text() + f"chain: {chain}\n")
+    return plan
+
+
+@pytest.fixture(scope="module")
+def chained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("chain")
+    plan = chained_plan(root / "plan")
+    result = run(plan, "--out", root / "out")
+    return root, plan, root / "out", result
+
+
+@pytest.mark.slow
+def test_a_chained_run_gates_the_lossless_leg_and_embeds_it_in_the_gate_report(chained):
+    root, plan, out, result = chained
+    assert result.exit_code in (0, 1, 4), result.output
+    gate = json.loads((out / "gate.json").read_text())
+    leg = json.loads((out / "lossless.json").read_text())
+    p = load_plan(plan)
+    assert [c["name"] for c in gate["candidates"]] == ["fly"]  # target-only is the leg's, not a candidate
+    assert gate["baseline"]["config_id"] == p.configs["standard"].config_id
+    assert leg["baseline"]["config_id"] == p.configs["target"].config_id
+    assert [c["config_id"] for c in leg["candidates"]] == [p.configs["standard"].config_id]
+    assert leg["settings"]["margin"] == 0.3 and leg["chain"]["leg"] == "lossless"
+    assert gate["chain"]["leg"] == "candidate" and gate["chain"]["margin"] == pytest.approx(0.6)
+    assert gate["chain"]["lossless"] == leg
+    assert gate["chain"]["identity"] == leg["chain"]["identity"]
+    assert gate["chain"]["identity"]["engine"] == "toy"
+
+
+@pytest.mark.slow
+def test_a_stored_lossless_leg_is_reused_by_a_plan_with_the_same_setup(chained, tmp_path):
+    root, _, out, _ = chained
+    plan = chained_plan(tmp_path / "plan", chain=f"{{report: {out / 'lossless.json'}}}", configs=("standard", "fly"))
+    result = run(plan, "--out", tmp_path / "out")
+    assert result.exit_code in (0, 1, 4), result.output
+    gate = json.loads((tmp_path / "out" / "gate.json").read_text())
+    assert gate["chain"]["lossless"] == json.loads((out / "lossless.json").read_text())
+    assert not (tmp_path / "out" / "records" / "target.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_a_stored_leg_of_another_drafter_is_refused_before_decoding(chained, tmp_path):
+    root, _, out, _ = chained
+    plan = chained_plan(tmp_path / "plan", chain=f"{{report: {out / 'lossless.json'}}}", configs=("standard", "fly"))
+    std = tmp_path / "plan" / "standard.yaml"
+    std.write_text(std.read_text().replace("num_speculative_tokens: 3", "num_speculative_tokens: 2"))
+    result = run(plan, "--out", tmp_path / "out")
+    assert result.exit_code == 3, result.output
+    assert "not this plan's baseline" in result.output
+    assert not (tmp_path / "out" / "records").exists()
+
+
+@pytest.mark.slow
+def test_a_stored_leg_of_another_engine_setup_is_refused_before_decoding(chained, tmp_path):
+    root, _, out, _ = chained
+    plan = chained_plan(tmp_path / "plan", chain=f"{{report: {out / 'lossless.json'}}}", configs=("standard", "fly"))
+    std = tmp_path / "plan" / "standard.yaml"  # batch_size is not in the config id, but in the leg's identity
+    std.write_text(std.read_text().replace("batch_size: 4", "batch_size: 2"))
+    result = run(plan, "--out", tmp_path / "out")
+    assert result.exit_code == 3, result.output
+    assert "the stored lossless leg was run with another setup" in result.output and "engine_options" in result.output
+    assert not (tmp_path / "out" / "records").exists()
+
+
+@pytest.mark.parametrize(
+    "chain, configs, message",
+    [
+        ("{lossless: fly, margin: 0.01}", ("standard", "target", "fly"), "must be target-only"),
+        ("{lossless: target}", ("standard", "target", "fly"), "margin is required"),
+        ("{lossless: target, margin: 0.01, report: x.json}", ("standard", "target", "fly"), "give either"),
+        ("{lossless: standard, margin: 0.01}", ("target", "standard", "fly"), "lossless speculative baseline"),
+        ("{lossless: target, margin: 0.01, extra: 1}", ("standard", "target", "fly"), "extra"),
+    ],
+    ids=["lossy-leg-baseline", "no-margin", "both", "target-baseline", "unknown-key"],
+)
+def test_a_chain_the_run_cannot_gate_is_a_plan_error(tmp_path, chain, configs, message):
+    with pytest.raises(DataError, match=message):
+        load_plan(chained_plan(tmp_path, chain=chain, configs=configs))
+
+
+def test_a_sequential_run_refuses_a_chain_it_would_not_decode(tmp_path):
+    result = run(chained_plan(tmp_path / "plan"), "--out", tmp_path / "out", "--sequential")
+    assert result.exit_code == 3
+    assert "run the lossless leg with `qualgate run` first" in result.output
