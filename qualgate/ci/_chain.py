@@ -107,9 +107,7 @@ def chain_reasons(
         )
     spec = (report.baseline.config or {}).get("speculative_config")
     identity = chain.get("identity") or {}
-    if identity.get("drafter") != drafter(spec) or identity.get("model") != (report.baseline.config or {}).get(
-        "model"
-    ):
+    if identity.get("drafter") != drafter(spec) or identity.get("model") != (report.baseline.config or {}).get("model"):
         reasons.append(
             "the chain's recorded identity does not name the report's baseline (its drafter "
             f"{identity.get('drafter')!r} and model {identity.get('model')!r})"

@@ -548,11 +548,18 @@ def _plan_chain(data, configs, baseline: str, path: Path, margin: float) -> Chai
     if report is not None:
         if not Path(_resolve_relative(path.parent, report)).is_file():
             raise _err("no such gate report file", path=path, key="chain.report", value=report)
-        return Chain(margin=None if leg_margin is None else float(leg_margin), report=_resolve_relative(path.parent, report))
+        return Chain(
+            margin=None if leg_margin is None else float(leg_margin), report=_resolve_relative(path.parent, report)
+        )
     if leg_margin is None:
         raise _err("the lossless leg's margin is required", path=path, key="chain.margin")
     if lossless not in configs or lossless == baseline:
-        raise _err(f"must name a config of the plan other than the baseline {list(configs)}", path=path, key="chain.lossless", value=lossless)
+        raise _err(
+            f"must name a config of the plan other than the baseline {list(configs)}",
+            path=path,
+            key="chain.lossless",
+            value=lossless,
+        )
     target = configs[lossless]
     if target.mode != "target":
         raise _err(

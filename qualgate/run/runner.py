@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from qualgate.backends import Request, open_on_devices, package_versions
 from qualgate.errors import DataError, ExitCode
 from qualgate.evidence.gate_report import now as _now
+from qualgate.run.chain import chained_evidence, check_chain_plan
 from qualgate.run.manifest import (
     FINGERPRINT_VERSION,
     LOCK_NAME,
@@ -63,7 +64,6 @@ from qualgate.run.manifest import (
     read_manifest,
     write_json_atomic,
 )
-from qualgate.run.chain import chained_evidence, check_chain_plan
 from qualgate.run.sequential import SequentialSettings, _run_sequential
 
 if TYPE_CHECKING:
@@ -726,6 +726,11 @@ class _ConfigRunner:
         write_json_atomic(self.out / "manifest.json", self.manifest)
 
 
+def _greedy(config) -> bool:
+    """Whether a config decodes greedily (temperature 0: the engines ignore the seed)."""
+    return float(config.sampling.get("temperature", 1.0)) == 0.0
+
+
 def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):
     """Evaluate the plan's gate on the run's records with :func:`qualgate.verdict.fixed.run_gate`.
 
@@ -753,6 +758,7 @@ def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):
             weighting=plan.weighting,
             inconclusive=plan.inconclusive,
             max_errors=max_errors,
+            greedy=[_greedy(plan.configs[plan.baseline]) and _greedy(plan.configs[c]) for c in plan.candidates],
             **_provenance(plan, out),
         )
     except DataError as exc:

@@ -176,7 +176,9 @@ def test_a_claim_margin_that_is_not_the_legs_sum_is_not_a_report(tmp_path):
 
 @pytest.mark.slow
 def test_a_report_against_standard_without_a_chain_says_so_and_against_target_refuses_it(tmp_path):
-    plan = load_plan(write_plan(tmp_path / "plan", chain=False, configs={k: CONFIGS[k] for k in ("standard", "fly-w2")}))
+    plan = load_plan(
+        write_plan(tmp_path / "plan", chain=False, configs={k: CONFIGS[k] for k in ("standard", "fly-w2")})
+    )
     out = tmp_path / "out"
     for name, correct in (("standard", BASE), ("fly-w2", BASE)):
         cfg = plan.configs[name]

@@ -52,6 +52,18 @@ def test_a_chained_run_gates_the_lossless_leg_and_embeds_it_in_the_gate_report(c
 
 
 @pytest.mark.slow
+def test_the_run_report_states_the_chains_claim_and_each_candidates_divergence(chained):
+    _, _, out, _ = chained
+    r = CliRunner().invoke(cli, ["report", str(out)], catch_exceptions=False)
+    assert "divergence, fly: " in r.output and "pairs byte-identical; first difference at character" in r.output
+    leg = json.loads((out / "lossless.json").read_text())["candidates"][0]["verdict"]
+    fly = json.loads((out / "gate.json").read_text())["candidates"][0]["verdict"]
+    claim = "fly loses less than 60.00 points against target-only" if "PASS" == leg == fly else "no claim"
+    assert f"chain: lossless leg (baseline against target-only, margin 30.00 points) {leg}" in r.output
+    assert claim in r.output
+
+
+@pytest.mark.slow
 def test_a_stored_lossless_leg_is_reused_by_a_plan_with_the_same_setup(chained, tmp_path):
     root, _, out, _ = chained
     plan = chained_plan(tmp_path / "plan", chain=f"{{report: {out / 'lossless.json'}}}", configs=("standard", "fly"))
