@@ -4,6 +4,7 @@ plan with the same setup, refused (before decoding) for a plan with another draf
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from click.testing import CliRunner
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from qualgate.cli import cli
 from qualgate.config.decoding import load_plan
 from qualgate.errors import DataError
+from qualgate.stats import noninferiority_sample_size
 
 from support import write_plan
 
@@ -118,3 +120,30 @@ def test_a_sequential_run_refuses_a_chain_it_would_not_decode(tmp_path):
     result = run(chained_plan(tmp_path / "plan"), "--out", tmp_path / "out", "--sequential")
     assert result.exit_code == 3
     assert "run the lossless leg with `qualgate run` first" in result.output
+
+
+@pytest.mark.slow
+def test_a_sweep_reuses_the_stored_leg_for_every_point_and_sizes_from_a_pilot(chained, tmp_path):
+    _, _, out, _ = chained
+    plan = chained_plan(tmp_path / "plan", chain=f"{{report: {out / 'lossless.json'}}}", configs=("standard", "fly"))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("base: fly\ngrid: {fly_entropy_threshold: [0.6, 0.3]}\n")
+    records = out / "records"
+    r = CliRunner().invoke(
+        cli,
+        ["sweep", str(plan), "--grid", str(grid), "--out", str(tmp_path / "out"), "--batch-questions", "5"]
+        + ["--speed-rounds", "2", "--speed-questions", "2", "--max-questions", "5"]
+        + ["--discordance-from", str(records / "standard.jsonl"), str(records / "fly.jsonl")],
+        catch_exceptions=False,
+    )
+    assert r.exit_code in (0, 1), r.output
+    gate = json.loads((tmp_path / "out" / "gate.json").read_text())
+    assert gate["chain"]["lossless"] == json.loads((out / "lossless.json").read_text())
+    sweep = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert sweep["sizing"]["paths"] == [str(records / "standard.jsonl"), str(records / "fly.jsonl")]
+    s = sweep["sizing"]
+    assert s["questions_needed"] == math.ceil(
+        noninferiority_sample_size(0.3, s["discordant"]).n * s["design_effect"] / s["pairs_per_question"]
+    )
+    assert s["questions_needed"] > 5
+    assert "fewer than the" in r.stderr and "expect INCONCLUSIVE" in r.stderr
