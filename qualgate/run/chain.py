@@ -47,14 +47,14 @@ def drafter(speculative) -> dict[str, Any] | None:
     return {k: speculative[k] for k in DRAFTER_KEYS if speculative.get(k) is not None}
 
 
-def leg_identity(plan, fingerprint: dict, packages: dict) -> dict[str, Any]:
+def leg_identity(plan, fingerprint: dict, packages: dict, seed_derivation: str) -> dict[str, Any]:
     """What the lossless leg of ``plan`` depends on: the baseline's engine (and its packages'
     versions), target model, drafter, numerics and other engine options, sampling, the seed
     derivation, the seeds and samples, and the suites' questions (``fingerprint``:
-    :func:`qualgate.run.manifest.plan_fingerprint`)."""
+    :func:`qualgate.run.manifest.plan_fingerprint`; ``packages`` and ``seed_derivation``: a
+    manifest's)."""
     from qualgate.config.decoding import IDENTITY_OPTIONS
     from qualgate.run.manifest import TRANSPORT_OPTIONS
-    from qualgate.run.runner import SEED_DERIVATION
 
     base = plan.configs[plan.baseline]
     return {
@@ -69,7 +69,7 @@ def leg_identity(plan, fingerprint: dict, packages: dict) -> dict[str, Any]:
             if k not in TRANSPORT_OPTIONS and k not in IDENTITY_OPTIONS
         },
         "sampling": dict(base.sampling),
-        "seed_derivation": SEED_DERIVATION,
+        "seed_derivation": seed_derivation,
         "seeds": list(plan.seeds),
         "samples": plan.samples,
         "suites": [
@@ -98,15 +98,14 @@ def _short(v) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def check_chain_plan(plan, sequential, suites) -> None:
+def check_chain_plan(plan, sequential, suites, environment: dict) -> None:
     """Refuse, before any decoding, a chain the run cannot gate: a sequential run (and a sweep)
     decodes the baseline and the candidates only, so it reuses a stored lossless leg; a stored
-    leg must have been run on this plan's setup (:func:`leg_identity`)."""
+    leg must have been run on this plan's setup (:func:`leg_identity`; ``environment``: the
+    ``packages`` and ``seed_derivation`` the run's manifest will record)."""
     import json
 
-    from qualgate.backends import package_versions
     from qualgate.run.manifest import plan_fingerprint
-    from qualgate.run.runner import PACKAGES
 
     if plan.chain is None:
         return
@@ -120,7 +119,8 @@ def check_chain_plan(plan, sequential, suites) -> None:
         )
     if plan.chain.report is not None:
         fingerprint = json.loads(json.dumps(plan_fingerprint(plan, suites), default=str))
-        _stored_leg(plan, leg_identity(plan, fingerprint, package_versions(*PACKAGES)))
+        identity = leg_identity(plan, fingerprint, environment["packages"], environment["seed_derivation"])
+        _stored_leg(plan, identity)
 
 
 def _gate_leg(plan, out: Path, max_errors: int, identity: dict):
@@ -208,7 +208,9 @@ def chained_evidence(plan, out, evidence, *, manifest: dict, max_errors: int = 0
     missing with its reason, so that ``qualgate check`` refuses the claim against target-only."""
     if plan.chain is None or evidence is None:
         return evidence
-    identity = leg_identity(plan, manifest.get("fingerprint", {}), manifest.get("packages", {}))
+    identity = leg_identity(
+        plan, manifest.get("fingerprint", {}), manifest.get("packages", {}), manifest.get("seed_derivation")
+    )
     reason = None
     try:
         leg = _gate_leg(plan, Path(out), max_errors, identity) if plan.chain.lossless else _stored_leg(plan, identity)

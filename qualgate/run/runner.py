@@ -363,7 +363,9 @@ def run_plan(
     if owned:
         suites = load_suites(plan)
     try:
-        check_chain_plan(plan, sequential, suites)
+        check_chain_plan(
+            plan, sequential, suites, {"packages": package_versions(*PACKAGES), "seed_derivation": SEED_DERIVATION}
+        )
         if out.exists() and not out.is_dir():
             raise DataError("the output path exists and is not a directory", file=str(out))
         out.mkdir(parents=True, exist_ok=True)

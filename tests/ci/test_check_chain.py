@@ -16,7 +16,7 @@ from qualgate.cli import cli
 from qualgate.config.decoding import load_config, load_plan
 from qualgate.evidence.gate_report import Evidence
 from qualgate.run.chain import chained_evidence, leg_identity
-from qualgate.run.runner import evaluate_gate
+from qualgate.run.runner import SEED_DERIVATION, evaluate_gate
 
 import support
 
@@ -80,7 +80,11 @@ def chained_run(root: Path, *, standard_lost=0, fly_lost=0, identity=None, plan_
             mode=cfg.mode,
             run_id="chain-test",
         )
-    manifest = {"fingerprint": {"suites": [{"name": "gsm8k", "version": "1"}]}, "packages": {"vllm": "0.33.0"}}
+    manifest = {
+        "fingerprint": {"suites": [{"name": "gsm8k", "version": "1"}]},
+        "packages": {"vllm": "0.33.0"},
+        "seed_derivation": SEED_DERIVATION,
+    }
     report, _ = evaluate_gate(plan, out)
     evidence = chained_evidence(plan, out, report.evidence(), manifest=manifest)
     if identity is not None:  # the leg as it would have been written on another setup
@@ -199,7 +203,7 @@ def test_a_report_against_standard_without_a_chain_says_so_and_against_target_re
 
 def test_the_identity_names_engine_drafter_and_seed_derivation(tmp_path):
     plan = load_plan(write_plan(tmp_path))
-    identity = leg_identity(plan, {"suites": []}, {"vllm": "0.33.0"})
+    identity = leg_identity(plan, {"suites": []}, {"vllm": "0.33.0"}, SEED_DERIVATION)
     assert identity["engine"] == "vllm" and identity["packages"] == {"vllm": "0.33.0", "torch": None}
     assert identity["drafter"] == {
         "method": "draft_model",
