@@ -245,7 +245,11 @@ def power(
     if fmt == "json":
         from qualgate.formatting import to_json
 
-        click.echo(to_json(grid.to_dict() | ({"discordance_from": pilot.to_dict()} if pilot else {})))
+        doc = grid.to_dict()
+        if pilot is not None:  # one row is an object, a grid a list of them
+            extra = {"discordance_from": pilot.to_dict()}
+            doc = [row | extra for row in doc] if isinstance(doc, list) else doc | extra
+        click.echo(to_json(doc))
     else:
         click.echo(str(grid))
         if pilot is not None and pilot.pairs_per_question > 1:
