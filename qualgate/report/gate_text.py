@@ -147,6 +147,7 @@ def render_markdown(report: GateReport) -> str:
     for c in report.comparisons:
         items.append(f"**{c.name}**: {c.verdict}: {c.reason}.")
         items += [f"  note: {n}" for n in c.notes]
+    items += _divergence(report)
     page = markdown_section(f"qualgate gate: {report.verdict}", _header(report), _rows(report), _headers(report), items)
     for c in report.comparisons:
         if c.flips is not None:

@@ -85,6 +85,7 @@ class RunReport:
             "suites": list(self.suites),
             "configs": [c.to_dict() for c in self.configs],
             "gate": self.gate,
+            "divergence": {name: a.to_dict() for name, a in self.divergence},
         }
 
 
