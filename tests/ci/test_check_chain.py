@@ -212,3 +212,19 @@ def test_the_identity_names_engine_drafter_and_seed_derivation(tmp_path):
         "draft_sample_method": "greedy",
     }
     assert "request_seed" in identity["seed_derivation"]
+
+
+@pytest.mark.slow
+def test_without_records_each_leg_is_verified_by_its_own_signature(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUALGATE_EVIDENCE_KEY", "ci-secret")
+    report = chained_run(tmp_path)
+    doc = json.loads(report.read_text())
+    assert doc["signature"] and doc["chain"]["lossless"]["signature"]
+    for f in (report.parent / "records").iterdir():
+        f.unlink()
+    r = check("--evidence", report)
+    assert r.exit_code == 0, r.output
+    assert "verified by: signature)" in r.output  # the chain's line: the leg's own HMAC
+    monkeypatch.setenv("QUALGATE_EVIDENCE_KEY", "another-key")
+    r = check("--evidence", report)
+    assert r.exit_code == 1 and "the chain's lossless leg: the report's signature does not match" in r.output
