@@ -252,6 +252,9 @@ def run_html(out: str | Path) -> str:
             pairings[name] = pair_records(records[base], records[name], on_missing="drop", max_errors=10**9)
         except DataError as exc:
             notes.append(f"{name}: records could not be paired for the A/A and sequential plots ({exc})")
+    from qualgate.report.run import chain_lines
+
+    notes += chain_lines(report)
     summaries = {c.name: c for c in report.configs}
     lossless = [c.name for c in report.configs if c.role == "candidate" and not c.lossy]
     provenance = _provenance(manifest)

@@ -240,6 +240,12 @@ def _divergence_notes(report: RunReport) -> list[str]:
     from qualgate.report.divergence import audit_lines
 
     out = [line for name, a in report.divergence for line in audit_lines(name, a)]
+    return out + chain_lines(report)
+
+
+def chain_lines(report: RunReport) -> list[str]:
+    """A chained plan's lossless leg and its claim against target-only (none without a chain)."""
+    out = []
     chain = report.evidence.chain if report.evidence is not None else None
     if chain and chain.get("leg") == "candidate":
         leg = chain.get("lossless")
