@@ -43,6 +43,7 @@ from qualgate.vllm033.serving import ServingConfig, read_serving_config
 from qualgate.vllm033.speculative import SPECULATIVE_KEYS, normalise_speculative, resolve_speculative
 
 from ..errors import DataError
+from ._chain import chain_reasons
 from ._lint import lint_config, method_unknown_offline, stated_method
 from ._verify import verify
 
@@ -167,6 +168,7 @@ def check(
     manifests: tuple = (),
     assume_entrypoint: str | None = None,
     drafter_model_type: str | None = None,
+    against_target: bool = False,
 ) -> CheckResult:
     """Decide whether ``config`` may be deployed (see the module docstring).
 
@@ -204,6 +206,9 @@ def check(
     drafter_model_type : str, optional
         The ``model_type`` of the drafter's config.json. A lossy config that names a drafter
         and no ``method`` is refused without it: vLLM decides the method from that file.
+    against_target : bool
+        Refuse evidence against a lossless speculative baseline that has no passing lossless
+        leg against target-only (a chained report: :mod:`qualgate.ci._chain`).
 
     Raises
     ------
@@ -318,6 +323,21 @@ def check(
     info["verified"] = verified
     reasons += why
     reasons += _age(report, max_age, now, found_mtime)
+    chained, chain_notes, info["chain"] = chain_reasons(
+        report,
+        Path(evidence),
+        records=records,
+        key=key,
+        trust_unsigned=trust_unsigned,
+        allow_missing_dependence=allow_missing_dependence,
+        max_margin=max_margin,
+        max_alpha=max_alpha,
+        max_age=max_age,
+        now=now,
+        against_target=against_target,
+    )
+    reasons += chained
+    notes += chain_notes
     if "trusted-unsigned" in verified:
         notes.append(
             "the report was neither recomputed from its records nor signed: accepted only because of --trust-unsigned"

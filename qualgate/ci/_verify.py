@@ -149,8 +149,18 @@ def _recompute(report: Evidence, located: dict[str, str]) -> str:
     return "; ".join(diffs[:3]) + (f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else "")
 
 
-#: not part of the decision: the flips (outputs of the verified record files, for people to read)
-_NOT_RECOMPUTED = {"created_at", "signature", "qualgate_version", "path", "notes", "dropped_truncated", "flips"}
+#: not part of the decision: the flips (outputs of the verified record files, for people to read);
+#: the chain's lossless leg is verified on its own (qualgate.ci._chain)
+_NOT_RECOMPUTED = {
+    "created_at",
+    "signature",
+    "qualgate_version",
+    "path",
+    "notes",
+    "dropped_truncated",
+    "flips",
+    "chain",
+}
 
 
 def _diff(a, b, where) -> list[str]:

@@ -213,6 +213,12 @@ def _check_markdown(result) -> str:
     help="Require the evidence to meet this gate policy file: every blocking suite PASS at a "
     "margin no looser than the policy's.",
 )
+@click.option(
+    "--against-target",
+    is_flag=True,
+    help="Require evidence against target-only: a report whose baseline is standard speculative "
+    "decoding must carry a passing lossless leg (a plan's chain), the claim at the two margins' sum.",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @_deployment_options
 def check(
@@ -226,6 +232,7 @@ def check(
     allow_missing_dependence,
     allow_keys,
     policy_file,
+    against_target,
     fmt,
     manifests,
     assume_entrypoint,
@@ -241,6 +248,9 @@ def check(
     looser than --max-margin, alpha no larger than --max-alpha, no older than --max-age, and
     verified: recomputed from its record files (--records, or the paths in the report), or
     its HMAC checked with QUALGATE_EVIDENCE_KEY (always, when set), or --trust-unsigned.
+    A chained report (a plan's chain: candidate against standard, standard against target-only)
+    is evidence against target-only only when both legs pass, the lossless leg on the same
+    engine, drafter and seed derivation, at a total margin no looser than --max-margin.
     With GITHUB_STEP_SUMMARY set, a markdown summary is appended to it.
 
     \b
@@ -265,6 +275,7 @@ def check(
         manifests=tuple(manifests),
         assume_entrypoint=assume_entrypoint,
         drafter_model_type=drafter_model_type,
+        against_target=against_target,
     )
     if fmt == "json":
         _emit_json(result.to_dict())
@@ -280,6 +291,14 @@ def check(
                 f"  evidence {ev['path']}: candidate {c['name']} {c['verdict']}, policy "
                 f"{ev['policy']}, margin {ev['margin']}, created {ev['created_at']}; "
                 f"verified by: {how}"
+            )
+        chain = (ev or {}).get("chain")
+        if chain and chain.get("lossless"):
+            leg = chain["lossless"]
+            click.echo(
+                f"  chain: against target-only at margin {chain['margin']:g}; lossless leg {leg['verdict']} "
+                f"(margin {leg['margin']:g}, created {leg['created_at']}; verified by: "
+                f"{', '.join(chain['verified']) or 'not verified'})"
             )
         for reason in result.reasons:
             click.echo(f"  refused: {reason}")

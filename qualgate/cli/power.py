@@ -101,8 +101,25 @@ _PROBABILITY = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 @click.option(
     "--discordant",
     type=_NumberList(float, MIN_LOSS),
-    required=True,
+    default=None,
     help="Fraction of questions whose outcome flips either way (lost + gained).",
+)
+@click.option(
+    "--discordance-from",
+    "discordance_from",
+    nargs=2,
+    type=click.Path(exists=True),
+    default=None,
+    metavar="BASELINE CANDIDATE",
+    help="Take the discordance from two record sets of the design to be gated (a pilot, or a stored "
+    "A/A run; e.g. FLy against standard for the chained design) instead of --discordant.",
+)
+@click.option(
+    "--discordance-bound",
+    type=click.Choice(["estimate", "upper"]),
+    default="estimate",
+    show_default=True,
+    help="With --discordance-from: size with the measured discordance or its upper (1 - alpha) bound.",
 )
 @click.option(
     "--n",
@@ -148,7 +165,22 @@ _PROBABILITY = FiniteFloatRange(0, 1, min_open=True, max_open=True)
     "lossless config). The discordance becomes D + RATE * (1 - D) (qualgate.judge._noise).",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def power(design, margin, ni_margin, loss, discordant, n, method, alpha, target, alternative, judge_noise, fmt):
+def power(
+    design,
+    margin,
+    ni_margin,
+    loss,
+    discordant,
+    discordance_from,
+    discordance_bound,
+    n,
+    method,
+    alpha,
+    target,
+    alternative,
+    judge_noise,
+    fmt,
+):
     """Questions needed, or the power at n, for the test a gate will run.
 
     By default the design `qualgate gate` decides by: non-inferiority at a margin, one-sided,
@@ -161,6 +193,7 @@ def power(design, margin, ni_margin, loss, discordant, n, method, alpha, target,
     qualgate power --design mcnemar --loss 0.02 --discordant 0.06    McNemar, two-sided
     qualgate power --design mcnemar --n 428 --discordant 0.06        detectable loss
     qualgate power --margin 0.02 --loss 0,0.005 --discordant 0.04,0.06   (comma lists: a grid)
+    qualgate power --margin 0.02 --discordance-from pilot/standard.jsonl pilot/fly.jsonl
 
     Fractions, not percentages: 0.02 is two accuracy points. With several seeds per question
     divide by the seeds and multiply by the design effect (`qualgate calibrate` prints both).
@@ -178,6 +211,15 @@ def power(design, margin, ni_margin, loss, discordant, n, method, alpha, target,
         )
     if design == "mcnemar" and margin is None and n is None and loss is None:
         raise click.UsageError("give --loss (questions needed) or --n (power or detectable loss)")
+    pilot = None
+    if (discordant is None) == (discordance_from is None):
+        raise click.UsageError("give --discordant or --discordance-from (one of them)")
+    if discordance_from is not None:
+        from qualgate.verdict.calibration import pilot_discordance
+
+        pilot = pilot_discordance(*discordance_from, alpha=alpha, bound=discordance_bound)
+        discordant = [pilot.value]
+        click.echo(pilot.describe(), err=True)
     if judge_noise is not None:  # a noisy judge raises the discordance: it costs questions
         from qualgate.judge import judged_discordance
 
@@ -203,7 +245,17 @@ def power(design, margin, ni_margin, loss, discordant, n, method, alpha, target,
     if fmt == "json":
         from qualgate.formatting import to_json
 
-        click.echo(to_json(grid.to_dict()))
+        doc = grid.to_dict()
+        if pilot is not None:  # one row is an object, a grid a list of them
+            extra = {"discordance_from": pilot.to_dict()}
+            doc = [row | extra for row in doc] if isinstance(doc, list) else doc | extra
+        click.echo(to_json(doc))
     else:
         click.echo(str(grid))
+        if pilot is not None and pilot.pairs_per_question > 1:
+            click.echo(
+                f"(n counts pairs; the pilot has {pilot.pairs_per_question:g} pairs per question with design "
+                f"effect {pilot.design_effect:.2f}: questions = n x {pilot.design_effect:.2f} / "
+                f"{pilot.pairs_per_question:g})"
+            )
     return ExitCode.OK

@@ -61,6 +61,16 @@ __all__ = ["sweep"]
 @click.option(
     "--speed-questions", type=click.IntRange(min=1), default=64, show_default=True, help="Requests per speed round."
 )
+@click.option(
+    "--discordance-from",
+    "discordance_from",
+    nargs=2,
+    type=click.Path(exists=True),
+    default=None,
+    metavar="BASELINE CANDIDATE",
+    help="Records of a pilot or a stored A/A run of the design (e.g. FLy against standard): state the "
+    "questions a fixed design needs at their discordance, and warn when the budget is smaller.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Also write the result as markdown to this file.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or diagnostics on stderr.")
@@ -75,6 +85,7 @@ def sweep(
     order_seed,
     speed_rounds,
     speed_questions,
+    discordance_from,
     fmt,
     markdown,
     quiet,
@@ -101,6 +112,11 @@ def sweep(
     p = load_plan(plan)
     grid = load_grid(grid_path, p)
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
+    pilot = None
+    if discordance_from is not None:
+        from qualgate.verdict.calibration import pilot_discordance
+
+        pilot = pilot_discordance(*discordance_from, alpha=p.alpha)
     result = run_sweep(
         p,
         grid,
@@ -113,6 +129,7 @@ def sweep(
         progress=progress_factory(quiet),
         log=log,
         resume=resume,
+        discordance_from=pilot,
     )
     click.echo(to_json(result) if fmt == "json" else render_text(result), nl=fmt == "json")
     if markdown:

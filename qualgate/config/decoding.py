@@ -41,6 +41,18 @@ settings; config paths are relative to the plan file::
 
 The gate settings take the vocabularies of :mod:`qualgate.config.options`.
 
+A **chained** plan (:class:`Chain`) gates lossy candidates against a lossless speculative
+baseline (standard verification, same drafter and seeds) and adds a *lossless leg*: that
+baseline against target-only at ``chain.margin``. The claim "each candidate loses less than
+``gate.margin + chain.margin`` against target-only" holds when both legs pass, each at ``alpha``
+(an intersection-union test: :mod:`qualgate.run.chain`)::
+
+    baseline: standard
+    candidates: [fly-w2]
+    chain: {lossless: target, margin: 0.01}   # target: a target-only config of the plan
+    # or reuse a stored leg (gate.json's lossless leg, or a run's lossless.json):
+    # chain: {report: ../runs/std-vs-target/lossless.json}
+
 This module is longer than the others (about 580 lines) because it is one declarative schema:
 the two kinds of input file, each key declared once as a spec of
 :mod:`qualgate.records.yaml_schema`, share the YAML reader that locates every error at its line
@@ -73,6 +85,7 @@ from qualgate.vllm033.speculative import is_lossy, resolve_speculative
 __all__ = [
     "DecodingConfig",
     "IDENTITY_OPTIONS",
+    "Chain",
     "Plan",
     "SuiteRef",
     "config_id",
@@ -130,7 +143,8 @@ ENGINE_OPTION_KEYS = (
     "cuda_graphs",
 )
 CONFIG_KEYS = ("name", "engine", "model", "speculative", "sampling", "engine_options")
-PLAN_KEYS = ("name", "suites", "seeds", "samples", "configs", "baseline", "candidates", "gate")
+PLAN_KEYS = ("name", "suites", "seeds", "samples", "configs", "baseline", "candidates", "gate", "chain")
+CHAIN_KEYS = ("lossless", "margin", "report")
 GATE_KEYS = ("policy", "margin", "alpha", "inconclusive", "weighting")
 SUITE_REF_KEYS = ("suite", "limit", "data_file", "revision")
 #: A config name in a plan: it names a file (``records/<name>.jsonl``), so a plain name only.
@@ -407,6 +421,19 @@ class SuiteRef:
 
 
 @dataclass(frozen=True)
+class Chain:
+    """A plan's lossless leg: the baseline against the target-only config ``lossless`` at
+    ``margin``, or a stored leg's gate report (``report``, whose margin it takes)."""
+
+    margin: float | None
+    lossless: str | None = None
+    report: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lossless": self.lossless, "margin": self.margin, "report": self.report}
+
+
+@dataclass(frozen=True)
 class Plan:
     """A validated evaluation plan (see the module docstring)."""
 
@@ -423,9 +450,10 @@ class Plan:
     inconclusive: str = "inconclusive"
     weighting: str = "pooled"
     path: str | None = None
+    chain: Chain | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        return ({"chain": self.chain.to_dict()} if self.chain else {}) | {
             "name": self.name,
             "suites": [s.__dict__ for s in self.suites],
             "seeds": list(self.seeds),
@@ -461,6 +489,16 @@ def load_plan(path: str | Path) -> Plan:
     configs = _plan_configs(data, path)
     baseline, candidates = _plan_roles(data, configs, path)
     gate = _GATE.check(data.get("gate") or {}, at.at("gate"))
+    chain = _plan_chain(data, configs, baseline, path, float(gate["margin"]))
+    if chain is not None and chain.lossless in candidates:
+        if data.get("candidates"):
+            raise _err(
+                "the chain's lossless config is the baseline of the lossless leg, not a candidate",
+                path=path,
+                key="candidates",
+                value=chain.lossless,
+            )
+        candidates = tuple(c for c in candidates if c != chain.lossless)
     name = Field(_NON_EMPTY, null=True).get(data, "name", at.at("name"))
     return Plan(
         name=name or path.stem,
@@ -472,7 +510,80 @@ def load_plan(path: str | Path) -> Plan:
         candidates=candidates,
         **{k: float(v) if k in ("margin", "alpha") else v for k, v in gate.items()},
         path=str(path),
+        chain=chain,
     )
+
+
+_CHAIN = _keys(
+    *CHAIN_KEYS,
+    where="chain",
+    lossless=Field(Str(pattern=CONFIG_NAME.pattern, message="must name a config of the plan"), null=True),
+    margin=Field(Number(0, 1, low_open=True, high_open=True, message="must be in (0, 1)"), null=True),
+    report=Field(_NON_EMPTY, null=True),
+)
+
+
+def _plan_chain(data, configs, baseline: str, path: Path, margin: float) -> Chain | None:
+    """The plan's ``chain`` (see :class:`Chain`), checked against its configs."""
+    if data.get("chain") is None:
+        return None
+    raw = _CHAIN.check(data["chain"], _where(path, "chain"))
+    lossless, report, leg_margin = raw.get("lossless"), raw.get("report"), raw.get("margin")
+    if (lossless is None) == (report is None):
+        raise _err(
+            "give either 'lossless' (a target-only config of the plan) or 'report' (a stored lossless leg)",
+            path=path,
+            key="chain",
+            value=raw,
+        )
+    base = configs[baseline]
+    if base.lossy or base.mode == "target":
+        raise _err(
+            "a chain needs a lossless speculative baseline (standard verification): it is "
+            f"the lossless leg's candidate, but {baseline!r} uses {base.mode!r}",
+            path=path,
+            key="baseline",
+            value=baseline,
+        )
+    if report is not None:
+        if not Path(_resolve_relative(path.parent, report)).is_file():
+            raise _err("no such gate report file", path=path, key="chain.report", value=report)
+        return Chain(
+            margin=None if leg_margin is None else float(leg_margin), report=_resolve_relative(path.parent, report)
+        )
+    if leg_margin is None:
+        raise _err("the lossless leg's margin is required", path=path, key="chain.margin")
+    if lossless not in configs or lossless == baseline:
+        raise _err(
+            f"must name a config of the plan other than the baseline {list(configs)}",
+            path=path,
+            key="chain.lossless",
+            value=lossless,
+        )
+    target = configs[lossless]
+    if target.mode != "target":
+        raise _err(
+            f"the lossless leg's baseline must be target-only (no speculative block); {lossless!r} uses {target.mode!r}",
+            path=path,
+            key="chain.lossless",
+            value=lossless,
+        )
+    for what, a, b in (
+        ("engine", target.engine, base.engine),
+        ("model", target.model, base.model),
+        ("sampling", target.sampling, base.sampling),
+    ):
+        if a != b:
+            raise _err(
+                f"the lossless leg compares {baseline!r} with {lossless!r}, which differ in {what} "
+                f"({b!r} against {a!r}): the chain's claim needs them equal but for speculative decoding",
+                path=path,
+                key="chain.lossless",
+                value=lossless,
+            )
+    if margin + float(leg_margin) >= 1:
+        raise _err("the two margins must add up to less than 1", path=path, key="chain.margin", value=leg_margin)
+    return Chain(margin=float(leg_margin), lossless=lossless)
 
 
 def _plan_suites(data, path: Path) -> tuple[SuiteRef, ...]:

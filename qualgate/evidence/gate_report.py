@@ -20,7 +20,12 @@ What binds the file to its evidence:
 - ``baseline.config``: what the baseline serves (model, resolved speculative config,
   numerics), whose :func:`qualgate.config.decoding.config_id` must be the baseline's config id;
 - ``signature``: an HMAC-SHA256 over :func:`canonical` of the rest, with the key in
-  ``QUALGATE_EVIDENCE_KEY`` when the writer had one.
+  ``QUALGATE_EVIDENCE_KEY`` when the writer had one;
+- ``chain`` (optional; absent from reports of unchained plans): the chained design of
+  :mod:`qualgate.run.chain`. A lossless leg has ``{"leg": "lossless", "identity": ...}``; a
+  chained report ``{"leg": "candidate", "identity": ..., "margin": δ1 + δ2, "lossless": the
+  leg's report or null, "reason": why it is missing}``, and the reader refuses a margin that is
+  not the two legs' sum or an embedded leg it would not read on its own.
 
 This module also holds what the two gates share about their reports: :func:`now`,
 :func:`names` and :func:`decide_exit`, the one verdict → exit code mapping.
@@ -89,6 +94,8 @@ _TOP = (
     "exit_code",
     "signature",
 )
+_OPTIONAL_TOP = ("chain",)
+_CHAIN_LEGS = ("lossless", "candidate")
 _SETTINGS = {design: cls.keys() for design, cls in SETTINGS.items()}
 
 
@@ -199,6 +206,7 @@ class Evidence:
     plan: dict | None = None
     qualgate_version: str = __version__
     signature: dict | None = None
+    chain: dict | None = None  #: the chained design (:mod:`qualgate.run.chain`); absent: none
 
     def __post_init__(self):
         if self.design not in SETTINGS:
@@ -220,6 +228,7 @@ class Evidence:
         """The report file's content (JSON-ready; NaN written as ``null``)."""
         from qualgate.formatting import json_ready
 
+        chain = {} if self.chain is None else {"chain": self.chain}
         return json_ready(
             {
                 "kind": REPORT_KIND,
@@ -235,6 +244,7 @@ class Evidence:
                 "exit_code": int(self.exit_code),
                 "signature": self.signature,
             }
+            | chain
         )
 
     def signed(self, key: str | None = None) -> Evidence:
@@ -289,6 +299,7 @@ class Evidence:
             plan=data["plan"],
             qualgate_version=data["qualgate_version"],
             signature=data["signature"],
+            chain=data.get("chain"),
         )
 
     @property
@@ -339,7 +350,7 @@ class _Check:
         for key in _TOP:
             if key not in d:
                 self.fail("missing", key)
-        extra = sorted(set(d) - set(_TOP))
+        extra = sorted(set(d) - set(_TOP) - set(_OPTIONAL_TOP))
         if extra:
             self.fail(f"unknown keys {extra}", extra[0])
         try:
@@ -378,6 +389,40 @@ class _Check:
             or not isinstance(sig["value"], str)
         ):
             self.fail(f"must be null or {{'algorithm': {_ALGORITHM!r}, 'value': HEX}}", "signature")
+        if "chain" in d:
+            self.chain(d["chain"], d)
+
+    def chain(self, c, d):
+        """``chain``: a lossless leg's identity, or a chained report's claim and embedded leg."""
+        if not isinstance(c, dict) or c.get("leg") not in _CHAIN_LEGS:
+            self.fail(f"must be an object with 'leg' one of {list(_CHAIN_LEGS)}", "chain", c)
+        if not isinstance(c.get("identity"), dict) or not c["identity"]:
+            self.fail("must be an object (what the lossless leg depends on)", "chain.identity")
+        keys = {"leg", "identity"} | ({"margin", "lossless", "reason"} if c["leg"] == "candidate" else set())
+        extra = sorted(set(c) - keys)
+        if extra:
+            self.fail(f"unknown keys {extra}", f"chain.{extra[0]}")
+        if c["leg"] == "lossless":
+            return
+        for key in ("margin", "lossless"):
+            if key not in c:
+                self.fail("missing", f"chain.{key}")
+        self.number(c["margin"], "chain.margin", 0, 1)
+        leg = c["lossless"]
+        if leg is None:
+            self.string(c.get("reason"), "chain.reason")
+            return
+        if not isinstance(leg, dict):
+            self.fail("must be the lossless leg's gate report or null", "chain.lossless")
+        try:
+            _Check(self.path).document(leg)
+        except ReportError as exc:
+            self.fail(f"the embedded lossless leg is not a gate report: {exc}", "chain.lossless")
+        if (leg.get("chain") or {}).get("leg") != "lossless":
+            self.fail("must be a lossless leg (its chain.leg 'lossless')", "chain.lossless.chain.leg")
+        total = d["settings"]["margin"] + leg["settings"]["margin"]
+        if not math.isclose(c["margin"], total, rel_tol=1e-9, abs_tol=1e-12):
+            self.fail(f"the legs' margins add up to {total:g}", "chain.margin", c["margin"])
 
     def string(self, v, field):
         if not isinstance(v, str) or not v:

@@ -102,6 +102,13 @@ def _decided_by(report: GateReport) -> list[str]:
     return out
 
 
+def _divergence(report: GateReport) -> list[str]:
+    """The divergence audit of each candidate (:mod:`qualgate.verdict.divergence`), when computed."""
+    from qualgate.report.divergence import audit_lines
+
+    return [line for c in report.comparisons for line in audit_lines(c.name, getattr(c, "divergence", None))]
+
+
 def render_text(report: GateReport) -> str:
     """The aligned text table, the share decided by each extractor, one sentence per candidate
     and any notes."""
@@ -128,6 +135,7 @@ def render_text(report: GateReport) -> str:
             + "; ".join(f"{c.name} {len(c.flips.lost)} lost, {len(c.flips.gained)} gained" for c in flipped)
             + " (every one: qualgate flips BASELINE CANDIDATE)"
         )
+    out += _divergence(report)
     code = report.exit_code
     out.append(f"verdict: {report.verdict} (exit {code})")
     return "\n".join(out) + "\n"
@@ -139,6 +147,7 @@ def render_markdown(report: GateReport) -> str:
     for c in report.comparisons:
         items.append(f"**{c.name}**: {c.verdict}: {c.reason}.")
         items += [f"  note: {n}" for n in c.notes]
+    items += _divergence(report)
     page = markdown_section(f"qualgate gate: {report.verdict}", _header(report), _rows(report), _headers(report), items)
     for c in report.comparisons:
         if c.flips is not None:

@@ -35,7 +35,9 @@ from typing import Any
 from qualgate.evidence.contract import FixedCandidate, SequentialCandidate
 from qualgate.evidence.gate_report import Evidence
 from qualgate.formatting import fmt_points
+from qualgate.report.divergence import audit_rows
 from qualgate.report.page import MAX_OUTPUT_CHARS, HtmlReport, PageFlip, render_html
+from qualgate.verdict.divergence import divergence_audit
 
 __all__ = ["MAX_OUTPUT_CHARS", "HtmlReport", "PageFlip", "collect_flips", "gate_html", "render_html", "run_html"]
 
@@ -250,6 +252,9 @@ def run_html(out: str | Path) -> str:
             pairings[name] = pair_records(records[base], records[name], on_missing="drop", max_errors=10**9)
         except DataError as exc:
             notes.append(f"{name}: records could not be paired for the A/A and sequential plots ({exc})")
+    from qualgate.report.run import chain_lines
+
+    notes += chain_lines(report)
     summaries = {c.name: c for c in report.configs}
     lossless = [c.name for c in report.configs if c.role == "candidate" and not c.lossy]
     provenance = _provenance(manifest)
@@ -273,6 +278,7 @@ def run_html(out: str | Path) -> str:
             flip_counts=_flip_counts(flips),
             provenance=provenance,
             notes=notes,
+            divergence=audit_rows(report.divergence),
         )
     )
 
@@ -288,10 +294,11 @@ def gate_html(gate: Evidence | Mapping, baseline, candidates: Sequence, **read) 
     if not isinstance(gate, Evidence):
         gate = Evidence.from_dict(gate)
     base = load_records(baseline, **read)
-    flips, pairings, notes = [], {}, []
+    flips, pairings, notes, audits = [], {}, [], []
     for c, path in zip(gate.candidates, candidates):
         cand = load_records(path, **read)
         flips += collect_flips(base.records, cand.records, c.name)
+        audits.append((c.name, divergence_audit(base.records, cand.records)))
         try:
             pairings[c.name] = pair_records(base, cand, on_missing="drop", max_errors=10**9)
         except DataError as exc:
@@ -324,6 +331,7 @@ def gate_html(gate: Evidence | Mapping, baseline, candidates: Sequence, **read) 
             flip_counts=_flip_counts(flips),
             provenance=provenance,
             notes=notes,
+            divergence=audit_rows(audits),
         )
     )
 

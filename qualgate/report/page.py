@@ -48,6 +48,8 @@ class HtmlReport:
     flip_counts: dict[str, dict[str, int]]
     provenance: list[tuple[str, str]]
     notes: list[str] = field(default_factory=list)
+    #: the divergence audit's rows (:func:`qualgate.report.divergence.audit_rows`)
+    divergence: list[list[str]] = field(default_factory=list)
 
 
 _CSS = """
@@ -151,6 +153,28 @@ def _verdict_section(r: HtmlReport) -> str:
     ]
     headers = ["candidate", "mode", "verdict", "accuracy", "loss (pts)", "loss upper bound (pts)", "speed-up", "reason"]
     return f'<section id="verdicts"><h2>Verdicts</h2>{_table(headers, rows, num=(3, 4, 5, 6))}</section>'
+
+
+def _divergence_section(r: HtmlReport) -> str:
+    """Each candidate's divergence audit against the baseline (:mod:`qualgate.verdict.divergence`)."""
+    if not r.divergence:
+        return ""
+    headers = [
+        "candidate",
+        "pairs",
+        "byte-identical",
+        "unit",
+        "first difference, 10th / 50th / 90th percentile (from 0)",
+        "near-ties / top-2 margins known",
+        "lossless and greedy",
+    ]
+    rows = [[_e(c) for c in row] for row in r.divergence]
+    return (
+        '<section id="divergence"><h2>Divergence</h2><p class="sub">Outputs byte-identical to the '
+        "baseline's, and where the others first differ (in tokens when the records carry token ids, else "
+        "in characters); a near-tie is a first difference where the target's top-2 probability margin is "
+        f"below the audit's threshold: numerics, not a changed decision.</p>{_table(headers, rows, num=(1, 2))}</section>"
+    )
 
 
 def _figure(svg: str, caption: str, ident: str) -> str:
@@ -315,6 +339,7 @@ def render_html(r: HtmlReport) -> str:
         + _verdict_section(r)
         + _plots_section(r)
         + _calibration_section(r)
+        + _divergence_section(r)
         + _flips_section(r)
         + f'<section id="provenance"><h2>Provenance</h2>{provenance}</section>'
         + (f'<section id="notes"><h2>Notes</h2><ul>{notes}</ul></section>' if notes else "")

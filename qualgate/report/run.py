@@ -11,7 +11,9 @@ recomputes statistics (the verdicts come from ``gate.json``). Per config:
   run's interleaved speed rounds (``run --speed-rounds``), the median of per-round ratios with
   its confidence interval (:mod:`qualgate.run.speed`); otherwise the ratio of the two configs'
   tokens/s over the whole run, timed at different moments (``speedup_ci`` is then ``None``),
-- for candidates: the gate's verdict and the upper confidence bound of the loss.
+- for candidates: the gate's verdict and the upper confidence bound of the loss;
+- below the table, each candidate's divergence audit against the baseline
+  (:mod:`qualgate.verdict.divergence`) and, for a chained plan, the claim against target-only.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class RunReport:
     configs: tuple[ConfigSummary, ...]
     gate: dict[str, Any] = field(default_factory=dict)  #: the manifest's gate entry, with the report's content
     evidence: Evidence | None = None  #: ``gate.json``, when the gate decided
+    #: ``(candidate, DivergenceAudit)`` per candidate (:mod:`qualgate.verdict.divergence`)
+    divergence: tuple = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +85,7 @@ class RunReport:
             "suites": list(self.suites),
             "configs": [c.to_dict() for c in self.configs],
             "gate": self.gate,
+            "divergence": {name: a.to_dict() for name, a in self.divergence},
         }
 
 
@@ -200,7 +205,66 @@ def summarize(out: str | Path) -> RunReport:
         configs=tuple(rows),
         gate=gate,
         evidence=evidence,
+        divergence=run_divergence(out, manifest),
     )
+
+
+def run_divergence(out: Path, manifest: dict) -> tuple:
+    """``(candidate, audit)`` of every candidate of the run against its baseline."""
+    from qualgate.errors import DataError
+    from qualgate.verdict.divergence import divergence_audit
+    from qualgate.verdict.pairing import load_side
+
+    plan, configs = manifest["plan"], manifest["configs"]
+    baseline = plan["baseline"]
+
+    def greedy(name):
+        return float(((plan.get("configs") or {}).get(name) or {}).get("sampling", {}).get("temperature", 1.0)) == 0
+
+    try:
+        base = load_side(out / configs[baseline]["records"], drop_truncated=True).records
+    except (DataError, KeyError):
+        return ()
+    audits = []
+    for name in plan.get("candidates") or []:
+        try:
+            cand = load_side(out / configs[name]["records"], drop_truncated=True).records
+        except (DataError, KeyError):
+            continue
+        audits.append((name, divergence_audit(base, cand, greedy=greedy(baseline) and greedy(name))))
+    return tuple(audits)
+
+
+def _divergence_notes(report: RunReport) -> list[str]:
+    """The divergence audit of each candidate, and a chained plan's claim against target-only."""
+    from qualgate.report.divergence import audit_lines
+
+    out = [line for name, a in report.divergence for line in audit_lines(name, a)]
+    return out + chain_lines(report)
+
+
+def chain_lines(report: RunReport) -> list[str]:
+    """A chained plan's lossless leg and its claim against target-only (none without a chain)."""
+    out = []
+    chain = report.evidence.chain if report.evidence is not None else None
+    if chain and chain.get("leg") == "candidate":
+        leg = chain.get("lossless")
+        if leg is None:
+            out.append(f"chain: the lossless leg is missing ({chain.get('reason')}): no claim against target-only")
+        else:
+            leg_verdict = leg["candidates"][0]["verdict"] if leg.get("candidates") else "?"
+            passed = [c.name for c in report.evidence.candidates if c.verdict == "PASS"]
+            claim = (
+                f"{', '.join(passed)} lose{'s' if len(passed) == 1 else ''} less than "
+                f"{fmt_points(chain['margin'])} points against target-only"
+                if leg_verdict == "PASS" and passed
+                else "no claim against target-only"
+            )
+            out.append(
+                f"chain: lossless leg (baseline against target-only, margin {fmt_points(leg['settings']['margin'])} "
+                f"points) {leg_verdict}; each leg at alpha {report.alpha:g} (intersection-union test): {claim}"
+            )
+    return out
 
 
 def _rows(report: RunReport) -> tuple[list[str], list[list[str]]]:
@@ -244,7 +308,7 @@ def _notes(report: RunReport) -> list[str]:
             "over different questions; the verdicts pair the same questions"
         )
     out += [f"{c.name}: {c.verdict}: {c.reason}" for c in report.configs if c.reason]
-    return out
+    return out + _divergence_notes(report)
 
 
 def fmt_speedup(speedup: float | None, ci: tuple[float, float] | None) -> str:

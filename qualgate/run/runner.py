@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from qualgate.backends import Request, open_on_devices, package_versions
 from qualgate.errors import DataError, ExitCode
 from qualgate.evidence.gate_report import now as _now
+from qualgate.run.chain import chained_evidence, check_chain_plan
 from qualgate.run.manifest import (
     FINGERPRINT_VERSION,
     LOCK_NAME,
@@ -81,6 +82,8 @@ __all__ = [
 
 #: the manifest's running throughput is rewritten at most this often (and after each config)
 MANIFEST_EVERY_S = 10.0
+#: the packages whose versions a run's manifest records
+PACKAGES = ("numpy", "scipy", "torch", "transformers", "vllm")
 SEED_DERIVATION = (
     "request seed = int(sha256('suite\\x1fquestion_id\\x1fseed\\x1fsample_index')[:8], 16) "
     "% 2**31 (qualgate.harness.request_seed)"
@@ -360,6 +363,9 @@ def run_plan(
     if owned:
         suites = load_suites(plan)
     try:
+        check_chain_plan(
+            plan, sequential, suites, {"packages": package_versions(*PACKAGES), "seed_derivation": SEED_DERIVATION}
+        )
         if out.exists() and not out.is_dir():
             raise DataError("the output path exists and is not a directory", file=str(out))
         out.mkdir(parents=True, exist_ok=True)
@@ -405,7 +411,7 @@ def environment(plan) -> dict:
         "seeds": list(plan.seeds),
         "samples": plan.samples,
         "seed_derivation": SEED_DERIVATION,
-        "packages": package_versions("numpy", "scipy", "torch", "transformers", "vllm"),
+        "packages": package_versions(*PACKAGES),
         "host": _host(),
         "git": _git_revision(Path(plan.path).parent if plan.path else Path.cwd()),
     }
@@ -582,8 +588,8 @@ def _run_locked(
         manifest["speed"] = measure_speed(plan, work, speed, backend_factory=backend_factory, log=log)
         write_json_atomic(manifest_path, manifest)
     gate_path = out / "gate.json"
-    if report is not None:
-        report.evidence().write(gate_path)  # signed when QUALGATE_EVIDENCE_KEY is set
+    if report is not None:  # signed when QUALGATE_EVIDENCE_KEY is set; with the plan's chain (run.chain)
+        chained_evidence(plan, out, report.evidence(), manifest=manifest, max_errors=max_errors).write(gate_path)
     else:
         gate_path.unlink(missing_ok=True)
     manifest["status"] = "complete"
@@ -722,6 +728,11 @@ class _ConfigRunner:
         write_json_atomic(self.out / "manifest.json", self.manifest)
 
 
+def _greedy(config) -> bool:
+    """Whether a config decodes greedily (temperature 0: the engines ignore the seed)."""
+    return float(config.sampling.get("temperature", 1.0)) == 0.0
+
+
 def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):
     """Evaluate the plan's gate on the run's records with :func:`qualgate.verdict.fixed.run_gate`.
 
@@ -749,6 +760,7 @@ def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):
             weighting=plan.weighting,
             inconclusive=plan.inconclusive,
             max_errors=max_errors,
+            greedy=[_greedy(plan.configs[plan.baseline]) and _greedy(plan.configs[c]) for c in plan.candidates],
             **_provenance(plan, out),
         )
     except DataError as exc:

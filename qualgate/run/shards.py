@@ -456,7 +456,11 @@ def merge_shards(
         log(f"merged {len(parts)} shards: " + ", ".join(f"{n} {len(r)}" for n, r in merged.items()) + " records")
         report, summary = evaluate_gate(plan, out, max_errors=max_errors)
         if report is not None:
-            report.evidence().write(out / "gate.json")
+            from qualgate.run.chain import chained_evidence
+
+            chained_evidence(plan, out, report.evidence(), manifest=manifest, max_errors=max_errors).write(
+                out / "gate.json"
+            )
         manifest["status"] = "complete"
         manifest["ended_at"] = _now()
         manifest["gate"] = summary

@@ -43,7 +43,7 @@ from typing import Any
 from qualgate.config.decoding import Plan, load_yaml, parse_config
 from qualgate.errors import DataError, ExitCode
 from qualgate.evidence.contract import Verdict
-from qualgate.formatting import fmt_points, markdown_table, text_table, write_atomic
+from qualgate.formatting import fmt_pct, fmt_points, markdown_table, text_table, write_atomic
 from qualgate.records.yaml_schema import Choice, Field, Int, ListOf, Where
 from qualgate.records.yaml_schema import Mapping as Schema
 
@@ -174,6 +174,8 @@ class SweepResult:
     cost: dict[str, Any]
     margin: float
     alpha: float
+    #: with ``discordance_from``: the pilot's discordance and the questions a fixed design needs
+    sizing: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -232,6 +234,7 @@ def run_sweep(
     progress=None,
     log=None,
     resume: bool = False,
+    discordance_from=None,
 ) -> SweepResult:
     """Run the sweep into ``out`` (a run directory: ``qualgate report`` reads it too).
 
@@ -239,6 +242,11 @@ def run_sweep(
     report of the tested sequence, ``multiplicity: fixed-sequence``), ``sweep.json`` (the
     :class:`SweepResult`) and ``chosen.yaml`` (the chosen config, which ``qualgate check``
     resolves to the config id that ``gate.json`` holds evidence for).
+
+    ``discordance_from``: a :class:`qualgate.verdict.calibration.PilotDiscordance` (a pilot or a
+    stored A/A run of the design, e.g. FLy against standard): the sweep states the questions a
+    fixed design needs at that discordance (the plan's margin and alpha, ``power``) and warns,
+    before any decoding, when its question budget is smaller.
     """
     import yaml
 
@@ -275,6 +283,19 @@ def run_sweep(
         pilot = _pilot_order(full, names, work, grid.pilot_questions, per_question, backend_factory, log)
         names.sort(key=lambda n: pilot[n])
         full = dataclasses.replace(full, candidates=tuple(names))
+    sizing = None
+    if discordance_from is not None:
+        from qualgate.stats import noninferiority_sample_size
+
+        pairs = noninferiority_sample_size(plan.margin, discordance_from.value, alpha=plan.alpha, power=power).n
+        needed = discordance_from.questions_for(pairs)
+        sizing = discordance_from.to_dict() | {"pairs_needed": pairs, "questions_needed": needed}
+        log(f"{discordance_from.describe()}: a fixed design needs {needed:,} questions at power {power:g}")
+        if test_questions < needed:
+            log(
+                f"warning: the sweep tests each point on at most {test_questions:,} questions, fewer than the "
+                f"{needed:,} needed: expect INCONCLUSIVE verdicts (a larger plan, or a design with smaller discordance)"
+            )
     settings = SequentialSettings(batch_questions, test_questions, power, multiplicity="fixed-sequence")
     result = run_plan(
         full,
@@ -336,6 +357,7 @@ def run_sweep(
         cost,
         plan.margin,
         plan.alpha,
+        sizing,
     )
     from qualgate.run.manifest import write_json_atomic
 
@@ -425,6 +447,11 @@ def _summary(r: SweepResult) -> list[str]:
         )
     if r.not_run:
         out.append(f"not run (after the first non-PASS the sequence stops): {', '.join(r.not_run)}")
+    if r.sizing:
+        out.append(
+            f"sizing: discordance {fmt_pct(r.sizing['value'], 2)} from {' and '.join(r.sizing['paths'])}: a fixed "
+            f"design needs {r.sizing['questions_needed']:,} questions per point"
+        )
     out.append(
         f"cost: {c['questions_spent']:,} candidate questions (+{c['baseline_questions']:,} baseline) against "
         f"{c['questions_fixed']:,} for every grid point at the full count; engine time {c['engine_s_spent']:.1f} s "

@@ -33,6 +33,8 @@ from qualgate.verdict.pairing import Pairing, Side, pair_records
 
 __all__ = [
     "CalibrationReport",
+    "PilotDiscordance",
+    "pilot_discordance",
     "calibrate",
     "render_calibration_markdown",
     "render_calibration_text",
@@ -260,3 +262,62 @@ def render_calibration_markdown(r: CalibrationReport) -> str:
     out.append(markdown_table(_calibration_rows(r), _CAL_HEADERS))
     out += [f"- note: {n}" for n in r.notes]
     return "\n".join(out) + "\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class PilotDiscordance:
+    """The discordance ψ of a pilot or a stored A/A run of the design a gate will run (for
+    ``qualgate power --discordance-from`` and ``qualgate sweep --discordance-from``): measured
+    on the pairs of two record sets, with its 1 − alpha Clopper-Pearson interval (the design
+    effect applied) and what converts pairs to questions."""
+
+    paths: tuple[str, str]
+    pairs: int
+    questions: int
+    pairs_per_question: float
+    design_effect: float
+    discordant: float
+    interval: ConfidenceInterval
+    bound: str  #: ``estimate`` or ``upper``: the value :attr:`value` sizes with
+
+    @property
+    def value(self) -> float:
+        return self.discordant if self.bound == "estimate" else self.interval.high
+
+    def questions_for(self, pairs: int) -> int:
+        """Questions holding ``pairs`` independent-equivalent pairs (design effect over pairs per question)."""
+        return math.ceil(pairs * self.design_effect / self.pairs_per_question)
+
+    def describe(self) -> str:
+        used = "the estimate" if self.bound == "estimate" else "the interval's upper end"
+        clusters = (
+            f"; {self.pairs_per_question:g} pairs per question, design effect {self.design_effect:.2f}"
+            if self.pairs_per_question > 1
+            else ""
+        )
+        return (
+            f"discordance from {self.paths[0]} and {self.paths[1]}: {fmt_pct(self.discordant, 2)} of "
+            f"{self.pairs:,} pairs ({self.questions:,} questions{clusters}), interval "
+            f"[{fmt_pct(self.interval.low, 2)}, {fmt_pct(self.interval.high, 2)}]; sized with {used}"
+        )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self) | {"value": self.value}
+
+
+def pilot_discordance(run_a, run_b, *, alpha: float = 0.05, bound: str = "estimate", **read) -> PilotDiscordance:
+    """ψ of two record sets (``run_a`` the baseline's: files, directories or other tools' logs;
+    ``read``: :func:`run_calibration`'s reading options), for sizing a gate of that design."""
+    if bound not in ("estimate", "upper"):
+        raise ValueError(f"bound must be 'estimate' or 'upper', got {bound!r}")
+    r = run_calibration(run_a, run_b, alpha=alpha, losses=(), **read)
+    return PilotDiscordance(
+        (str(run_a), str(run_b)),
+        r.pairs,
+        r.questions,
+        r.pairs / r.questions,
+        r.design_effect,
+        r.discordant,
+        r.discordant_ci,
+        bound,
+    )

@@ -54,7 +54,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -108,6 +108,8 @@ class Comparison:
     tiers: tuple[str, ...] = ()
     suite_verdicts: tuple[Verdict, ...] = ()
     flips: Flips | None = None  #: every lost and gained pair (:mod:`qualgate.verdict.flips`)
+    #: the divergence audit (:mod:`qualgate.verdict.divergence`); not part of the report file
+    divergence: Any = None
 
     def to_candidate(self) -> FixedCandidate:
         """This comparison as the report file holds it."""
@@ -432,6 +434,7 @@ def run_gate(
     input_format: str = "auto",
     import_options=None,
     on_prompt_mismatch: str = "error",
+    greedy: Sequence[bool | None] | None = None,
 ) -> GateReport:
     """Read, pair and gate: ``baseline`` and each of ``candidates`` is a record file or directory,
     or another tool's log (``input_format``, detected per path by default; see
@@ -440,7 +443,9 @@ def run_gate(
     Every candidate's flips (:func:`qualgate.verdict.flips.find_flips`) are carried into the report.
     ``baseline_config``: what the baseline serves (:func:`qualgate.evidence.gate_report.describe_config`);
     its config id must be the baseline records'. ``plan``: digests of the plan and the run
-    (harness runs). Both are written into the report for ``qualgate check``.
+    (harness runs). Both are written into the report for ``qualgate check``. Each comparison
+    carries its divergence audit (:func:`qualgate.verdict.divergence.divergence_audit`;
+    ``greedy``: per candidate, whether both sides decoded greedily, when known).
 
     Raises :class:`~qualgate.errors.DataError` for invalid or unpairable records and
     ``ValueError`` for invalid settings. See :func:`gate` and :func:`~qualgate.verdict.pairing.pair_records`.
@@ -452,8 +457,10 @@ def run_gate(
 
     opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
     base = load_records(baseline, fmt=input_format, options=import_options, **opts)
-    pairings, flips = [], []
-    for c in candidates:
+    from qualgate.verdict.divergence import divergence_audit
+
+    pairings, flips, audits = [], [], []
+    for i, c in enumerate(candidates):
         cand = load_records(c, fmt=input_format, options=import_options, **opts)
         pairings.append(
             pair_records(
@@ -461,6 +468,7 @@ def run_gate(
             )
         )
         flips.append(find_flips(base, cand))
+        audits.append(divergence_audit(base.records, cand.records, greedy=greedy[i] if greedy else None))
     _check_baseline_config(baseline_config, pairings[0].baseline)
     report = gate(
         pairings,
@@ -475,7 +483,10 @@ def run_gate(
         flips=flips,
     )
     reading = dict(on_missing=on_missing, max_errors=max_errors, **opts)
-    return dataclasses.replace(report, reading=reading, baseline_config=baseline_config, plan=plan)
+    comparisons = tuple(dataclasses.replace(c, divergence=a) for c, a in zip(report.comparisons, audits))
+    return dataclasses.replace(
+        report, comparisons=comparisons, reading=reading, baseline_config=baseline_config, plan=plan
+    )
 
 
 def _check_baseline_config(description, side: Side) -> None:

@@ -93,6 +93,8 @@ def test_schema_lists_the_required_fields_of_issue_3_first():
         "deferred_tokens",
         "latency_s",
         "error",
+        "token_ids",
+        "top2_margins",
     }
 
 
