@@ -122,6 +122,9 @@ class ClusteredTable:
         ``abs_d[j − 1]`` questions have ``|d_k| = j``.
     max_cluster_size : int
         Largest ``n_k``.
+    lost_q, gained_q, sum_y2 : float
+        The question-level sums ``Σ y_k⁺``, ``Σ y_k⁻`` and ``Σ y_k²`` of the questions' mean
+        differences ``y_k = d_k/n_k`` (the question-level variance of :func:`robust_variance`).
     """
 
     clusters: int
@@ -135,6 +138,9 @@ class ClusteredTable:
     sum_n2: int
     abs_d: tuple[int, ...]
     max_cluster_size: int
+    lost_q: float = 0.0
+    gained_q: float = 0.0
+    sum_y2: float = 0.0
 
     @classmethod
     def from_outcomes(cls, cluster, baseline_correct, candidate_correct) -> ClusteredTable:
@@ -158,6 +164,7 @@ class ClusteredTable:
         sizes = np.bincount(k)
         d = np.bincount(k, weights=(b & ~c).astype(np.int64) - (~b & c)).astype(np.int64)
         absd = np.bincount(np.abs(d))[1:] if len(d) else np.zeros(0, np.int64)
+        y = d / np.maximum(sizes, 1)
         return cls(
             clusters=len(sizes),
             n=len(b),
@@ -170,6 +177,9 @@ class ClusteredTable:
             sum_n2=int(sizes @ sizes),
             abs_d=tuple(int(x) for x in absd),
             max_cluster_size=int(sizes.max()) if len(sizes) else 0,
+            lost_q=float(np.sum(np.maximum(y, 0.0))),
+            gained_q=float(np.sum(np.maximum(-y, 0.0))),
+            sum_y2=float(y @ y),
         )
 
     @property
@@ -187,7 +197,7 @@ def _robust_fn(tables, weights, crit):
     """(robust statistic as a function of δ0, point estimate of the loss)."""
     if weights is None and len(tables) > 1:
         raise ValueError("several tables need weights (pool the counts into one table instead)")
-    fields = ("n", "lost", "gained", "clusters", "sum_d2", "sum_nd", "sum_n2", "max_cluster_size")
+    fields = ("n", "lost", "gained", "clusters", "sum_d2", "lost_q", "gained_q", "sum_y2")
     arrays = [np.array([getattr(t, f) for t in tables], dtype=float) for f in fields]
     if weights is None:
         arrays = [a[0] for a in arrays]
