@@ -36,6 +36,7 @@ __all__ = [
     "monotone_bound",
     "robust_variance",
     "robust_z",
+    "sandwich_variance",
     "scanned_bound",
 ]
 
@@ -136,9 +137,7 @@ def robust_variance(n, lost, gained, clusters, sum_d2, lost_q, gained_q, sum_y2,
     delta = np.asarray(delta, dtype=float)
     q = restricted_p21(lost / n, gained / n, delta)
     tango = n * (2 * q + delta * (1 - delta))
-    share = n / clusters * delta  # the mean question's expected difference under H0
-    centred = np.maximum(sum_d2 - 2 * share * (lost - gained) + clusters * share**2, 0.0)
-    sandwich = np.where(clusters >= 2, clusters / np.maximum(clusters - 1, 1) * centred, 0.0)
+    sandwich = sandwich_variance(n, lost, gained, clusters, sum_d2, delta)
     h = np.maximum((sum_y2 + 1.0) / (lost_q + gained_q + 1.0), np.abs(delta))
     unit = delta / h
     qh = restricted_p21(lost_q / h / clusters, gained_q / h / clusters, unit)
@@ -146,6 +145,16 @@ def robust_variance(n, lost, gained, clusters, sum_d2, lost_q, gained_q, sum_y2,
     kappa = clusters / np.maximum(clusters - 1, 1)
     floor = np.maximum(float(crit) ** 2 * kappa**2 - kappa, 0.0) * (n / clusters) ** 2 * (1 + np.abs(delta)) ** 2
     return np.maximum(np.maximum(sandwich, tango), questions) + floor
+
+
+def sandwich_variance(n, lost, gained, clusters, sum_d2, delta):
+    """R of :func:`robust_variance`: ``K/(K−1)·Σ_k (d_k − N/K·δ0)²`` (0 with one question)."""
+    n, lost, gained, clusters, sum_d2, delta = (
+        np.asarray(x, dtype=float) for x in (n, lost, gained, clusters, sum_d2, delta)
+    )
+    share = n / clusters * delta  # the mean question's expected difference under H0
+    centred = np.maximum(sum_d2 - 2 * share * (lost - gained) + clusters * share**2, 0.0)
+    return np.where(clusters >= 2, clusters / np.maximum(clusters - 1, 1) * centred, 0.0)
 
 
 def robust_z(arrays, delta, crit, weights=None):
