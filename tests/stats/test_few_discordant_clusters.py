@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scipy import special
-from scipy import stats
+from scipy import special, stats
 
 from qualgate.stats import ClusteredTable, clustered_noninferiority
 from qualgate.stats._cluster_variance import robust_z
