@@ -21,7 +21,8 @@ candidates × suites), with the former statistic (sandwich centred at n_k·δ0, 
 the largest question) beside the gate's:
 
 - all-or-nothing: each question loses all its seeds with probability 0.03 and gains all with
-  0.01 (the loss per pair is the 2-point margin; power at 0.02 / 0.02). The question-level
+  0.01 (the loss per pair is the 2-point margin; power at 0.02 / 0.02); ``--psi`` other
+  discordant fractions ψ (lost (ψ + loss)/2, gained (ψ − loss)/2; ψ = 0.02 only loses). The question-level
   table is a trinomial, so every table is *enumerated*: no Monte Carlo error (the limit is the
   level itself).
 - fragile: 10 % of the questions are fragile; on a fragile question each seed is discordant
@@ -187,13 +188,16 @@ def few_main(args):
         + " | former size/level at a, a/4, a/16 | power a, a/16 (former) | ok"
     )
     t0, bad, worst, cells = time.perf_counter(), 0, 0.0, 0
-    for model in ("all-or-nothing", "fragile"):
+    rows = [
+        (model, psi) for model in args.models.split(",") for psi in (args.psi if model == "all-or-nothing" else [0])
+    ]
+    for model, psi in rows:
         for seeds in seeds_grid:
             for questions in questions_grid:
                 rate = {}
                 for name, loss in (("m", margin), ("0", 0.0)):
                     if model == "all-or-nothing":
-                        L, G, w = trinomial(questions, 0.02 + loss / 2, 0.02 - loss / 2)
+                        L, G, w = trinomial(questions, (psi + loss) / 2, (psi - loss) / 2)
                         rate[name] = few_pass(L, G, seeds, questions, margin, alpha, weight=w)
                     else:
                         lost, gained = draw_fragile(rng, reps, questions, seeds, loss)
@@ -207,8 +211,9 @@ def few_main(args):
                     worst = max(worst, (x - 2 * se) / level)
                     cells += 1
                 bad += not ok
+                label = model if model == "fragile" else f"aon psi {psi:g}"
                 print(
-                    f"{model:<15}{seeds:>6}{questions:>10} |"
+                    f"{label:<15}{seeds:>6}{questions:>10} |"
                     + "".join(f"{x / (alpha / m):>8.3f}" for m, x in zip(LEVELS, size))
                     + f" | {old_size[0] / alpha:>6.3f} {old_size[2] / (alpha / 4):>6.3f} {old_size[4] / (alpha / 16):>6.3f}"
                     + f"           | {power[0]:.3f} {power[4]:.3f} ({old_power[0]:.3f} {old_power[4]:.3f})"
@@ -231,6 +236,13 @@ def main(argv=None):
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--few", action="store_true", help="the few-discordant-clusters grid (issue 36)")
+    ap.add_argument("--models", default="all-or-nothing,fragile", help="with --few")
+    ap.add_argument(
+        "--psi",
+        type=lambda x: [float(v) for v in x.split(",")],
+        default=[0.04],
+        help="with --few: discordant fractions of questions in the all-or-nothing model (0.04: the issue's 0.03/0.01)",
+    )
     args = ap.parse_args(argv)
     if args.few:
         if args.questions == QUESTIONS:
