@@ -92,8 +92,7 @@ def clustered_pass(lost, gained, seeds, margin, alpha):
     n = questions * seeds
     sum_d2, sum_nd, sum_n2 = (d * d).sum(axis=1), seeds * d.sum(axis=1), float(questions * seeds**2)
     crit = sps.norm.isf(alpha)
-    y = d / seeds
-    arrays = (n, b, c, questions, sum_d2, np.maximum(y, 0).sum(1), np.maximum(-y, 0).sum(1), (y * y).sum(1))
+    arrays = (n, b, c, questions, sum_d2, np.maximum(d, 0).sum(1), np.maximum(-d, 0).sum(1), sum_d2 / seeds)
     z = robust_z(arrays, margin, crit)
     deff = design_effect(n, b, c, questions, sum_d2, sum_nd, sum_n2)
     old = deff_score_z(b, c, n, margin, deff)
@@ -123,14 +122,13 @@ def few_pass(lost_q, gained_q, seeds, questions, margin, alpha, weight=None):
     if weight is None:
         d = (lost_q - gained_q).astype(float)
         b, c = lost_q.sum(1).astype(float), gained_q.sum(1).astype(float)
-        y = d / seeds
         sum_d2, sum_nd = (d * d).sum(1), seeds * d.sum(1)
-        yl, yg, y2 = np.maximum(y, 0).sum(1), np.maximum(-y, 0).sum(1), (y * y).sum(1)
+        yl, yg, y2 = np.maximum(d, 0).sum(1), np.maximum(-d, 0).sum(1), sum_d2 / seeds
     else:
         L, G = lost_q.astype(float), gained_q.astype(float)
         b, c = seeds * L, seeds * G
         sum_d2, sum_nd = seeds**2 * (L + G), seeds**2 * (L - G)
-        yl, yg, y2 = L, G, L + G
+        yl, yg, y2 = seeds * L, seeds * G, seeds * (L + G)
     n, sum_n2 = questions * seeds, float(questions * seeds**2)
     new, old = [], []
     for m in LEVELS:

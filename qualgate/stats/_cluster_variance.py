@@ -84,7 +84,7 @@ def deff_score_z(lost, gained, n, delta, deff, weights=None):
     return z if z.ndim else float(z)
 
 
-def robust_variance(n, lost, gained, clusters, sum_d2, lost_q, gained_q, sum_y2, delta, crit):
+def robust_variance(n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum_d2_n, delta, crit):
     """Variance of ``B − C`` under H0: loss = ``delta`` used by the clustered tests (vectorised).
 
     ``max(R, T, Q) + F`` in squared pair counts, where
@@ -131,16 +131,18 @@ def robust_variance(n, lost, gained, clusters, sum_d2, lost_q, gained_q, sum_y2,
     ``δ0/h`` is capped at 1 (``h`` raised to δ0): a loss larger than the typical discordant
     question is left to R and T.
     """
-    n, lost, gained, clusters, sum_d2, lost_q, gained_q, sum_y2 = (
-        np.asarray(x, dtype=float) for x in (n, lost, gained, clusters, sum_d2, lost_q, gained_q, sum_y2)
+    n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum_d2_n = (
+        np.asarray(x, dtype=float) for x in (n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum_d2_n)
     )
     delta = np.asarray(delta, dtype=float)
     q = restricted_p21(lost / n, gained / n, delta)
     tango = n * (2 * q + delta * (1 - delta))
     sandwich = sandwich_variance(n, lost, gained, clusters, sum_d2, delta)
-    h = np.maximum((sum_y2 + 1.0) / (lost_q + gained_q + 1.0), np.abs(delta))
+    size = n / clusters  # the mean question
+    prior = size * (1.0 + clusters * np.abs(delta) / 2)  # pairs of all-or-nothing questions
+    h = np.maximum((sum_d2_n + prior) / (net_lost + net_gained + prior), np.abs(delta))
     unit = delta / h
-    qh = restricted_p21(lost_q / h / clusters, gained_q / h / clusters, unit)
+    qh = restricted_p21(net_lost / size / h / clusters, net_gained / size / h / clusters, unit)
     questions = n * n / clusters * h * h * (2 * qh + unit * (1 - unit))
     kappa = clusters / np.maximum(clusters - 1, 1)
     floor = np.maximum(float(crit) ** 2 * kappa**2 - kappa, 0.0) * (n / clusters) ** 2 * (1 + np.abs(delta)) ** 2
@@ -160,7 +162,7 @@ def sandwich_variance(n, lost, gained, clusters, sum_d2, delta):
 def robust_z(arrays, delta, crit, weights=None):
     """Clustered score statistic ``S/√V`` at loss = ``delta`` (vectorised over ``delta``).
 
-    ``arrays``: (n, lost, gained, clusters, sum_d2, lost_q, gained_q, sum_y2)
+    ``arrays``: (n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum_d2_n)
     (see :class:`~qualgate.stats.ClusteredTable`), each with a last axis over strata when
     ``weights`` is given: then ``Z = Σ_s w_s (δ̂_s − δ0) / sqrt(Σ_s w_s² V_s(δ0)/N_s²)``.
     """

@@ -132,9 +132,11 @@ class ClusteredTable:
         ``abs_d[j − 1]`` questions have ``|d_k| = j``.
     max_cluster_size : int
         Largest ``n_k``.
-    lost_q, gained_q, sum_y2 : float
-        The question-level sums ``Σ y_k⁺``, ``Σ y_k⁻`` and ``Σ y_k²`` of the questions' mean
-        differences ``y_k = d_k/n_k`` (the question-level variance of :func:`robust_variance`).
+    net_lost, net_gained : int
+        ``Σ d_k⁺`` and ``Σ d_k⁻``: the lost and gained pairs net of each question.
+    sum_d2_n : float
+        ``Σ d_k²/n_k`` (with ``net_lost + net_gained``, the typical size of a discordant
+        question's mean difference, for the question-level variance of :func:`robust_variance`).
     """
 
     clusters: int
@@ -148,9 +150,9 @@ class ClusteredTable:
     sum_n2: int
     abs_d: tuple[int, ...]
     max_cluster_size: int
-    lost_q: float = 0.0
-    gained_q: float = 0.0
-    sum_y2: float = 0.0
+    net_lost: int = 0
+    net_gained: int = 0
+    sum_d2_n: float = 0.0
 
     @classmethod
     def from_outcomes(cls, cluster, baseline_correct, candidate_correct) -> ClusteredTable:
@@ -174,7 +176,6 @@ class ClusteredTable:
         sizes = np.bincount(k)
         d = np.bincount(k, weights=(b & ~c).astype(np.int64) - (~b & c)).astype(np.int64)
         absd = np.bincount(np.abs(d))[1:] if len(d) else np.zeros(0, np.int64)
-        y = d / np.maximum(sizes, 1)
         return cls(
             clusters=len(sizes),
             n=len(b),
@@ -187,9 +188,9 @@ class ClusteredTable:
             sum_n2=int(sizes @ sizes),
             abs_d=tuple(int(x) for x in absd),
             max_cluster_size=int(sizes.max()) if len(sizes) else 0,
-            lost_q=float(np.sum(np.maximum(y, 0.0))),
-            gained_q=float(np.sum(np.maximum(-y, 0.0))),
-            sum_y2=float(y @ y),
+            net_lost=int(np.maximum(d, 0).sum()),
+            net_gained=int(np.maximum(-d, 0).sum()),
+            sum_d2_n=float(np.sum(d * d / np.maximum(sizes, 1))),
         )
 
     @property
@@ -207,7 +208,7 @@ def _robust_fn(tables, weights, crit):
     """(robust statistic as a function of δ0, point estimate of the loss)."""
     if weights is None and len(tables) > 1:
         raise ValueError("several tables need weights (pool the counts into one table instead)")
-    fields = ("n", "lost", "gained", "clusters", "sum_d2", "lost_q", "gained_q", "sum_y2")
+    fields = ("n", "lost", "gained", "clusters", "sum_d2", "net_lost", "net_gained", "sum_d2_n")
     arrays = [np.array([getattr(t, f) for t in tables], dtype=float) for f in fields]
     if weights is None:
         arrays = [a[0] for a in arrays]

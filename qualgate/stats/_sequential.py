@@ -321,16 +321,15 @@ def _final_pass(d, pairs, margin, alpha, counts=None):
         z = score_z(lost, gained, float(questions), margin)
         return z <= _exact_critical(questions, float(margin), float(alpha)) + 1e-9
     net = lost_k - gained_k
-    y = net / m
     arrays = (
         m.sum(axis=1),
         lost,
         gained,
         float(questions),
         (net * net).sum(axis=1),
-        np.maximum(y, 0).sum(axis=1),
-        np.maximum(-y, 0).sum(axis=1),
-        (y * y).sum(axis=1),
+        np.maximum(net, 0).sum(axis=1),
+        np.maximum(-net, 0).sum(axis=1),
+        (net * net / m).sum(axis=1),
     )
     return robust_z(arrays, margin, crit) < -crit
 

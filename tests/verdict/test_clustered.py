@@ -217,8 +217,7 @@ def test_clustered_size_at_small_n_stays_below_alpha_where_the_design_effect_tes
     delta = hard * margin / np.mean(hard)
     lost = rng.binomial(seeds, np.minimum(delta, p))
     d = lost.astype(float)
-    y = d / seeds
-    arrays = (questions * seeds, lost.sum(1), 0.0, questions, (d * d).sum(1), y.sum(1), 0.0, (y * y).sum(1))
+    arrays = (questions * seeds, lost.sum(1), 0.0, questions, (d * d).sum(1), d.sum(1), 0.0, (d * d).sum(1) / seeds)
     crit = stats.norm.isf(0.05)
     passed = robust_z(arrays, delta=margin, crit=crit) < -crit  # the gate's statistic, vectorised over the gates
     assert passed.mean() <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
