@@ -102,21 +102,21 @@ def robust_variance(n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum
       1998): with few discordant pairs the variance is never taken below what independent
       pairs with loss δ0 would have, and with none it is not zero;
     - ``Q = N²/K·h²·(2q̃_h + δ0/h·(1 − δ0/h))`` is the same restricted (Tango) variance one level
-      up, with the *question* as the unit: question k's mean ``y_k = d_k/n_k`` is taken as
-      ``−h``, 0 or ``+h`` with ``h = (Σ y_k² + 1)/(Σ |y_k| + 1)`` the typical size of a
-      discordant question's mean (one prior question that loses all its pairs, so ``h = 1``
-      when nothing is discordant), and q̃_h the restricted estimate of P(y = −h) from
-      ``Σ y_k⁺/h`` lost and ``Σ y_k⁻/h`` gained of K questions at loss ``δ0/h`` per question.
-      ``N/K`` is the mean question size. Where the discordance sits in few questions, R is
-      estimated from those few and is too small just when few of them were drawn (the
-      sandwich estimator's known downward bias with few effective clusters): Q says what
-      the variance must be if the loss δ0 is carried by questions as discordant as the ones
-      observed, however few were observed. With every question losing or gaining all its
-      pairs it is Tango's variance of K independent questions, and the test is the score test
-      on the questions (issue 36). Q uses only the sizes' sum N (never the largest), so
-      agreeing pairs added to a question do not inflate it: for ``B ≥ C`` they lengthen
-      ``|S|`` by at least the factor by which they lengthen ``√Q``.
-
+      up, with the *question* as the unit: a question of the mean size s = N/K is taken to
+      lose or gain all of a share ``h`` of its pairs or none (its mean difference −h, 0 or +h),
+      with ``h = (Σ_k d_k²/n_k + P)/(Σ_k |d_k| + P)`` the pair-weighted typical size of a
+      discordant question's mean, and q̃_h the restricted estimate of P(−h) from ``Σ d_k⁺/(s·h)``
+      lost and ``Σ d_k⁻/(s·h)`` gained of K questions at loss ``δ0/h`` per question. The prior
+      ``P = s·(1 + K·|δ0|/2)`` pairs of all-or-nothing questions (h = 1 when nothing is
+      discordant) is half the loss the null needs: with a lighter prior the first thin lost
+      pair of an identical candidate moved h from 1 towards 1/n_k and *lowered* the bound.
+      Where the discordance sits in few questions, R is estimated from those few and is too
+      small just when few of them were drawn (the sandwich estimator's known downward bias
+      with few effective clusters): Q says what the variance must be if the loss δ0 is
+      carried by questions as discordant as the observed ones, however few were observed.
+      With every question of one size losing or gaining all its pairs, h = 1 and the test is
+      Tango's score test on the K questions (issue 36). Q uses the sizes only through N and
+      the discordant questions' own, never the largest question's;
     - ``F = max(crit²κ² − κ, 0)·(N/K)²·(1 + |δ0|)²`` with κ = K/(K−1): about one question of
       mean size and worst-case spread. It makes the bound monotone: along the sandwich
       branch ``∂V/∂d_k = 2κ·u_k`` (u_k = d_k − n_k δ0), so the statistic ``S/√V``,
@@ -128,8 +128,10 @@ def robust_variance(n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum
       the largest question's size made one question of 100 agreeing samples among 1,000 of
       one turn a 0.30-point bound into 24.7 (issue 36).
 
-    ``δ0/h`` is capped at 1 (``h`` raised to δ0): a loss larger than the typical discordant
-    question is left to R and T.
+    ``δ0/h`` is capped at 1 (``h`` raised to |δ0|): a loss larger than the typical discordant
+    question is left to R and T. Monotonicity in lost and gained pairs (also with questions
+    of unequal size) and the agreeing-pairs property are checked by
+    ``tests/stats/test_monotone.py`` and ``tests/stats/test_few_discordant_clusters.py``.
     """
     n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum_d2_n = (
         np.asarray(x, dtype=float) for x in (n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum_d2_n)

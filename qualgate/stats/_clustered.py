@@ -20,7 +20,8 @@ Non-inferiority (:func:`clustered_noninferiority`)
     independent pairs, so that the variance is never below what independent pairs with loss
     δ0 would have and is not zero when no pair is discordant; Q the same restricted variance
     with the *question* as the unit (each question's mean difference taken as −h, 0 or +h,
-    h the typical size of a discordant question's mean): when the discordance sits in few
+    h the typical size of a discordant question's mean, with a prior of all-or-nothing
+    questions): when the discordance sits in few
     questions the sandwich is estimated from those few and is too small just when few were
     drawn, and Q says what the variance must be if the loss δ0 were carried by questions as
     discordant as the observed ones (issue 36: the sandwich-based test had exact size 0.0578
