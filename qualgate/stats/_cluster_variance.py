@@ -116,7 +116,9 @@ def robust_variance(n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum
       carried by questions as discordant as the observed ones, however few were observed.
       With every question of one size losing or gaining all its pairs, h = 1 and the test is
       Tango's score test on the K questions (issue 36). Q uses the sizes only through N and
-      the discordant questions' own, never the largest question's;
+      the discordant questions' own, never the largest question's (agreeing pairs added to a
+      question can still move h a hair towards 1 through N/K: at most 0.1 % of the bound in
+      the property test);
     - ``F = max(crit²κ² − κ, 0)·(N/K)²·(1 + |δ0|)²`` with κ = K/(K−1): about one question of
       mean size and worst-case spread. It makes the bound monotone: along the sandwich
       branch ``∂V/∂d_k = 2κ·u_k`` (u_k = d_k − n_k δ0), so the statistic ``S/√V``,
