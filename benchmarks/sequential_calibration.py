@@ -16,6 +16,12 @@ loss 0). It exits 1 if a sequential size exceeds alpha + 2 MC SE or a power fall
 3 points below the fixed gate's (beyond 2 MC SE of the difference).
 
     python benchmarks/sequential_calibration.py [--reps 4000] [--budgets 100,300,1000,2000]
+
+With ``--available N`` every data set has only N questions, fewer than each budget (issue 36: a
+budget larger than the suite). The gate then runs its final test on the N questions (budget =
+min(budget, N), as ``sequential_noninferiority`` does with complete data); the former gate,
+which ended ``exhausted`` without it, is printed beside (``former``), and the fixed gate is on
+the same N questions.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import MODELS, draw  # noqa: E402
 
-from qualgate.stats._sequential import _FAIL, _FINAL, _FUTILE, _PASS, _final_pass, _paths  # noqa: E402
+from qualgate.stats._sequential import _FAIL, _FINAL, _FUTILE, _PASS, _budget, _final_pass, _paths  # noqa: E402
 
 PRIOR, PRIOR_WEIGHT = 0.1, 20.0  # the gate's defaults
 
@@ -51,25 +57,28 @@ def wald_ratio(loss_in_margins, alpha=0.05, beta=0.2):
     return asn / (stats.norm.isf(alpha) + stats.norm.isf(beta)) ** 2
 
 
-def run_cell(rng, model, seeds, budget, loss, reps, margin, alpha):
-    stop, reason, fixed = [], [], []
-    for chunk in np.array_split(np.arange(reps), max(1, reps * budget * seeds // 3_000_000)):
-        lost, gained = draw(model, rng, len(chunk), budget, seeds, loss)
+def run_cell(rng, model, seeds, budget, loss, reps, margin, alpha, available=None):
+    questions = budget if available is None else available
+    stop, reason, fixed, former = [], [], [], []
+    kw = dict(margin=margin, alpha=alpha, beta=0.2, prior=PRIOR, weight=PRIOR_WEIGHT, pairs=seeds)
+    for chunk in np.array_split(np.arange(reps), max(1, reps * questions * seeds // 3_000_000)):
+        lost, gained = draw(model, rng, len(chunk), questions, seeds, loss)
         d = (gained - lost).astype(float) / seeds
-        s, r, _, _ = _paths(
-            d, margin=margin, alpha=alpha, beta=0.2, prior=PRIOR, weight=PRIOR_WEIGHT, max_questions=budget, pairs=seeds
-        )
+        s, r, _, _ = _paths(d, max_questions=_budget(budget, questions, True), counts=(lost, gained), **kw)
         stop.append(s)
         reason.append(r)
+        if available is not None:  # the former gate: the budget as asked, never reached
+            former.append(np.isin(_paths(d, max_questions=budget, counts=(lost, gained), **kw)[1], (_PASS, _FINAL)))
         # the fixed gate at level alpha on all questions: the same final test, full alpha
-        fixed.append(_final_pass(d, seeds, margin, alpha))
+        fixed.append(_final_pass(d, seeds, margin, alpha, (lost, gained)))
     stop, reason, fixed = np.concatenate(stop), np.concatenate(reason), np.concatenate(fixed)
     return {
+        "former": np.concatenate(former).mean() if former else float("nan"),
         "pass": np.mean((reason == _PASS) | (reason == _FINAL)),
         "early": np.mean(reason == _PASS),
         "fail": np.mean(reason == _FAIL),
         "futile": np.mean(reason == _FUTILE),
-        "used": stop.mean() / budget,
+        "used": stop.mean() / questions,
         "fixed": fixed.mean(),
     }
 
@@ -83,12 +92,14 @@ def main(argv=None):
     p.add_argument("--margin", type=float, default=0.02)
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=20261130)
+    p.add_argument("--available", type=int, help="questions in each data set, fewer than every budget")
     a = p.parse_args(argv)
     rng = np.random.default_rng(a.seed)
     se = math.sqrt(a.alpha * (1 - a.alpha) / a.reps)
     print(
         f"budgeted sequential gate vs fixed-n gate on the same budget: margin {a.margin}, alpha {a.alpha}, "
         f"{a.reps:,} data sets a cell, monitored after every question"
+        + (f"; {a.available:,} questions available, fewer than the budget ('q used' of them)" if a.available else "")
     )
     print(
         f"Wald SPRT (normal, power 0.8): questions/fixed n = {wald_ratio(0):.2f} at loss 0, "
@@ -97,6 +108,7 @@ def main(argv=None):
     print(
         f"{'model':<15}{'seeds':>6}{'budget':>7}{'loss':>6} | {'seq PASS':>8}{'early':>7}{'FAIL':>7}"
         f"{'futile':>7}{'q used':>7}{'Wald':>6} | {'fixed PASS':>10}{'diff':>7} | ok"
+        + (f" | {'former':>7}" if a.available else "")
     )
     t0, bad = time.perf_counter(), 0
     for model in a.models.split(","):
@@ -104,7 +116,7 @@ def main(argv=None):
             for budget in (int(x) for x in a.budgets.split(",")):
                 for k in (0, 1, 2):
                     loss = k * a.margin
-                    r = run_cell(rng, model, seeds, budget, loss, a.reps, a.margin, a.alpha)
+                    r = run_cell(rng, model, seeds, budget, loss, a.reps, a.margin, a.alpha, a.available)
                     diff = r["pass"] - r["fixed"]
                     if k == 1:
                         ok = r["pass"] <= a.alpha + 2 * se
@@ -117,7 +129,8 @@ def main(argv=None):
                     print(
                         f"{model:<15}{seeds:>6}{budget:>7}{loss:>6.3f} | {r['pass']:>8.4f}{r['early']:>7.3f}"
                         f"{r['fail']:>7.3f}{r['futile']:>7.3f}{r['used']:>7.2f}{wald_ratio(k):>6.2f} | "
-                        f"{r['fixed']:>10.4f}{diff:>+7.3f} | {'yes' if ok else 'NO'}",
+                        f"{r['fixed']:>10.4f}{diff:>+7.3f} | {'yes' if ok else 'NO'}"
+                        + (f" | {r['former']:>7.4f}" if a.available else ""),
                         flush=True,
                     )
     print(

@@ -50,7 +50,7 @@ class SequentialSettings:
             raise ValueError(f"multiplicity must be one of {list(MULTIPLICITIES)}, got {self.multiplicity!r}")
 
 
-def _sequential_report(plan, out, settings, order_seed, max_errors, candidates=None):
+def _sequential_report(plan, out, settings, order_seed, max_errors, candidates=None, complete=True):
     from qualgate.verdict.pairing import load_side, pair_records
     from qualgate.verdict.sequential import sequential_gate
 
@@ -72,6 +72,7 @@ def _sequential_report(plan, out, settings, order_seed, max_errors, candidates=N
         max_questions=settings.max_questions,
         inconclusive=plan.inconclusive,
         multiplicity=settings.multiplicity,
+        complete=complete,
     )
     reading = {"on_missing": "drop", "max_errors": max_errors, "drop_truncated": False, "allow_unknown": False}
     return dataclasses.replace(report, reading=reading, **_provenance(plan, out))
@@ -160,7 +161,8 @@ def _sequential_rounds(
         for name in [plan.baseline, *active]:
             runner.run(name, items)
         try:
-            report = _sequential_report(plan, out, settings, order_seed, max_errors, tested)
+            # a budget above the plan's questions: the final test runs when they run out
+            report = _sequential_report(plan, out, settings, order_seed, max_errors, tested, last == questions)
         except DataError as exc:
             return {"status": "refused", "exit_code": int(ExitCode.DATA), "message": str(exc)}
         for c in report.comparisons:

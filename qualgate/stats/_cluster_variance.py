@@ -36,6 +36,7 @@ __all__ = [
     "monotone_bound",
     "robust_variance",
     "robust_z",
+    "sandwich_variance",
     "scanned_bound",
 ]
 
@@ -83,47 +84,91 @@ def deff_score_z(lost, gained, n, delta, deff, weights=None):
     return z if z.ndim else float(z)
 
 
-def robust_variance(n, lost, gained, clusters, sum_d2, sum_nd, sum_n2, max_size, delta, crit):
+def robust_variance(n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum_d2_n, delta, crit):
     """Variance of ``B − C`` under H0: loss = ``delta`` used by the clustered tests (vectorised).
 
-    ``max(R, T) + F`` in squared pair counts, where
+    ``max(R, T, Q) + F`` in squared pair counts, where
 
-    - ``R = K/(K−1)·Σ_k (d_k − n_k·δ0)²`` is the cluster-robust (sandwich) variance of
+    - ``R = K/(K−1)·Σ_k (d_k − N/K·δ0)²`` is the cluster-robust (sandwich) variance of
       Obuchowski (1998) centred at the null value instead of the estimate, as a score test
       does (at δ0 = 0 its statistic ``(B − C)²/R`` is Obuchowski's clustered McNemar
-      statistic); a single question gives no between-question information and counts as
-      ``T·max_size`` (perfect correlation);
+      statistic); 0 with a single question. Each question is centred at the mean question's
+      share ``N/K·δ0`` of the null loss (the same as ``n_k·δ0`` when the questions are of
+      equal size, and ``S = Σ_k (d_k − N/K·δ0)``): centred at ``n_k·δ0``, a large question on
+      which both sides agree counted ``(n_k·δ0)²``, and agreeing pairs added to it could
+      widen the bound. Centred at the mean share, they cannot: ``(Σ u_k)² ≤ K·Σ u_k²``
+      (Cauchy–Schwarz) is exactly what keeps ``S²/R`` from falling as N/K grows;
     - ``T = N·(2q̃ + δ0(1 − δ0))`` is the restricted variance of N independent pairs (Tango
       1998): with few discordant pairs the variance is never taken below what independent
       pairs with loss δ0 would have, and with none it is not zero;
-    - ``F = max(crit²κ² − κ, 0)·m²·(1 + |δ0|)²`` with κ = K/(K−1) and m the largest question:
-      about one pseudo-question of worst-case spread. It is what makes the bound monotone:
-      along the sandwich branch ``∂V/∂d_k = 2κ·u_k`` (u_k = d_k − n_k δ0), so the statistic
-      ``S/√V``, ``S = B − C − N·δ0``, has ``∂(S/√V)/∂d_k ≥ 0`` wherever ``S = −crit·√V`` as
-      soon as ``V ≥ crit²κ²·u_k²``; since ``V ≥ κ·u_k² + F`` and ``|u_k| ≤ m(1 + |δ0|)``, it
-      can only cross ``−crit`` upwards when a pair of question k turns from gained or
-      concordant to lost. (The Tango branch is checked by the property tests.) F is
-      negligible against V at large n and makes small samples conservative.
+    - ``Q = N²/K·h²·(2q̃_h + δ0/h·(1 − δ0/h))`` is the same restricted (Tango) variance one level
+      up, with the *question* as the unit: a question of the mean size s = N/K is taken to
+      lose or gain all of a share ``h`` of its pairs or none (its mean difference −h, 0 or +h),
+      with ``h = (Σ_k d_k²/n_k + P)/(Σ_k |d_k| + P)`` the pair-weighted typical size of a
+      discordant question's mean, and q̃_h the restricted estimate of P(−h) from ``Σ d_k⁺/(s·h)``
+      lost and ``Σ d_k⁻/(s·h)`` gained of K questions at loss ``δ0/h`` per question. The prior
+      ``P = s·(1 + K·|δ0|/2)`` pairs of all-or-nothing questions (h = 1 when nothing is
+      discordant) is half the loss the null needs: with a lighter prior the first thin lost
+      pair of an identical candidate moved h from 1 towards 1/n_k and *lowered* the bound.
+      Where the discordance sits in few questions, R is estimated from those few and is too
+      small just when few of them were drawn (the sandwich estimator's known downward bias
+      with few effective clusters): Q says what the variance must be if the loss δ0 is
+      carried by questions as discordant as the observed ones, however few were observed.
+      With every question of one size losing or gaining all its pairs, h = 1 and the test is
+      Tango's score test on the K questions (issue 36). Q uses the sizes only through N and
+      the discordant questions' own, never the largest question's (agreeing pairs added to a
+      question can still move h a hair towards 1 through N/K: at most 0.1 % of the bound in
+      the property test);
+    - ``F = max(crit²κ² − κ, 0)·(N/K)²·(1 + |δ0|)²`` with κ = K/(K−1): about one question of
+      mean size and worst-case spread. It makes the bound monotone: along the sandwich
+      branch ``∂V/∂d_k = 2κ·u_k`` (u_k = d_k − n_k δ0), so the statistic ``S/√V``,
+      ``S = B − C − N·δ0``, has ``∂(S/√V)/∂d_k ≥ 0`` wherever ``S = −crit·√V`` as soon as
+      ``V ≥ crit²κ²·u_k²``; since ``V ≥ κ·u_k² + F`` and ``|u_k| ≤ n_k(1 + |δ0|)``, it can only
+      cross ``−crit`` upwards when a pair of question k turns from gained or concordant to
+      lost, for questions of equal size (the Q and T branches, and unequal sizes, are checked
+      by the property tests). It uses the mean size, not the largest: the former floor with
+      the largest question's size made one question of 100 agreeing samples among 1,000 of
+      one turn a 0.30-point bound into 24.7 (issue 36).
+
+    ``δ0/h`` is capped at 1 (``h`` raised to |δ0|): a loss larger than the typical discordant
+    question is left to R and T. Monotonicity in lost and gained pairs (also with questions
+    of unequal size) and the agreeing-pairs property are checked by
+    ``tests/stats/test_monotone.py`` and ``tests/stats/test_few_discordant_clusters.py``.
     """
-    n, lost, gained, clusters, sum_d2, sum_nd, sum_n2, max_size = (
-        np.asarray(x, dtype=float) for x in (n, lost, gained, clusters, sum_d2, sum_nd, sum_n2, max_size)
+    n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum_d2_n = (
+        np.asarray(x, dtype=float) for x in (n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum_d2_n)
     )
     delta = np.asarray(delta, dtype=float)
     q = restricted_p21(lost / n, gained / n, delta)
     tango = n * (2 * q + delta * (1 - delta))
-    centred = np.maximum(sum_d2 - 2 * delta * sum_nd + delta**2 * sum_n2, 0.0)
-    sandwich = np.where(clusters >= 2, clusters / np.maximum(clusters - 1, 1) * centred, tango * max_size)
+    sandwich = sandwich_variance(n, lost, gained, clusters, sum_d2, delta)
+    size = n / clusters  # the mean question
+    prior = size * (1.0 + clusters * np.abs(delta) / 2)  # pairs of all-or-nothing questions
+    h = np.maximum((sum_d2_n + prior) / (net_lost + net_gained + prior), np.abs(delta))
+    unit = delta / h
+    qh = restricted_p21(net_lost / size / h / clusters, net_gained / size / h / clusters, unit)
+    questions = n * n / clusters * h * h * (2 * qh + unit * (1 - unit))
     kappa = clusters / np.maximum(clusters - 1, 1)
-    floor = np.maximum(float(crit) ** 2 * kappa**2 - kappa, 0.0) * max_size**2 * (1 + np.abs(delta)) ** 2
-    return np.maximum(sandwich, tango) + floor
+    floor = np.maximum(float(crit) ** 2 * kappa**2 - kappa, 0.0) * (n / clusters) ** 2 * (1 + np.abs(delta)) ** 2
+    return np.maximum(np.maximum(sandwich, tango), questions) + floor
+
+
+def sandwich_variance(n, lost, gained, clusters, sum_d2, delta):
+    """R of :func:`robust_variance`: ``K/(K−1)·Σ_k (d_k − N/K·δ0)²`` (0 with one question)."""
+    n, lost, gained, clusters, sum_d2, delta = (
+        np.asarray(x, dtype=float) for x in (n, lost, gained, clusters, sum_d2, delta)
+    )
+    share = n / clusters * delta  # the mean question's expected difference under H0
+    centred = np.maximum(sum_d2 - 2 * share * (lost - gained) + clusters * share**2, 0.0)
+    return np.where(clusters >= 2, clusters / np.maximum(clusters - 1, 1) * centred, 0.0)
 
 
 def robust_z(arrays, delta, crit, weights=None):
     """Clustered score statistic ``S/√V`` at loss = ``delta`` (vectorised over ``delta``).
 
-    ``arrays``: (n, lost, gained, clusters, sum_d2, sum_nd, sum_n2, max_size), each with a
-    last axis over strata when ``weights`` is given: then
-    ``Z = Σ_s w_s (δ̂_s − δ0) / sqrt(Σ_s w_s² V_s(δ0)/N_s²)``.
+    ``arrays``: (n, lost, gained, clusters, sum_d2, net_lost, net_gained, sum_d2_n)
+    (see :class:`~qualgate.stats.ClusteredTable`), each with a last axis over strata when
+    ``weights`` is given: then ``Z = Σ_s w_s (δ̂_s − δ0) / sqrt(Σ_s w_s² V_s(δ0)/N_s²)``.
     """
     n, lost, gained = arrays[:3]
     if weights is None:

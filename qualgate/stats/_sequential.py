@@ -50,6 +50,11 @@ Method: two betting e-processes (test supermartingales)
     each part is a valid test on its own; futility costs at most 2 % power on the paths it
     stops. The 2 % split of alpha is small on purpose: the exact final test is discrete, and
     at 300 questions a 10 % split cost 3 points of power (``benchmarks/sequential_calibration.py``).
+    A budget larger than the questions there are is cut to their number once the data are
+    complete (issue 36: with 800 questions and a budget of 1,000 the gate ended ``exhausted``
+    without the final test, 14 % PASS against the fixed gate's 86 %). With several seeds the
+    final test is the fixed gate's (``clustered_noninferiority``) on the same lost and gained
+    pairs, given as ``counts``.
 
     Reporting. The always-valid (1 − α) bounds of the loss at the stop are the ends of the
     confidence sequence built from the same families of bets (``λ(ℓ) = ℓ / v̂`` for the upper
@@ -132,6 +137,9 @@ class SequentialResult:
         Always-valid (1 − alpha) bounds of the loss at the stop (grid step 1e-4).
     e_pass, e_fail : float
         The e-values ``E⁺`` (against loss ≥ margin) and ``E⁻`` (against no loss) at the stop.
+    max_questions, budget : int or None
+        The budget asked for, and the one applied: ``min(max_questions, n_available)`` when
+        the data were complete (the final test runs at the questions there are).
     """
 
     verdict: str
@@ -147,6 +155,7 @@ class SequentialResult:
     alpha: float
     power: float
     max_questions: int | None
+    budget: int | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -184,13 +193,16 @@ def _design_step(lam, margin, x):
     return 0.5 * (up + down), 0.5 * (up * up + down * down)
 
 
-def _paths(d, *, margin, alpha, beta, prior, weight, max_questions, pairs=None):
+def _paths(d, *, margin, alpha, beta, prior, weight, max_questions, pairs=None, counts=None):
     """Run the gate on every row of ``d`` (replicates × questions); vectorised over rows.
 
     Without ``max_questions``: the open-ended design (module doc). With it: the budgeted
     design, PASS boundary at ``alpha·_SEQUENTIAL_SHARE``, conditional-power futility and the
     fixed-n test at the horizon (:func:`_final_pass`); ``pairs`` (broadcast to ``d``) are the
-    pairs per question it needs (default one).
+    pairs per question it needs (default one), ``counts`` the (lost, gained) pairs per question
+    (default: the net of each question, see :func:`_final_pass`). A budget above the questions
+    in ``d`` is the caller's to cap (:func:`sequential_noninferiority` does, when the data are
+    complete).
 
     Returns the 1-based stop index, the reason code and the final log e-values per row.
     """
@@ -258,28 +270,31 @@ def _paths(d, *, margin, alpha, beta, prior, weight, max_questions, pairs=None):
             break
     if at_budget and active.any():
         sizes = None if pairs is None else np.broadcast_to(np.asarray(pairs, dtype=float), d.shape)[:, :horizon]
-        final = _final_pass(d[:, :horizon], sizes, margin, alpha * (1 - _SEQUENTIAL_SHARE))
+        part = None if counts is None else tuple(np.broadcast_to(c, d.shape)[:, :horizon] for c in counts)
+        final = _final_pass(d[:, :horizon], sizes, margin, alpha * (1 - _SEQUENTIAL_SHARE), part)
         reason[active & final] = _FINAL
     return stop, reason, log_pass, log_fail
 
 
-def _counts(d, pairs):
-    """Per-row (pairs, lost, gained, Σd_k², Σn_k d_k, Σn_k², max n_k) of questions ``d`` (rows × questions).
+def _budget(max_questions, available, complete):
+    """The budget applied: ``min(max_questions, available)`` once every question is there."""
+    return max_questions if max_questions is None or not complete else min(max_questions, available)
 
-    ``d`` is the mean difference over a question's ``pairs``; lost and gained are its net
-    counts (a question with pairs both lost and gained counts its net only).
+
+def _per_question(d, pairs, counts):
+    """(pairs, lost, gained) per question of ``d`` (rows × questions), as float arrays.
+
+    ``counts`` = (lost, gained) per question when known; without them a question counts its
+    net only (``d`` is the mean difference over its ``pairs``), which is exact with one pair.
     """
     m = np.broadcast_to(np.ones(1) if pairs is None else np.asarray(pairs, dtype=float), d.shape)
+    if counts is not None:
+        lost, gained = (np.broadcast_to(np.asarray(c, dtype=float), d.shape) for c in counts)
+        if np.any(np.abs((gained - lost) - d * m) > 1e-9 * np.maximum(m, 1)):
+            raise ValueError("counts do not match the differences: gained - lost must be d * pairs")
+        return m, lost, gained
     net = np.rint(-d * m)  # lost − gained per question
-    return (
-        m.sum(axis=1),
-        np.maximum(net, 0).sum(axis=1),
-        np.maximum(-net, 0).sum(axis=1),
-        (net * net).sum(axis=1),
-        (m * net).sum(axis=1),
-        (m * m).sum(axis=1),
-        m.max(axis=1),
-    )
+    return m, np.maximum(net, 0), np.maximum(-net, 0)
 
 
 @functools.lru_cache(maxsize=64)
@@ -289,43 +304,55 @@ def _exact_critical(n, margin, alpha):
     return exact_critical_value(n, margin, alpha)
 
 
-def _final_pass(d, pairs, margin, alpha):
+def _final_pass(d, pairs, margin, alpha, counts=None):
     """Does the fixed-n test reject loss >= margin on each row's questions ``d``?
 
     One pair per question: the exact unconditional test (its critical value, computed once
-    for the common n); several: the robust clustered score test.
+    for the common n); several: the fixed gate's robust clustered score test
+    (``clustered_noninferiority``), on the (lost, gained) ``counts`` per question when given.
     """
     from ._cluster_variance import robust_z
 
-    n, lost, gained, sum_d2, sum_nd, sum_n2, biggest = _counts(d, pairs)
+    m, lost_k, gained_k = _per_question(d, pairs, counts)
+    lost, gained = lost_k.sum(axis=1), gained_k.sum(axis=1)
     questions = d.shape[1]
     crit = float(special.ndtri(1 - alpha))
-    if np.all(biggest <= 1):
+    if np.all(m <= 1):
         z = score_z(lost, gained, float(questions), margin)
         return z <= _exact_critical(questions, float(margin), float(alpha)) + 1e-9
-    z = robust_z((n, lost, gained, float(questions), sum_d2, sum_nd, sum_n2, biggest), margin, crit)
-    return z < -crit
+    net = lost_k - gained_k
+    arrays = (
+        m.sum(axis=1),
+        lost,
+        gained,
+        float(questions),
+        (net * net).sum(axis=1),
+        np.maximum(net, 0).sum(axis=1),
+        np.maximum(-net, 0).sum(axis=1),
+        (net * net / m).sum(axis=1),
+    )
+    return robust_z(arrays, margin, crit) < -crit
 
 
-def _final_bound(d, pairs, margin, alpha):
-    """Upper (1 − alpha) bound of the loss from the fixed-n test that ends the budgeted design."""
+def _final_bound(d, pairs, margin, alpha, counts=None):
+    """Upper (1 − alpha) bound of the loss from the fixed-n test that ends the budgeted design:
+    ``clustered_noninferiority`` on the same pairs (the exact test with one pair a question)."""
     from ._clustered import ClusteredTable, clustered_noninferiority
     from ._noninferiority import noninferiority
 
-    n, lost, gained, *_ = (float(x[0]) for x in _counts(d[None, :], None if pairs is None else pairs[None, :]))
-    if pairs is None or np.all(pairs <= 1):
+    m, lost_k, gained_k = (x[0].astype(int) for x in _per_question(d[None, :], pairs, counts))
+    if np.all(m <= 1):
+        lost, gained = int(lost_k.sum()), int(gained_k.sum())
         return noninferiority(
-            int(n - lost - gained), int(lost), int(gained), 0, margin=margin, alpha=alpha, method="exact"
+            len(d) - lost - gained, lost, gained, 0, margin=margin, alpha=alpha, method="exact"
         ).upper_bound
-    m = np.asarray(pairs, dtype=int)
-    net = np.rint(-d * m).astype(int)
     cluster = np.repeat(np.arange(len(d)), m)
     first = np.concatenate([[0], np.cumsum(m)[:-1]])
-    base = np.zeros(int(m.sum()), dtype=bool)
-    cand = np.zeros_like(base)
-    for start, x in zip(first, net):
-        base[start : start + abs(x)] = x > 0  # a lost pair: baseline right, candidate wrong
-        cand[start : start + abs(x)] = x < 0
+    base = np.ones(int(m.sum()), dtype=bool)
+    cand = np.ones_like(base)
+    for start, lost, gained in zip(first, lost_k, gained_k):
+        cand[start : start + lost] = False  # a lost pair: baseline right, candidate wrong
+        base[start + lost : start + lost + gained] = False  # a gained pair
     table = ClusteredTable.from_outcomes(cluster, base, cand)
     return clustered_noninferiority(table, margin=margin, alpha=alpha).upper_bound
 
@@ -391,6 +418,8 @@ def sequential_noninferiority(
     discordant: float = 0.1,
     prior_weight: float = 20.0,
     pairs=None,
+    counts=None,
+    complete: bool = True,
 ) -> SequentialResult:
     """Sequential paired non-inferiority gate on questions in arrival order.
 
@@ -415,13 +444,22 @@ def sequential_noninferiority(
         with it the budgeted design: always-valid PASS at ``alpha/50``, futility when the
         conditional power of the final test drops below 2 %, and at the budget (or when the
         data run out) the fixed-n test at ``0.98·alpha`` (reason ``'final'`` when it passes,
-        ``'budget'``/``'exhausted'`` when not).
+        ``'budget'``/``'exhausted'`` when not). A budget above the questions there are is
+        ``min(max_questions, len(differences))`` when ``complete`` (the result's ``budget``).
     discordant, prior_weight : float
         Prior guess of ``E[d²]`` (the discordant fraction with one seed) and its weight in
         questions, used only to size the early bets.
     pairs : array_like of int, optional
         Pairs (seeds) per question, aligned with ``differences`` (default one each); used by
         the final test of the budgeted design.
+    counts : (array_like of int, array_like of int), optional
+        Lost and gained pairs per question (``gained − lost = differences·pairs``): the final
+        test is then ``clustered_noninferiority`` on exactly these pairs, as the fixed gate
+        would run it; without them each question counts its net difference only.
+    complete : bool
+        ``differences`` hold every question there will be (``qualgate gate --sequential``);
+        ``False`` while a run is still adding rounds (``qualgate run --sequential``), so that a
+        budget above the questions so far does not end the gate early.
 
     Examples
     --------
@@ -460,7 +498,11 @@ def sequential_noninferiority(
             float(alpha),
             float(power),
             max_questions,
+            max_questions,
         )
+    budget = _budget(max_questions, int(d.size), complete)
+    if counts is not None and (len(counts) != 2 or any(np.shape(c) != d.shape for c in counts)):
+        raise ValueError("counts must be (lost, gained), each with one count per question")
     if pairs is not None:
         pairs = np.broadcast_to(np.asarray(pairs, dtype=float), d.shape)
         if np.any(pairs < 1) or np.any(pairs != np.rint(pairs)):
@@ -472,15 +514,20 @@ def sequential_noninferiority(
         beta=1.0 - power,
         prior=discordant,
         weight=prior_weight,
-        max_questions=max_questions,
+        max_questions=budget,
         pairs=None if pairs is None else pairs[None, :],
+        counts=None if counts is None else tuple(np.asarray(c, dtype=float)[None, :] for c in counts),
     )
     n_used = int(stop[0])
     code = int(reason[0])
+    if code == _BUDGET and budget < max_questions:
+        code = _EXHAUSTED  # the questions ran out before the budget; the final test ran on all of them
     used = d[:n_used]
     lower, upper = _bounds(used, alpha, discordant, prior_weight)
     if max_questions is not None and code in (_FINAL, _BUDGET, _EXHAUSTED):
-        upper = _final_bound(used, None if pairs is None else pairs[:n_used], margin, alpha * (1 - _SEQUENTIAL_SHARE))
+        part = None if counts is None else tuple(np.asarray(c)[:n_used] for c in counts)
+        sizes = None if pairs is None else pairs[:n_used]
+        upper = _final_bound(used, sizes, margin, alpha * (1 - _SEQUENTIAL_SHARE), part)
     verdict = {_PASS: "PASS", _FINAL: "PASS", _FAIL: "FAIL"}.get(code, "INCONCLUSIVE")
     return SequentialResult(
         verdict=verdict,
@@ -496,4 +543,5 @@ def sequential_noninferiority(
         alpha=float(alpha),
         power=float(power),
         max_questions=max_questions,
+        budget=budget,
     )

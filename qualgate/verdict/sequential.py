@@ -41,6 +41,7 @@ __all__ = [
     "SequentialComparison",
     "SequentialReport",
     "arrival_order",
+    "question_counts",
     "question_differences",
     "run_sequential_gate",
     "render_markdown",
@@ -69,6 +70,14 @@ def question_differences(p: Pairing, order: np.ndarray) -> np.ndarray:
     sums = np.bincount(p.question, weights=diff, minlength=p.n_questions)
     sizes = np.bincount(p.question, minlength=p.n_questions)
     return (sums / sizes)[order]
+
+
+def question_counts(p: Pairing, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per question, in ``order``: its lost and its gained pairs."""
+    b, c = p.baseline_correct.astype(bool), p.candidate_correct.astype(bool)
+    lost = np.bincount(p.question, weights=b & ~c, minlength=p.n_questions)
+    gained = np.bincount(p.question, weights=~b & c, minlength=p.n_questions)
+    return lost[order].astype(np.int64), gained[order].astype(np.int64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +154,11 @@ class SequentialReport(GateResult):
 def _method(r: SequentialResult, pairs_per_question: int) -> str:
     """The test behind a sequential verdict, as printed with it."""
     if r.reason in ("final", "budget", "exhausted") and r.max_questions is not None:
-        final = "robust clustered score test" if pairs_per_question > 1 else "exact unconditional score test"
+        final = (
+            "robust clustered score test (the fixed gate's, on the same pairs)"
+            if pairs_per_question > 1
+            else "exact unconditional score test"
+        )
         return f"budgeted design: always-valid betting test at alpha/50, then the fixed-n {final}"
     return "always-valid betting test (Waudby-Smith & Ramdas 2024)"
 
@@ -153,6 +166,8 @@ def _method(r: SequentialResult, pairs_per_question: int) -> str:
 def _sentence(r: SequentialResult, margin: float) -> str:
     level = f"{1 - r.alpha:.1%}".replace(".0%", "%")
     used = f"{r.n_questions:,} of {r.n_available:,} questions"
+    if r.max_questions is not None and r.budget is not None and r.budget < r.max_questions:
+        used += f" (the budget of {r.max_questions:,} is more than the questions there are: it is {r.budget:,})"
     ub, lb, m = fmt_points(r.upper_bound), fmt_points(r.lower_bound), fmt_points(margin)
     if r.reason == "pass":
         return f"after {used} the always-valid {level} upper bound of the loss ({ub} points) fell below the {m}-point margin"
@@ -185,6 +200,7 @@ def sequential_gate(
     inconclusive: str = "inconclusive",
     missing: str = "worst-case",
     multiplicity: str = "bonferroni",
+    complete: bool = True,
 ) -> SequentialReport:
     """Run the sequential test for each candidate's pairing with the (same) baseline.
 
@@ -194,7 +210,11 @@ def sequential_gate(
         Arrival order of the questions: :func:`arrival_order` with ``seed``, or the order in
         which they first appear in the baseline's records.
     max_questions : int, optional
-        Question budget per candidate.
+        Question budget per candidate; above the questions there are, the final test runs on
+        all of them (``min(max_questions, available)``, said in the reason).
+    complete : bool
+        The records hold every question there will be (``False`` in the rounds of ``qualgate
+        run --sequential`` before the last).
     missing : {'worst-case', 'drop'}
         As :func:`qualgate.verdict.fixed.gate` (see the module docstring).
     multiplicity : {'bonferroni', 'fixed-sequence'}
@@ -231,6 +251,8 @@ def sequential_gate(
                 power=power,
                 max_questions=max_questions,
                 pairs=sizes,
+                counts=question_counts(q, positions),
+                complete=complete,
             )
         r, w, d = runs[missing], runs["worst-case"].verdict, runs["drop"].verdict
         info = Missingness(

@@ -117,3 +117,19 @@ def test_a_mcnemar_plan_cannot_run_sequentially(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     r = run(str(path), "--out", str(tmp_path / "out"), "--sequential")
     assert r.exit_code == 3 and "non-inferiority" in r.output
+
+
+@pytest.mark.slow
+def test_a_budget_above_the_plans_questions_ends_with_the_final_test_on_all_of_them(tmp_path):
+    # issue 36: 200 questions and --max-questions 1000 ended 'exhausted' without the final test.
+    # Coupled standard decoding is lossless; at a 3-point margin the always-valid boundary at
+    # alpha/50 needs about 280 agreeing questions, so it is the exact final test on all 200
+    # questions that passes, after the last round
+    plan, out = sequential_plan(tmp_path, questions=200, margin=0.03), tmp_path / "out"
+    run(str(plan), "--out", str(out), "--sequential", "--batch-questions", "50", "--max-questions", "1000")
+    gate = json.loads((out / "gate.json").read_text())
+    std = next(c for c in gate["candidates"] if c["name"] == "standard")
+    assert (std["verdict"], std["stopped_by"], std["questions_used"]) == ("PASS", "final", 200)
+    assert "the budget of 1,000 is more than the questions there are: it is 200" in std["reason"]
+    stops = json.loads((out / "manifest.json").read_text())["sequential"]["stops"]
+    assert stops["standard"]["after_questions"] == 200

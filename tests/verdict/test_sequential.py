@@ -136,15 +136,16 @@ def test_a_budgeted_gate_can_pass_at_the_budget_with_the_fixed_test_and_its_boun
 
 
 def test_a_budgeted_gate_fed_a_prefix_of_its_budget_neither_tests_finally_nor_drops_for_futility():
-    # the harness feeds rounds: with 100 of a 1,900-question budget seen, the final test is
-    # not due and futility is judged against the budget (a loss-0 candidate, 3 pairs/question)
+    # the harness feeds rounds (complete=False until the last): with 100 of a 1,900-question
+    # budget seen, the final test is not due and futility is judged against the budget (a
+    # loss-0 candidate, 3 pairs/question)
     import numpy as np
 
     from qualgate.stats import sequential_noninferiority
 
     rng = np.random.default_rng(1)
     d = rng.choice([-1.0, 0.0, 1.0], p=[0.05, 0.9, 0.05], size=(1900, 3)).mean(axis=1)
-    early = sequential_noninferiority(d[:100], margin=0.02, max_questions=1900, pairs=3)
+    early = sequential_noninferiority(d[:100], margin=0.02, max_questions=1900, pairs=3, complete=False)
     assert (early.verdict, early.reason, early.n_questions) == ("INCONCLUSIVE", "exhausted", 100)
     full = sequential_noninferiority(d, margin=0.02, max_questions=1900, pairs=3)
     assert full.verdict == "PASS" and full.n_questions < 1900
