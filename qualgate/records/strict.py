@@ -91,13 +91,20 @@ def read_bytes(path, *, kind: str = "text") -> bytes:
     except BaseException:
         os.close(fd)
         raise
+    # A buffer of the file's size (plus one byte, to see it grow), never of the limit: a
+    # buffer of LIMITS["records"] failed under a 4 GiB address-space limit (ulimit -v).
     with os.fdopen(fd, "rb", buffering=0) as fh:
         try:
-            data = fh.read(limit + 1)
+            data = fh.read(st.st_size + 1) or b""
+            if len(data) > st.st_size:  # it grew while being read: the rest, in blocks
+                parts = [data]
+                while (block := fh.read(1 << 20)) and (size := sum(map(len, parts)) + len(block)) <= limit:
+                    parts.append(block)
+                if block and size > limit:
+                    raise DataError(f"over the {limit} byte limit for a {kind} file", file=name)
+                data = b"".join(parts)
         except OSError as exc:
             raise DataError(f"cannot read: {exc.strerror}", file=name) from None
-    if data is None or len(data) > limit:  # it grew while being read
-        raise DataError(f"over the {limit} byte limit for a {kind} file", file=name)
     return data
 
 
