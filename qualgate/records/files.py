@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import gc
 import io
 import json
@@ -225,7 +226,7 @@ def repair_truncated(path) -> TruncatedLine | None:
     cut = _incomplete(path, tail, lambda: _count_newlines(path, start) + 1)
     if cut is None:
         return None
-    with open(path, "r+b") as fh:
+    with _open_no_follow(path, os.O_RDWR, "r+b") as fh:
         fh.truncate(start)
         fh.flush()
         os.fsync(fh.fileno())
@@ -249,7 +250,7 @@ class RecordWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._prefix = b""
-        if self.path.exists():
+        if os.path.lexists(self.path):
             _regular(self.path)
             tail, start = _last_line(self.path)
             cut = _incomplete(self.path, tail, lambda: _count_newlines(self.path, start) + 1)
@@ -262,7 +263,7 @@ class RecordWriter:
                 )
             if tail:  # a complete last object without its newline
                 self._prefix = b"\n"
-        self._fh = open(self.path, "ab")
+        self._fh = _open_no_follow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "ab")
         self.written = 0
 
     def write_batch(self, records: Iterable[Record | Mapping]) -> int:
@@ -310,13 +311,30 @@ def _incomplete(path, tail: bytes, line) -> TruncatedLine | None:
 
 
 def _regular(path: Path) -> None:
+    if os.path.islink(path):
+        raise DataError(_LINK_REFUSED, file=str(path))
     if not is_regular_file(path):
         raise DataError("not a regular file: refused (records are appended to regular files only)", file=str(path))
 
 
+_LINK_REFUSED = "a symbolic link: refused (records are written to regular files only, never through a link)"
+
+
+def _open_no_follow(path: Path, flags: int, mode: str):
+    """``open(path, mode)`` that refuses a symbolic link as the last component (``O_NOFOLLOW``):
+    a link planted in a run directory never redirects a write outside it."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise DataError(_LINK_REFUSED, file=str(path)) from None
+        raise
+    return os.fdopen(fd, mode)
+
+
 def _last_line(path: Path, block: int = 1 << 16) -> tuple[bytes, int]:
     """(bytes after the file's last newline, their offset), read from the end of the file."""
-    with open(path, "rb") as fh:
+    with _open_no_follow(path, os.O_RDONLY, "rb") as fh:
         pos = fh.seek(0, os.SEEK_END)
         tail = b""
         while pos > 0:
@@ -331,7 +349,7 @@ def _last_line(path: Path, block: int = 1 << 16) -> tuple[bytes, int]:
 
 
 def _count_newlines(path: Path, end: int) -> int:
-    with open(path, "rb") as fh:
+    with _open_no_follow(path, os.O_RDONLY, "rb") as fh:
         return fh.read(end).count(b"\n")
 
 

@@ -69,17 +69,23 @@ _KIND_OF_MODE = (
 )
 
 
-def read_bytes(path, *, kind: str = "text") -> bytes:
+def read_bytes(path, *, kind: str = "text", follow_links: bool = True) -> bytes:
     """The bytes of a regular file of at most ``LIMITS[kind]`` bytes; never blocks.
 
     The file is opened without blocking (``O_NONBLOCK``: opening a FIFO does not wait for a
-    writer) and checked with ``fstat`` before anything is read.
+    writer) and checked with ``fstat`` before anything is read. ``follow_links=False``
+    refuses a symbolic link (``O_NOFOLLOW``: a run directory's own files).
     """
     limit = LIMITS[kind]
     name = os.fspath(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow_links else os.O_NOFOLLOW)
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, flags)
     except OSError as exc:
+        if not follow_links and os.path.islink(name):
+            raise DataError(
+                "a symbolic link: refused (a run directory's files are never read through a link)", file=name
+            ) from None
         raise DataError(f"cannot read: {exc.strerror}", file=name) from None
     try:
         st = os.fstat(fd)
@@ -164,9 +170,9 @@ def sniff(data: bytes, *, file, bom: str = "refuse") -> bytes:
     return data
 
 
-def read_text(path, *, kind: str = "text", bom: str = "refuse") -> str:
+def read_text(path, *, kind: str = "text", bom: str = "refuse", follow_links: bool = True) -> str:
     """:func:`read_bytes` then :func:`decode_text`."""
-    return decode_text(read_bytes(path, kind=kind), file=os.fspath(path), bom=bom)
+    return decode_text(read_bytes(path, kind=kind, follow_links=follow_links), file=os.fspath(path), bom=bom)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -249,9 +255,9 @@ def loads_json(text: str, *, file=None, line: int | None = None) -> Any:
         raise DataError(f"not valid JSON: {exc}", file=file, line=line) from None
 
 
-def load_json(path, *, kind: str = "json") -> Any:
+def load_json(path, *, kind: str = "json", follow_links: bool = True) -> Any:
     """Read and parse a JSON file strictly."""
-    return loads_json(read_text(path, kind=kind), file=os.fspath(path))
+    return loads_json(read_text(path, kind=kind, follow_links=follow_links), file=os.fspath(path))
 
 
 # --------------------------------------------------------------------------- YAML
