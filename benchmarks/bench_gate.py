@@ -71,14 +71,16 @@ def write_pair(directory: Path, pairs: int, seeds: int, rng) -> tuple[Path, Path
 
 def measure(argv: list[str], env: dict, timeout: float) -> tuple[float, float, str]:
     """(CPU seconds, peak RSS in MiB, status) of one child process."""
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = tempfile.TemporaryFile()  # never a pipe: a report over the pipe's buffer would block the child
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         resource.prlimit(proc.pid, resource.RLIMIT_CPU, (int(timeout), int(timeout) + 5))
     except (OSError, ValueError):  # pragma: no cover - prlimit unavailable
         pass
     _, status, usage = os.wait4(proc.pid, 0)
-    out = proc.stdout.read().decode(errors="replace").strip().splitlines()
-    proc.stdout.close()
+    log.seek(0)
+    out = log.read().decode(errors="replace").strip().splitlines()
+    log.close()
     cpu = usage.ru_utime + usage.ru_stime
     code = os.waitstatus_to_exitcode(status)
     state = f"exit {code}" if code >= 0 else f"killed (signal {-code}) at the {int(timeout)} CPU-s cut-off"
