@@ -171,6 +171,7 @@ def _read_files(files, records, numbers, dropped, allow_unknown, superseded):
 
 
 _KEY = operator.attrgetter("suite", "question_id", "seed", "sample_index")
+_OUTCOME = operator.attrgetter("outcome")
 
 
 def _supersede(records: list, lines, file, superseded: list):
@@ -180,6 +181,9 @@ def _supersede(records: list, lines, file, superseded: list):
     new record; the new one supersedes the error. A key repeated in any other way is kept
     (and refused by pairing as a duplicate).
     """
+    outcomes = set(map(_OUTCOME, records))
+    if "error" not in outcomes and "judge_error" not in outcomes:  # nothing to supersede
+        return records, lines
     keys = list(map(_KEY, records))
     if len(set(keys)) == len(keys):
         return records, lines
