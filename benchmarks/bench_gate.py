@@ -69,10 +69,12 @@ def write_pair(directory: Path, pairs: int, seeds: int, rng) -> tuple[Path, Path
     return paths[0], paths[1]
 
 
-def measure(argv: list[str], env: dict, timeout: float) -> tuple[float, float, str]:
-    """(CPU seconds, peak RSS in MiB, status) of one child process."""
+def measure(argv: list[str], env: dict, timeout: float, cwd) -> tuple[float, float, str]:
+    """(CPU seconds, peak RSS in MiB, status) of one child process, run in ``cwd`` (``-m`` and
+    ``-c`` put the working directory first on the path: never the checkout, so that
+    ``--pythonpath`` decides which package is measured)."""
     log = tempfile.TemporaryFile()  # never a pipe: a report over the pipe's buffer would block the child
-    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
     try:
         resource.prlimit(proc.pid, resource.RLIMIT_CPU, (int(timeout), int(timeout) + 5))
     except (OSError, ValueError):  # pragma: no cover - prlimit unavailable
@@ -96,9 +98,9 @@ def main(argv=None):
     ap.add_argument("--pythonpath", default=None, help="the qualgate package to measure (default: this one)")
     args = ap.parse_args(argv)
     env = dict(os.environ, GITHUB_STEP_SUMMARY="")
-    if args.pythonpath:
-        env["PYTHONPATH"] = args.pythonpath
+    env["PYTHONPATH"] = args.pythonpath or str(Path(__file__).resolve().parents[1])
     rng = np.random.default_rng(0)
+    print(f"qualgate from {env['PYTHONPATH']}")
     print(f"{'pairs':>9} {'seeds':>5}  {'step':<10} {'cpu s':>7} {'peak MiB':>9}  status")
     with tempfile.TemporaryDirectory() as tmp:
         for pairs in args.pairs:
@@ -110,7 +112,7 @@ def main(argv=None):
                     else:
                         cmd = [sys.executable, "-m", "qualgate", "gate", str(b), str(c), "--margin", "0.02"]
                         cmd += ["--format", "json"]
-                    cpu, rss, state = measure(cmd, env, args.timeout)
+                    cpu, rss, state = measure(cmd, env, args.timeout, tmp)
                     if step == "gate" and state.startswith("exit"):
                         state = state.split(":")[0]
                     print(f"{pairs:>9,} {seeds:>5}  {step:<10} {cpu:>7.2f} {rss:>9.0f}  {state}", flush=True)
