@@ -1,108 +1,123 @@
-"""Speed of the gate on 100,000 paired records (goal: under 2 s end to end).
+"""CPU time and peak memory of the gate on N paired records per side.
 
-Writes a baseline and a candidate JSON Lines file of 100,000 records each (realistic fields:
-hashes, mode, token counts, latency) in a temporary directory, then times, best of
-``--repeat`` runs, wall clock and CPU:
+Writes a baseline and a candidate JSON Lines file of ``--pairs`` records each (realistic
+fields: hashes, mode, token counts, latency; ``--seeds`` seeds per question) in a temporary
+directory, then runs each step in a fresh child process and reports its CPU seconds (user +
+system) and peak resident memory (``ru_maxrss``, from ``os.wait4``):
 
-- reading and validating both files (:func:`qualgate.records.read_records`);
-- pairing them (:func:`qualgate.verdict.pairing.pair_records`);
-- the statistics and verdict (:func:`qualgate.verdict.fixed.gate`);
-- everything, as the command runs it (``qualgate gate B C --margin 0.02 --format json``).
+- ``read+pair``: :func:`qualgate.verdict.pairing.load_side` on both sides (reading,
+  validating, hashing) and :func:`~qualgate.verdict.pairing.pair_records`;
+- ``gate``: the command, ``qualgate gate B C --margin 0.02 --format json`` (one seed: the
+  exact unconditional test runs too; three seeds: the clustered path).
 
-Two layouts: 100,000 questions with one seed, and 33,334 questions with three seeds
-(clustered analysis).
+A child still running after ``--timeout`` CPU seconds is killed and reported as a cut-off.
+``--pythonpath`` measures another copy of the package (the "before").
 
-Run: ``python benchmarks/bench_gate.py``.
+Run: ``python benchmarks/bench_gate.py --pairs 1000000 --seeds 1 3``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-from click.testing import CliRunner
 
-from qualgate.cli import cli
-from qualgate.records import Record, RecordWriter, read_records
-from qualgate.verdict.fixed import gate
-from qualgate.verdict.pairing import pair_records
+_READ_PAIR = """
+import sys
+from qualgate.verdict.pairing import load_side, pair_records
+b, c = load_side(sys.argv[1]), load_side(sys.argv[2])
+p = pair_records(b, c)
+print(p.n_pairs, "pairs")
+"""
 
 
 def write_pair(directory: Path, pairs: int, seeds: int, rng) -> tuple[Path, Path]:
+    """Two record files as ``qualgate run`` writes them (canonical JSON, one object a line)."""
     base = rng.random(pairs) < 0.8
     cand = base ^ (rng.random(pairs) < 0.03)
     paths = []
     for name, correct, mode in (("baseline", base, "target"), ("candidate", cand, "fly")):
-        path = directory / f"{name}-{seeds}.jsonl"
-        records = [
-            Record(
-                1,
-                "run-0001",
-                f"cfg-{mode}",
-                "gsm8k",
-                "3",
-                f"gsm8k-{i // seeds:06d}",
-                1000 + i % seeds,
-                0,
-                "correct" if c else "incorrect",
-                f"sha256:{i // seeds:064x}",
-                mode=mode,
-                answer_strict="42",
-                gold="42",
-                output_tokens=int(300 + i % 97),
-                latency_s=1.5,
-            )
-            for i, c in enumerate(correct)
-        ]
-        with RecordWriter(path) as w:
-            w.write_batch(records)
+        path = directory / f"{name}-{pairs}-{seeds}.jsonl"
+        with open(path, "w", encoding="utf-8") as fh:
+            for i, c in enumerate(correct.tolist()):
+                row = {
+                    "schema_version": 1,
+                    "run_id": "run-0001",
+                    "config_id": f"cfg-{mode}",
+                    "suite": "gsm8k",
+                    "suite_version": "3",
+                    "question_id": f"gsm8k-{i // seeds:07d}",
+                    "seed": 1000 + i % seeds,
+                    "sample_index": 0,
+                    "outcome": "correct" if c else "incorrect",
+                    "prompt_hash": f"sha256:{i // seeds:064x}",
+                    "mode": mode,
+                    "answer_strict": "42",
+                    "gold": "42",
+                    "output_tokens": 300 + i % 97,
+                    "latency_s": 1.5,
+                }
+                fh.write(json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n")
         paths.append(path)
     return paths[0], paths[1]
 
 
-def best(fn, repeat):
-    walls, cpus, out = [], [], None
-    for _ in range(repeat):
-        w0, c0 = time.perf_counter(), time.process_time()
-        out = fn()
-        walls.append(time.perf_counter() - w0)
-        cpus.append(time.process_time() - c0)
-    return min(walls), min(cpus), out
+def measure(argv: list[str], env: dict, timeout: float, cwd) -> tuple[float, float, str]:
+    """(CPU seconds, peak RSS in MiB, status) of one child process, run in ``cwd`` (``-m`` and
+    ``-c`` put the working directory first on the path: never the checkout, so that
+    ``--pythonpath`` decides which package is measured)."""
+    log = tempfile.TemporaryFile()  # never a pipe: a report over the pipe's buffer would block the child
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
+    try:
+        resource.prlimit(proc.pid, resource.RLIMIT_CPU, (int(timeout), int(timeout) + 5))
+    except (OSError, ValueError):  # pragma: no cover - prlimit unavailable
+        pass
+    _, status, usage = os.wait4(proc.pid, 0)
+    log.seek(0)
+    out = log.read().decode(errors="replace").strip().splitlines()
+    log.close()
+    cpu = usage.ru_utime + usage.ru_stime
+    code = os.waitstatus_to_exitcode(status)
+    state = f"exit {code}" if code >= 0 else f"killed (signal {-code}) at the {int(timeout)} CPU-s cut-off"
+    return cpu, usage.ru_maxrss / 1024, f"{state}: {out[-1][:80] if out else ''}"
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pairs", type=int, default=100_000)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--pairs", type=int, nargs="+", default=[100_000])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 3])
+    ap.add_argument("--steps", nargs="+", default=["read+pair", "gate"], choices=["read+pair", "gate"])
+    ap.add_argument("--timeout", type=float, default=120, help="CPU seconds before a step is cut off")
+    ap.add_argument("--pythonpath", default=None, help="the qualgate package to measure (default: this one)")
     args = ap.parse_args(argv)
+    env = dict(os.environ, GITHUB_STEP_SUMMARY="")
+    env["PYTHONPATH"] = args.pythonpath or str(Path(__file__).resolve().parents[1])
     rng = np.random.default_rng(0)
-    rows = []
+    print(f"qualgate from {env['PYTHONPATH']}")
+    print(f"{'pairs':>9} {'seeds':>5}  {'step':<10} {'cpu s':>7} {'peak MiB':>9}  status")
     with tempfile.TemporaryDirectory() as tmp:
-        for seeds in (1, 3):
-            b, c = write_pair(Path(tmp), args.pairs, seeds, rng)
-            size = (b.stat().st_size + c.stat().st_size) / 2**20
-            w, u, (rb, rc) = best(lambda: (read_records(b), read_records(c)), args.repeat)
-            rows.append((seeds, "read + validate both files", w, u))
-            w, u, pairing = best(lambda: pair_records(rb, rc), args.repeat)
-            rows.append((seeds, "pair", w, u))
-            w, u, report = best(lambda: gate([pairing], margin=0.02), args.repeat)
-            rows.append((seeds, "statistics + verdict", w, u))
-            cmd = ["gate", str(b), str(c), "--margin", "0.02", "--format", "json"]
-            w, u, result = best(lambda: CliRunner().invoke(cli, cmd, env={"GITHUB_STEP_SUMMARY": ""}), args.repeat)
-            rows.append((seeds, "qualgate gate (end to end)", w, u))
-            assert result.exit_code in (0, 1, 4), result.output
-            a = report.comparisons[0].pooled
-            print(
-                f"{seeds} seed(s): {a.pairs:,} pairs, {a.questions:,} questions, {size:.1f} MiB per file, "
-                f"verdict {report.verdict}, design effect {a.design_effect:.2f}"
-            )
-    print(f"\nbest of {args.repeat}; goal: end to end < 2 s")
-    print(f"{'seeds':>5}  {'step':<28}  {'wall s':>7}  {'cpu s':>7}")
-    for seeds, step, w, u in rows:
-        print(f"{seeds:>5}  {step:<28}  {w:>7.3f}  {u:>7.3f}")
+        for pairs in args.pairs:
+            for seeds in args.seeds:
+                b, c = write_pair(Path(tmp), pairs, seeds, rng)
+                for step in args.steps:
+                    if step == "read+pair":
+                        cmd = [sys.executable, "-c", _READ_PAIR, str(b), str(c)]
+                    else:
+                        cmd = [sys.executable, "-m", "qualgate", "gate", str(b), str(c), "--margin", "0.02"]
+                        cmd += ["--format", "json"]
+                    cpu, rss, state = measure(cmd, env, args.timeout, tmp)
+                    if step == "gate" and state.startswith("exit"):
+                        state = state.split(":")[0]
+                    print(f"{pairs:>9,} {seeds:>5}  {step:<10} {cpu:>7.2f} {rss:>9.0f}  {state}", flush=True)
+                b.unlink()
+                c.unlink()
 
 
 if __name__ == "__main__":

@@ -57,30 +57,37 @@ def _locate(report: Evidence, where: Path, records):
     from qualgate.verdict.pairing import sha256_file
 
     from ..records import RECORD_SUFFIXES
+    from ..records.strict import LIMITS
 
     wanted = report.record_files()
+
+    def digest(f: Path) -> str | None:  # None: over the size limit, never hashed
+        return None if f.stat().st_size > LIMITS["records"] else sha256_file(f)
+
     if records is not None:
         root = Path(records)
         if not root.is_dir():
             raise DataError("--records must be a directory of record files", file=str(root))
+        # only the files the report names (by file name) are hashed, each within the size limit
+        names = {Path(p).name for _, p, _ in wanted}
         by_digest: dict[str, str] = {}
         for f in sorted(root.rglob("*")):
-            if f.suffix in RECORD_SUFFIXES and f.is_file():
-                by_digest.setdefault(sha256_file(f), str(f))
+            if f.name in names and f.suffix in RECORD_SUFFIXES and f.is_file() and (h := digest(f)) is not None:
+                by_digest.setdefault(h, str(f))
         missing = [p for _, p, h in wanted if h not in by_digest]
         if missing:
             return None, [
-                f"--records {root} holds no file with the SHA-256 the report gives for "
+                f"--records {root} holds no file of the name and SHA-256 the report gives for "
                 f"{', '.join(missing[:3])}"
                 + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-                + " (changed or missing)"
+                + f" (changed, renamed, missing or over {LIMITS['records']:,} bytes)"
             ]
         return {p: by_digest[h] for _, p, h in wanted}, []
     found, changed = {}, []
     for side, p, h in wanted:
         for cand in (Path(p), where.parent / p):
             if cand.is_file():
-                if sha256_file(cand) == h:
+                if digest(cand) == h:
                     found[p] = str(cand)
                 else:
                     changed.append(f"{cand} ({side})")

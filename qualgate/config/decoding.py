@@ -151,6 +151,9 @@ SUITE_REF_KEYS = ("suite", "limit", "data_file", "revision")
 CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 #: Bounds on a plan's seeds and samples (each multiplies the work of every config).
 MAX_SEEDS, MAX_SAMPLES, MAX_SEED = 10_000, 10_000, 2**63 - 1
+#: Bound on seeds x samples, the requests per question and config (each bound alone let
+#: 10,000 x 10,000 through: minutes of work before the first record).
+MAX_DRAWS = 10_000
 
 
 def load_yaml(path: str | Path) -> Any:
@@ -486,6 +489,14 @@ def load_plan(path: str | Path) -> Plan:
     suites = _plan_suites(data, path)
     seeds = _plan_seeds(data, path)
     samples = _SAMPLES.get(data, "samples", at.at("samples"))
+    if len(seeds) * samples > MAX_DRAWS:
+        raise _err(
+            f"{len(seeds)} seeds x {samples} samples = {len(seeds) * samples:,} requests per question "
+            f"and config, over the bound of {MAX_DRAWS:,}: use fewer seeds or samples",
+            path=path,
+            key="samples",
+            value=samples,
+        )
     configs = _plan_configs(data, path)
     baseline, candidates = _plan_roles(data, configs, path)
     gate = _GATE.check(data.get("gate") or {}, at.at("gate"))

@@ -59,6 +59,10 @@ LIMITS = {
 MAX_DEPTH = 64
 #: Longest YAML integer, in digits (int64 has 19).
 MAX_INT_DIGITS = 40
+#: Most YAML nodes (keys, values, items) in one document: the parser costs about 50 us of
+#: CPU a node, so a 4 MiB file of short keys took over 60 s; the largest shipped file has
+#: under 500 nodes.
+MAX_NODES = 100_000
 
 _KIND_OF_MODE = (
     (stat.S_ISDIR, "a directory"),
@@ -69,17 +73,23 @@ _KIND_OF_MODE = (
 )
 
 
-def read_bytes(path, *, kind: str = "text") -> bytes:
+def read_bytes(path, *, kind: str = "text", follow_links: bool = True) -> bytes:
     """The bytes of a regular file of at most ``LIMITS[kind]`` bytes; never blocks.
 
     The file is opened without blocking (``O_NONBLOCK``: opening a FIFO does not wait for a
-    writer) and checked with ``fstat`` before anything is read.
+    writer) and checked with ``fstat`` before anything is read. ``follow_links=False``
+    refuses a symbolic link (``O_NOFOLLOW``: a run directory's own files).
     """
     limit = LIMITS[kind]
     name = os.fspath(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow_links else os.O_NOFOLLOW)
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, flags)
     except OSError as exc:
+        if not follow_links and os.path.islink(name):
+            raise DataError(
+                "a symbolic link: refused (a run directory's files are never read through a link)", file=name
+            ) from None
         raise DataError(f"cannot read: {exc.strerror}", file=name) from None
     try:
         st = os.fstat(fd)
@@ -91,13 +101,20 @@ def read_bytes(path, *, kind: str = "text") -> bytes:
     except BaseException:
         os.close(fd)
         raise
+    # A buffer of the file's size (plus one byte, to see it grow), never of the limit: a
+    # buffer of LIMITS["records"] failed under a 4 GiB address-space limit (ulimit -v).
     with os.fdopen(fd, "rb", buffering=0) as fh:
         try:
-            data = fh.read(limit + 1)
+            data = fh.read(st.st_size + 1) or b""
+            if len(data) > st.st_size:  # it grew while being read: the rest, in blocks
+                parts = [data]
+                while (block := fh.read(1 << 20)) and (size := sum(map(len, parts)) + len(block)) <= limit:
+                    parts.append(block)
+                if block and size > limit:
+                    raise DataError(f"over the {limit} byte limit for a {kind} file", file=name)
+                data = b"".join(parts)
         except OSError as exc:
             raise DataError(f"cannot read: {exc.strerror}", file=name) from None
-    if data is None or len(data) > limit:  # it grew while being read
-        raise DataError(f"over the {limit} byte limit for a {kind} file", file=name)
     return data
 
 
@@ -157,9 +174,9 @@ def sniff(data: bytes, *, file, bom: str = "refuse") -> bytes:
     return data
 
 
-def read_text(path, *, kind: str = "text", bom: str = "refuse") -> str:
+def read_text(path, *, kind: str = "text", bom: str = "refuse", follow_links: bool = True) -> str:
     """:func:`read_bytes` then :func:`decode_text`."""
-    return decode_text(read_bytes(path, kind=kind), file=os.fspath(path), bom=bom)
+    return decode_text(read_bytes(path, kind=kind, follow_links=follow_links), file=os.fspath(path), bom=bom)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -242,9 +259,9 @@ def loads_json(text: str, *, file=None, line: int | None = None) -> Any:
         raise DataError(f"not valid JSON: {exc}", file=file, line=line) from None
 
 
-def load_json(path, *, kind: str = "json") -> Any:
+def load_json(path, *, kind: str = "json", follow_links: bool = True) -> Any:
     """Read and parse a JSON file strictly."""
-    return loads_json(read_text(path, kind=kind), file=os.fspath(path))
+    return loads_json(read_text(path, kind=kind, follow_links=follow_links), file=os.fspath(path))
 
 
 # --------------------------------------------------------------------------- YAML
@@ -268,6 +285,7 @@ _StrictConstructor.yaml_constructors[_TIMESTAMP] = yaml.constructor.SafeConstruc
 
 class _StrictComposer(yaml.composer.Composer):
     _depth = 0
+    _nodes = 0
 
     def compose_node(self, parent, index):
         event = self.peek_event()
@@ -284,6 +302,11 @@ class _StrictComposer(yaml.composer.Composer):
                 None,
                 f"an anchor (&{event.anchor}): anchors and aliases are not allowed (write the value out)",
                 event.start_mark,
+            )
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise yaml.composer.ComposerError(
+                None, None, f"more than {MAX_NODES:,} nodes (keys, values and items) in one document", event.start_mark
             )
         self._depth += 1
         try:

@@ -128,9 +128,9 @@ def read_manifest(out: str | Path) -> dict[str, Any]:
     from qualgate.records.strict import load_json
 
     path = Path(out) / "manifest.json"
-    if not path.exists():
+    if not os.path.lexists(path):
         raise DataError("not a qualgate run directory (no manifest.json)", file=str(out))
-    data = load_json(path)
+    data = load_json(path, follow_links=False)
     if not isinstance(data, dict) or data.get("manifest_version") != MANIFEST_VERSION:
         raise DataError(
             f"unsupported manifest (this qualgate reads version {MANIFEST_VERSION})",
@@ -202,7 +202,9 @@ class RunLock:
 
     def _refusal(self) -> str:
         try:
-            holder = json.loads(self.info.read_text(encoding="utf-8"))
+            fd = os.open(self.info, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            with os.fdopen(fd, "rb") as fh:  # never through a link, never more than a line's worth
+                holder = json.loads(fh.read(4096))
             pid, host, since = int(holder["pid"]), str(holder["host"]), str(holder.get("since"))
         except (OSError, ValueError, KeyError, TypeError):
             return "another qualgate run holds this run directory (it has not said which yet)"

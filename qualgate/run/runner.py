@@ -39,6 +39,7 @@ import concurrent.futures
 import hashlib
 import itertools
 import json
+import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -469,8 +470,15 @@ def _run_locked(
                 file=str(manifest_path),
                 field="fingerprint",
             )
-        for name, entry in manifest.get("configs", {}).items():
-            if entry.get("records") != f"records/{name}.jsonl":
+        if not isinstance(manifest.get("configs"), dict) or set(manifest["configs"]) != set(plan.configs):
+            raise DataError(
+                "the manifest's configs are not the plan's: resume a run with the plan that started it",
+                file=str(manifest_path),
+                field="configs",
+                value=sorted(map(str, manifest.get("configs") or ()))[:5],
+            )
+        for name, entry in manifest["configs"].items():
+            if not isinstance(entry, dict) or entry.get("records") != f"records/{name}.jsonl":
                 raise DataError(
                     "a config's records must be records/<config>.jsonl",
                     file=str(manifest_path),
@@ -554,8 +562,8 @@ def _run_locked(
         work = shard.select(work)
     written: dict[str, int] = {name: 0 for name in plan.configs}
     for entry in manifest["configs"].values():
-        path = out / entry["records"]
-        if path.exists():
+        path = in_run_dir(out, entry["records"])
+        if os.path.lexists(path):
             cut = repair_truncated(path)
             if cut is not None:
                 repaired.append(cut.describe())
@@ -597,6 +605,25 @@ def _run_locked(
     manifest["gate"] = summary
     write_json_atomic(manifest_path, manifest)
     return RunResult(str(out), manifest, report, summary["exit_code"], written, repaired)
+
+
+def in_run_dir(out: Path, relative: str) -> Path:
+    """``out / relative``, refused unless it stays in the run directory: a relative path of
+    plain names (no ``..``), none of them a symbolic link (a planted ``records`` link, or a
+    manifest entry ``../../victim``, would send appends or a truncation outside ``--out``).
+    The file itself is then opened with ``O_NOFOLLOW`` (:class:`~qualgate.records.RecordWriter`)."""
+    rel = Path(relative)
+    if rel.is_absolute() or not rel.parts or any(part in ("..", ".") for part in rel.parts):
+        raise DataError("a path outside the run directory: refused", file=str(out), value=str(relative))
+    here = Path(out)
+    for part in rel.parts:
+        here = here / part
+        if os.path.islink(here):
+            raise DataError(
+                "a symbolic link in the run directory: refused (records are written inside --out only)",
+                file=str(here),
+            )
+    return here
 
 
 class _ConfigRunner:
@@ -650,7 +677,7 @@ class _ConfigRunner:
         an ``error`` unless ``keep_errors`` (their errors are copied to the side log first)."""
         from qualgate.records import RecordWriter, read_records
 
-        if not path.exists():
+        if not os.path.lexists(path):
             return set()
         records = read_records(path)
         done = {r.key for r in records if self.keep_errors or r.outcome not in ("error", "judge_error")}
@@ -658,7 +685,7 @@ class _ConfigRunner:
         retry = [r for r in records if r.key not in done and r.key in wanted]
         if retry:
             side = f"retried_errors/{name}.jsonl"
-            with RecordWriter(self.out / side) as w:
+            with RecordWriter(in_run_dir(self.out, side)) as w:
                 w.write_batch(retry)
             entry = self.manifest["configs"][name]
             entry["retried_errors"] = entry.get("retried_errors", 0) + len(retry)
@@ -674,7 +701,7 @@ class _ConfigRunner:
 
         cfg = self.plan.configs[name]
         entry = self.manifest["configs"][name]
-        path = self.out / entry["records"]
+        path = in_run_dir(self.out, entry["records"])
         done = self._done(name, path, items)
         pending = [w for w in items if w.key not in done]
         if not pending:

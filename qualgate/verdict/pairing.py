@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import operator
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from qualgate.config.options import ON_MISSING, ON_PROMPT_MISMATCH
 from qualgate.errors import DataError
 from qualgate.records import Record, RecordSet, read_records, record_files
 from qualgate.records.files import gc_paused
+from qualgate.records.strict import LIMITS
 
 __all__ = ["IMPUTED_ERROR", "IMPUTED_MISSING", "Pairing", "Side", "load_side", "pair_records"]
 
@@ -168,17 +170,20 @@ class HashedRecordSet(RecordSet):
     sha256: tuple[str, ...] = ()
 
 
-def sha256_file(path) -> str:
-    """The hex SHA-256 of a file's bytes."""
+def sha256_file(path, *, limit: int | None = None) -> str:
+    """The hex SHA-256 of a file's bytes; a file over ``limit`` bytes is a
+    :class:`~qualgate.errors.DataError`, refused before a byte is hashed."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
+        if limit is not None and (size := os.fstat(fh.fileno()).st_size) > limit:
+            raise DataError(f"{size:,} bytes, over the {limit:,} byte limit for a records file", file=str(path))
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
 
 
 def _digests(files) -> list[str]:
-    return [sha256_file(f) for f in files]
+    return [sha256_file(f, limit=LIMITS["records"]) for f in files]
 
 
 _USED = (
