@@ -409,6 +409,35 @@ def _switched(n, alpha):
     return n > EXACT_MAX_PAIRS and alpha >= SWITCH_MIN_ALPHA
 
 
+def rejection_thresholds(n, delta, alpha, *, near=None):
+    """b*(s), s = 0..n: the one-seed test of H0: loss >= ``delta`` at level ``alpha`` rejects
+    with s discordant pairs exactly when at most b*(s) of them are lost (−1: never), and the
+    critical value behind it (``near``: a guess for :func:`exact_critical_value`). For exact
+    power and size: P(reject) = Σ_s Bin(s; n, ψ)·F_Bin(b*(s); s, π)."""
+    if _switched(n, alpha):
+        from ._score import restricted_p21
+
+        c = CONTINUITY * (1 if abs(delta) <= SWITCH_MAX_LOSS else 2)
+        z = float(special.ndtri(alpha))
+        s = np.arange(n + 1)
+        lo, hi = np.full(n + 1, -1), s.copy()
+        while (lo < hi).any():
+            open_ = lo < hi
+            mid = (lo + hi + 1) // 2
+            b, g = mid.astype(float), (s - mid).astype(float)
+            var = n * (2 * restricted_p21(b / n, g / n, delta) + delta * (1 - delta))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                zz = np.where(var > 0, (b - g - n * delta + c) / np.sqrt(var), np.inf)
+            ok = zz < z
+            lo = np.where(open_ & ok, mid, lo)
+            hi = np.where(open_ & ~ok, mid - 1, hi)
+        return lo, None
+    crit = exact_critical_value(n, delta, alpha, near=near)
+    if not math.isfinite(crit):
+        return np.full(n + 1, -1), crit
+    return _thresholds(n, delta, crit), crit
+
+
 def one_seed_pvalue(lost, gained, n, delta, alpha, *, proven=True):
     """p-value of H0: loss >= ``delta`` of the one-seed test at level ``alpha`` (``p < alpha``
     is its rejection): :func:`exact_pvalue` up to EXACT_MAX_PAIRS pairs, "score-cc" above.
