@@ -146,7 +146,7 @@ def _render(cells, results, errors, method, alpha, target, alternative, margin) 
     columns.append(("discordant", lambda c, r: f"{c[2]:g}"))
     if solved == "n":
         columns.append(("questions needed", lambda c, r: f"{r.n}"))
-        if method == "exact" and margin is None:
+        if method == "exact":
             columns.append(("stable from", lambda c, r: f"{r.n_stable}"))
     else:
         columns.insert(0, ("questions", lambda c, r: f"{c[0]}"))
@@ -184,7 +184,10 @@ def _render(cells, results, errors, method, alpha, target, alternative, margin) 
     else:
         lines.append("power: probability that the test detects the loss (rejects with the")
         lines.append("candidate worse).")
-    if solved == "n" and method == "exact" and margin is None:
+    if solved == "n" and method == "exact" and margin is not None:
+        lines.append("stable from: exact power has a sawtooth in n; from this n on it stays at or")
+        lines.append("above the target (checked for the next 8 n).")
+    elif solved == "n" and method == "exact":
         lines.append("stable from: exact power has a sawtooth in n; from this n on it stays at or")
         lines.append("above the target (checked for every n up to 4 x the normal-approximation n).")
     for n_i, loss_i, psi, exc in errors:
