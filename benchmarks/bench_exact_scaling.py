@@ -22,7 +22,8 @@ CHILD = r"""
 import importlib.util, json, resource, sys, time
 limit, path, n = float(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 resource.setrlimit(resource.RLIMIT_CPU, (int(limit), int(limit) + 1))
-spec = importlib.util.spec_from_file_location("qualgate.stats._noninferiority", path)
+import qualgate.stats  # the package first; the module under test loads beside it under its own name
+spec = importlib.util.spec_from_file_location("qualgate.stats._noninferiority_bench", path)
 mod = importlib.util.module_from_spec(spec); sys.modules[spec.name] = mod; spec.loader.exec_module(mod)
 lost, gained = int(0.03 * n), int(0.025 * n)
 t = time.process_time()
