@@ -105,11 +105,11 @@ def _decided_by(report: GateReport) -> list[str]:
 def _methods(report: GateReport) -> list[str]:
     """Which test each column comes from (issue 36 item 8): p loss is a test of its own; the
     interval and the bound invert the non-inferiority test, so they agree on the margin and 0."""
-    from qualgate.verdict.scope import _METHOD_NAMES
+    from qualgate.verdict.scope import METHOD_NAMES
 
     def names(key):
         found = dict.fromkeys(a.methods.get(key) for c in report.comparisons for a in (c.pooled, *c.suites))
-        return ", ".join(_METHOD_NAMES.get(m, m) for m in found if m)
+        return ", ".join(METHOD_NAMES.get(m, m) for m in found if m)
 
     return [
         f"columns: p loss from the {names('loss_test')}; p NI, CI diff and loss UB from the "

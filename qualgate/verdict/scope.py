@@ -30,9 +30,9 @@ from qualgate.stats import (
     mcnemar_power,
     noninferiority,
     noninferiority_sample_size,
+    one_seed_bound,
     stratified_score_test,
 )
-from qualgate.stats._noninferiority import one_seed_bound
 
 __all__ = ["FAIL", "INCONCLUSIVE", "ONE_SEED_METHOD", "PASS", "Analysis", "analyze", "decide"]
 
@@ -49,7 +49,7 @@ _TARGET_POWER = 0.8
 #: continuity-corrected score test ("score-cc", result method), whose size is enumerated in
 #: benchmarks/results/exact_switch.txt; it costs microseconds at any n.
 ONE_SEED_METHOD = "exact"
-_METHOD_NAMES = {
+METHOD_NAMES = {
     "exact": "exact unconditional score test (Hsueh et al. 2001)",
     "score-cc": "continuity-corrected score test (above 2,000 pairs; size enumerated)",
     "score": "asymptotic score test (Tango 1998)",
@@ -268,7 +268,7 @@ def analyze(
     reason = _reason(policy, verdict, ni, p_loss, margin, alpha, discordant, more, power, clustered)
     ni_method = ni.method if w is None or clustered else "score-stratified"
     decisive = loss_method if policy == "mcnemar" else ni_method
-    reason += f" [{_METHOD_NAMES.get(decisive, decisive)}]"
+    reason += f" [{METHOD_NAMES.get(decisive, decisive)}]"
     return Analysis(
         scope=scope,
         questions=questions,
