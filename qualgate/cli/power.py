@@ -130,10 +130,12 @@ _PROBABILITY = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 )
 @click.option(
     "--method",
-    type=click.Choice(["normal", "exact"]),
-    default="normal",
+    type=click.Choice(["exact", "normal"]),
+    default="exact",
     show_default=True,
-    help="McNemar only: normal approximation, or exact power of the exact test.",
+    help="exact: the questions (or power) the gate's own test needs, every outcome enumerated "
+    "(McNemar: the exact McNemar test; non-inferiority: the one-seed test the gate runs); normal: "
+    "the normal approximation, on request (it under-sizes the exact tests).",
 )
 @click.option(
     "--alpha",

@@ -109,11 +109,26 @@ def _divergence(report: GateReport) -> list[str]:
     return [line for c in report.comparisons for line in audit_lines(c.name, getattr(c, "divergence", None))]
 
 
+def _methods(report: GateReport) -> list[str]:
+    """Which test each column comes from (issue 36 item 8): p loss is a test of its own; the
+    interval and the bound invert the non-inferiority test, so they agree on the margin and 0."""
+    from qualgate.verdict.scope import METHOD_NAMES
+
+    def names(key):
+        found = dict.fromkeys(a.methods.get(key) for c in report.comparisons for a in (c.pooled, *c.suites))
+        return ", ".join(METHOD_NAMES.get(m, m) for m in found if m)
+
+    return [
+        f"columns: p loss from the {names('loss_test')}; p NI, CI diff and loss UB from the "
+        f"{names('noninferiority')}, inverted (CI low = -UB); the CI's upper end is not the p loss test"
+    ]
+
+
 def render_text(report: GateReport) -> str:
     """The aligned text table, the share decided by each extractor, one sentence per candidate
     and any notes."""
     out = [_header(report), "", text_table(_rows(report), _headers(report))]
-    out += _decided_by(report) + [""]
+    out += _decided_by(report) + _methods(report) + [""]
     for c in report.comparisons:
         a = c.pooled
         unit = (
@@ -143,7 +158,7 @@ def render_text(report: GateReport) -> str:
 
 def render_markdown(report: GateReport) -> str:
     """The report as a markdown section (for ``--markdown`` and the GitHub step summary)."""
-    items = list(_decided_by(report))
+    items = list(_decided_by(report)) + _methods(report)
     for c in report.comparisons:
         items.append(f"**{c.name}**: {c.verdict}: {c.reason}.")
         items += [f"  note: {n}" for n in c.notes]

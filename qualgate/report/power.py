@@ -84,8 +84,6 @@ def power_grid(
                 "margin: the gate decides non-inferiority at a margin: give it (the gate's margin, "
                 "e.g. 0.02), or design 'mcnemar' to size McNemar's test of a loss"
             )
-        if method != "normal":
-            raise ValueError("method: the non-inferiority design has the normal method only")
         if alternative is not None:
             raise ValueError("alternative: the non-inferiority test is one-sided (H1: loss < margin); leave it out")
         loss = loss or [0.0]
@@ -100,8 +98,10 @@ def power_grid(
     def solve(n_i, loss_i, psi):
         if margin is not None:
             if n_i is None:
-                return stats.noninferiority_sample_size(margin, psi, expected_loss=loss_i, alpha=alpha, power=target)
-            return stats.noninferiority_power(n_i, margin, psi, expected_loss=loss_i, alpha=alpha)
+                return stats.noninferiority_sample_size(
+                    margin, psi, expected_loss=loss_i, alpha=alpha, power=target, method=method
+                )
+            return stats.noninferiority_power(n_i, margin, psi, expected_loss=loss_i, alpha=alpha, method=method)
         common = dict(alpha=alpha, alternative=alternative, method=method)
         if n_i is None:
             return stats.mcnemar_sample_size(loss_i, psi, power=target, **common)
@@ -167,9 +167,12 @@ def _render(cells, results, errors, method, alpha, target, alternative, margin) 
     lines = [title, ""]
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in table]
     lines.append("")
-    if margin is not None:
+    if margin is not None and method == "normal":
         lines.append("Sized with the normal approximation of the score test; with one seed the gate")
         lines.append("uses the exact test, which needs a few more questions at small n.")
+    elif margin is not None:
+        lines.append("Exact power of the gate's one-seed test (exact unconditional up to 2,000 pairs,")
+        lines.append("continuity-corrected score test above), every outcome enumerated.")
     lines.append("loss = accuracy(baseline) - accuracy(candidate); discordant = fraction of")
     lines.append("questions whose outcome differs between the two runs (both as fractions).")
     if solved == "n":
@@ -181,7 +184,10 @@ def _render(cells, results, errors, method, alpha, target, alternative, margin) 
     else:
         lines.append("power: probability that the test detects the loss (rejects with the")
         lines.append("candidate worse).")
-    if solved == "n" and method == "exact":
+    if solved == "n" and method == "exact" and margin is not None:
+        lines.append("stable from: exact power has a sawtooth in n; from this n on it stays at or")
+        lines.append("above the target (checked for the next 8 n).")
+    elif solved == "n" and method == "exact":
         lines.append("stable from: exact power has a sawtooth in n; from this n on it stays at or")
         lines.append("above the target (checked for every n up to 4 x the normal-approximation n).")
     for n_i, loss_i, psi, exc in errors:

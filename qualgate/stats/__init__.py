@@ -27,7 +27,7 @@ import importlib
 from ._discordance import discordance_interval
 from ._mcnemar import McNemarResult, mcnemar
 from ._multiplicity import holm
-from ._noninferiority import NoninferiorityResult, noninferiority
+from ._noninferiority import NoninferiorityResult, noninferiority, one_seed_bound
 from ._paired_ci import ConfidenceInterval, paired_difference_ci
 from ._power import (
     EXACT_MAX_N,
@@ -97,6 +97,7 @@ __all__ = [
     "noninferiority",
     "noninferiority_power",
     "noninferiority_sample_size",
+    "one_seed_bound",
     "paired_difference_ci",
     "sequential_noninferiority",
     "stratified_score_test",

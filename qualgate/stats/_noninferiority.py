@@ -13,7 +13,15 @@ from . import checks
 from ._paired_ci import _counts
 from ._score import score_z
 
-__all__ = ["NoninferiorityResult", "exact_critical_value", "exact_pvalue", "noninferiority"]
+__all__ = [
+    "NoninferiorityResult",
+    "corrected_z",
+    "exact_critical_value",
+    "exact_pvalue",
+    "noninferiority",
+    "one_seed_bound",
+    "one_seed_pvalue",
+]
 
 _METHODS = ("score", "exact")
 
@@ -160,9 +168,8 @@ def noninferiority(both_correct, lost, gained, both_wrong, *, margin, alpha=0.05
 # discordant pairs, B ~ Bin(S, π) with π = (q + δ0)/ψ, and for fixed S the score statistic
 # increases with B, so {Z <= z} = {B <= b*(S)} and
 #     P_ψ(Z <= z) = Σ_s Bin(s; n, ψ) · F_Bin(b*(s); s, π),
-# O(n) per ψ. The supremum over ψ is taken on a grid (geometric near δ0, where the worst
-# case of low discordance sits, and linear) refined by a bounded search around the largest
-# grid values.
+# O(sqrt(n)) per ψ. The supremum over ψ is bounded from above by a branch-and-bound search
+# with a proven Lipschitz constant (:func:`_sup_tail`).
 
 _TIE = 1e-9  # outcomes whose statistic equals the observed one within this count as "as extreme"
 
@@ -210,59 +217,95 @@ def _tail(n, delta, b_star, psi):
     return np.clip(np.sum(weight * inside, axis=1), 0.0, 1.0)
 
 
-def _psi_grid(n, low):
-    """Discordances at which :func:`_sup_tail` evaluates the tail before refining.
+_BATCH = 256  # discordances per call of :func:`_tail` (bounds its memory)
+_CERTIFY_BUDGET = 400_000  # discordances :func:`_sup_tail` may evaluate to certify a decision
 
-    P_ψ(Z <= z) varies in ψ on the scale of the discordance estimate's standard deviation
-    sqrt(ψ(1 − ψ)/n), which is constant, 1/(2 sqrt(n)), in θ = arcsin(sqrt(ψ)): the grid steps
-    θ by an eighth of that, so that no local maximum is narrower than a few grid steps (a
-    coarser grid found the wrong one at n = 1,018, margin 1 point: p 0.049988 where the
-    supremum is 0.050178). A log- and a linear-spaced grid are added for small n.
-    """
-    t0 = math.asin(math.sqrt(low))
-    count = int(math.ceil((math.pi / 2 - t0) * 16 * math.sqrt(n))) + 2
-    fine = np.sin(np.linspace(t0, math.pi / 2, count)) ** 2
-    return np.unique(np.concatenate([np.geomspace(low, 1.0, 64), np.linspace(low, 1.0, 33), fine]))
+
+def _psi_of(t, delta):
+    """ψ = δ + (1 − δ)·sin²t, t in [0, π/2]: the parametrisation of [δ, 1] that :func:`_sup_tail` searches
+    (``delta`` >= 0; a negative loss δ0 searches [|δ0|, 1], the same by symmetry)."""
+    return np.maximum(delta + (1 - delta) * np.sin(t) ** 2, 1e-15)
+
+
+def _tail_at(n, delta, b_star, t):
+    """:func:`_tail` at ψ(t), in batches."""
+    psi = _psi_of(np.atleast_1d(np.asarray(t, dtype=float)), abs(delta))
+    return np.concatenate([_tail(n, delta, b_star, psi[i : i + _BATCH]) for i in range(0, len(psi), _BATCH)])
 
 
 def _sup_tail(n, delta, b_star, known_at=None):
-    """sup_ψ P_ψ(Z <= z). With ``known_at``, stop as soon as the grid reaches that value
-    (only the comparison with it is then needed).
+    """sup_ψ P_ψ(Z <= z) over ψ in [δ, 1]. With ``known_at``, the answer to "is the supremum
+    below ``known_at``?" is proven: the value returned is below ``known_at`` only when the
+    supremum is (otherwise it is at least ``known_at``).
 
-    The tail is evaluated on :func:`_psi_grid` and each of the three highest local maxima
-    is refined by a bounded search between its grid neighbours.
+    The search runs in t, ψ = δ + (1 − δ)·sin²t, t in [0, π/2]. The trinomial's cells are
+    P(gained) = (1 − δ)sin²t/2, P(concordant) = (1 − δ)cos²t and P(lost) = δ + P(gained), so
+    the Fisher information of one pair about t is at most
+    2(1 − δ)cos²t + 4(1 − δ)sin²t + 2(1 − δ)cos²t = 4(1 − δ), uniformly, ψ = δ included (in
+    ψ, or in arcsin(sqrt(ψ)) as before, it is unbounded there: the peak of issue 36, n = 529,
+    5 lost, 1 gained, margin 1 point, at ψ = 0.010254, fell between grid points). The tail
+    changes on the scale of 1/(2·sqrt(n(1 − δ))) in t everywhere; the grid takes 16 steps of
+    that scale...  local maxima by a bounded search.
+
+    The proof behind ``known_at``: for any set A, f(t) = P_t(A) has
+    |f'(t)| = |E[(1_A − f)·U_t]| <= sqrt(f(1 − f))·sqrt(n·4(1 − δ)) (Cauchy–Schwarz; U_t is
+    the score of the n pairs, mean 0, variance at most 4n(1 − δ)). On an interval [a, b] with
+    f <= u <= 1/2 this bounds the maximum by (f(a) + f(b))/2 + L·(b − a)/2,
+    L = 2·sqrt(n(1 − δ)·u(1 − u)). Every grid interval whose bound reaches ``known_at`` is
+    halved until none is left (proven below) or ``_CERTIFY_BUDGET`` discordances have been
+    evaluated (then ``known_at`` is returned: not proven below, the gate fails closed).
     """
     from scipy import optimize
 
     if np.all(b_star < 0):
         return 0.0
-    low = max(delta, 1e-9)
-    grid = _psi_grid(n, low)
-    values = _tail(n, delta, b_star, grid)
-    best = float(values.max())
+    span = 1 - abs(delta)  # ψ runs over [|δ|, 1]
+    count = int(math.ceil(8 * math.pi * math.sqrt(n * span))) + 2
+    t = np.linspace(0.0, math.pi / 2, count)
+    f = _tail_at(n, delta, b_star, t)
+    best = float(f.max())
     if known_at is not None and best >= known_at:
         return best
-    padded = np.concatenate([[-np.inf], values, [-np.inf]])
+    padded = np.concatenate([[-np.inf], f, [-np.inf]])
     peaks = np.flatnonzero((padded[1:-1] >= padded[:-2]) & (padded[1:-1] >= padded[2:]))
-    for i in peaks[np.argsort(values[peaks])[-3:]]:
-        a, b = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-        if b <= a:
-            continue
+    for i in peaks[np.argsort(f[peaks])[-3:]]:
+        lo, hi = t[max(i - 1, 0)], t[min(i + 1, count - 1)]
         res = optimize.minimize_scalar(
-            lambda x: -_tail(n, delta, b_star, x)[0],
-            bounds=(a, b),
-            method="bounded",
-            options={"xatol": 1e-7 * max(a, 1e-3)},
+            lambda x: -_tail_at(n, delta, b_star, x)[0], bounds=(lo, hi), method="bounded", options={"xatol": 1e-9}
         )
         best = max(best, -float(res.fun))
-    return min(best, 1.0)
+    best = min(best, 1.0)
+    if known_at is None or best >= known_at:
+        return best
+    root_i = 2 * math.sqrt(n * span)
+    a, b, fa, fb = t[:-1], t[1:], f[:-1], f[1:]
+    spent = count
+    while True:
+        half = (b - a) / 2
+        u = np.minimum(np.maximum(fa, fb) + root_i * half / 2, 0.5)  # f <= u on [a, b]
+        keep = (fa + fb) / 2 + root_i * np.sqrt(u * (1 - u)) * half >= known_at
+        if not keep.any():
+            return best  # proven: the supremum is below known_at
+        if spent + keep.sum() > _CERTIFY_BUDGET:
+            return float(known_at)  # not proven below: fail closed
+        a, b, fa, fb = a[keep], b[keep], fa[keep], fb[keep]
+        mid = (a + b) / 2
+        fm = _tail_at(n, delta, b_star, mid)
+        spent += len(mid)
+        best = max(best, float(fm.max()))
+        if best >= known_at:
+            return best
+        a, b = np.concatenate([a, mid]), np.concatenate([mid, b])
+        fa, fb = np.concatenate([fa, fm]), np.concatenate([fm, fb])
 
 
-def exact_pvalue(lost, gained, n, delta):
+def exact_pvalue(lost, gained, n, delta, *, alpha=None):
     """Exact unconditional p-value of H0: loss >= ``delta`` (Hsueh, Liu & Chen 2001).
 
-    ``sup_ψ P_ψ(Z <= z_obs)`` over the nuisance discordance ψ, Z the score statistic of
-    :func:`noninferiority`. With ``delta`` = 1 − 1e-12 or more, or no pair at all, it is 1.
+    ``sup_ψ P_ψ(Z <= z_obs)`` over the nuisance discordance ψ in [|δ|, 1], Z the score
+    statistic of :func:`noninferiority`. With ``delta`` = 1 − 1e-12 or more, or no pair at all,
+    it is 1. With ``alpha``, ``p < alpha`` is proven to mean that the supremum is below alpha
+    (see :func:`_sup_tail`); the test at level alpha rejects exactly then.
 
     Examples
     --------
@@ -272,18 +315,18 @@ def exact_pvalue(lost, gained, n, delta):
     >>> round(exact_pvalue(0, 0, 300, 0.01), 4)
     0.049
     """
-    return _exact_pvalue(float(lost), float(gained), int(n), float(delta))
+    return _exact_pvalue(float(lost), float(gained), int(n), float(delta), None if alpha is None else float(alpha))
 
 
 @functools.lru_cache(maxsize=4096)
-def _exact_pvalue(lost, gained, n, delta):
+def _exact_pvalue(lost, gained, n, delta, alpha=None):
     """:func:`exact_pvalue` (cached: a gate report and its bound ask for the same values)."""
     if n == 0 or delta >= 1:
         return 1.0
     z = score_z(lost, gained, float(n), delta)
     if z >= 0:
         return 1.0
-    return _sup_tail(n, delta, _thresholds(n, delta, z))
+    return _sup_tail(n, delta, _thresholds(n, delta, z), known_at=alpha)
 
 
 def _attainable(n, delta, low=-math.inf, high=0.0):
@@ -333,27 +376,138 @@ def exact_critical_value(n, delta, alpha, *, near=None):
     return largest_below(values)
 
 
-def _exact(lost, gained, n, margin, alpha):
+# ---------------------------------------------------------------- above EXACT_MAX_PAIRS
+#
+# The exact test costs O(n) per p-value (26.7 CPU-s a gate row at 10^4 pairs before this
+# switch). From EXACT_MAX_PAIRS + 1 pairs on, at levels alpha >= SWITCH_MIN_ALPHA (Holm over
+# up to 16 comparisons at 0.05), the one-seed test is the score test with its numerator
+# moved towards H0 by CONTINUITY counts (by 2·CONTINUITY at losses |δ0| > SWITCH_MAX_LOSS,
+# where the trinomial is skewed): "score-cc", O(1). Its size was enumerated (every outcome,
+# no Monte Carlo) over ψ in [|δ0|, 1] by benchmarks/exact_switch.py: at most alpha in every
+# cell (benchmarks/results/exact_switch.txt); the plain score test's size is 0.0513 at
+# n = 2,000 and 0.0504-0.0508 at 10^4. Below SWITCH_MIN_ALPHA the exact test runs at any n.
+
+EXACT_MAX_PAIRS = 2_000
+CONTINUITY = 1.5
+SWITCH_MAX_LOSS = 0.25
+SWITCH_MIN_ALPHA = 0.05 / 16
+
+
+def corrected_z(lost, gained, n, delta):
+    """(lost − gained − nδ0 + c)/sqrt(n(2q̃ + δ0(1 − δ0))): the score statistic of
+    :func:`noninferiority` moved c counts towards H0 (c = CONTINUITY, twice that at
+    |δ0| > SWITCH_MAX_LOSS; +inf with no variance)."""
+    from ._score import _q_scalar
+
+    q = _q_scalar(lost / n, gained / n, float(delta))
+    var = n * (2 * q + delta * (1 - delta))
+    num = lost - gained - n * delta + CONTINUITY * (1 if abs(delta) <= SWITCH_MAX_LOSS else 2)
+    return num / math.sqrt(var) if var > 0 else math.copysign(math.inf, num)
+
+
+def _switched(n, alpha):
+    return n > EXACT_MAX_PAIRS and alpha >= SWITCH_MIN_ALPHA
+
+
+def rejection_thresholds(n, delta, alpha, *, near=None):
+    """b*(s), s = 0..n: the one-seed test of H0: loss >= ``delta`` at level ``alpha`` rejects
+    with s discordant pairs exactly when at most b*(s) of them are lost (−1: never), and the
+    critical value behind it (``near``: a guess for :func:`exact_critical_value`). For exact
+    power and size: P(reject) = Σ_s Bin(s; n, ψ)·F_Bin(b*(s); s, π)."""
+    if _switched(n, alpha):
+        from ._score import restricted_p21
+
+        c = CONTINUITY * (1 if abs(delta) <= SWITCH_MAX_LOSS else 2)
+        z = float(special.ndtri(alpha))
+        s = np.arange(n + 1)
+        lo, hi = np.full(n + 1, -1), s.copy()
+        while (lo < hi).any():
+            open_ = lo < hi
+            mid = (lo + hi + 1) // 2
+            b, g = mid.astype(float), (s - mid).astype(float)
+            var = n * (2 * restricted_p21(b / n, g / n, delta) + delta * (1 - delta))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                zz = np.where(var > 0, (b - g - n * delta + c) / np.sqrt(var), np.inf)
+            ok = zz < z
+            lo = np.where(open_ & ok, mid, lo)
+            hi = np.where(open_ & ~ok, mid - 1, hi)
+        return lo, None
+    crit = exact_critical_value(n, delta, alpha, near=near)
+    if not math.isfinite(crit):
+        return np.full(n + 1, -1), crit
+    return _thresholds(n, delta, crit), crit
+
+
+def one_seed_pvalue(lost, gained, n, delta, alpha, *, proven=True):
+    """p-value of H0: loss >= ``delta`` of the one-seed test at level ``alpha`` (``p < alpha``
+    is its rejection): :func:`exact_pvalue` up to EXACT_MAX_PAIRS pairs, "score-cc" above.
+    ``proven=False``: the exact supremum as found, without proving the comparison with alpha
+    (faster; for the bound's root search, whose result is checked at the margin)."""
+    if n == 0 or delta >= 1:
+        return 1.0
+    if _switched(n, alpha):
+        return float(special.ndtr(corrected_z(lost, gained, n, delta)))
+    return exact_pvalue(lost, gained, n, delta, alpha=alpha if proven else None)
+
+
+def one_seed_bound(lost, gained, n, alpha, *, at=None):
+    """Upper (1 − alpha) bound of the loss from :func:`one_seed_pvalue`: the largest δ0 not
+    rejected, searched from the estimate upwards, whatever margin is tested.
+
+    The p-value is not monotone in δ0 (a discrete test), so after each root search the
+    search looks eight steps of 1/16 of (root − estimate) higher for a δ0 that is not
+    rejected and searches again from there. ``at`` (a margin): when the test does not reject
+    there although the bound found is below it, the search restarts from ``at``; so
+    ``bound < at`` exactly when the test rejects at ``at``.
+    """
+    from scipy.optimize import brentq
+
     estimate = (lost - gained) / n
-    pvalue = exact_pvalue(lost, gained, n, margin)
-    statistic = float(score_z(lost, gained, n, margin))
-    rejected = pvalue < alpha
-    # the largest δ0 not rejected: a bracketing root search on log p − log alpha (p steps in
-    # δ0, so the root is a sign change), bracketed by the margin's own decision
     top = 1 - 1e-9
-    if rejected:
-        lo, hi = max(estimate, -1.0), margin
-    else:
-        lo, hi = margin, top
-        if exact_pvalue(lost, gained, n, top) >= alpha:
-            lo = hi = 1.0
-    if hi > lo:
-        from scipy.optimize import brentq
+    jump = SWITCH_MAX_LOSS * (1 + 1e-12)  # score-cc's correction doubles there: p steps up
+
+    def p(d):
+        return one_seed_pvalue(lost, gained, n, d, alpha, proven=False)
+
+    def largest_from(lo):
+        hi = top
+        if lo >= hi or p(hi) >= alpha:
+            return 1.0
+        ok = [lo]
 
         def f(d):
-            return math.log(max(exact_pvalue(lost, gained, n, d), 1e-300)) - math.log(alpha)
+            v = math.log(max(p(d), 1e-300)) - math.log(alpha)
+            if v >= 0:
+                ok.append(d)
+            return v
 
-        root = brentq(f, lo, hi, xtol=1e-7)
-        lo = root if f(root) >= 0 else max(lo, root - 1e-7)
-    upper = lo  # the largest δ0 found not rejected; < margin exactly when rejected
-    return NoninferiorityResult(statistic, pvalue, float(upper), rejected, estimate, n, margin, alpha, "exact")
+        while True:
+            root = brentq(f, lo, hi, xtol=1e-9 if n > EXACT_MAX_PAIRS else 1e-7)
+            r = max(d for d in ok if d <= root + 1e-7)
+            step = max((r - estimate) / 16, 1e-6)
+            near = [r + k * step for k in range(1, 9)] + ([jump] if _switched(n, alpha) and r < jump else [])
+            higher = [d for d in near if d < hi and p(d) >= alpha]
+            if not higher:
+                return r
+            lo = max(higher)
+            ok = [lo]
+
+    bound = largest_from(max(estimate, -1 + 1e-9))
+    if at is not None and bound < at and one_seed_pvalue(lost, gained, n, at, alpha) >= alpha:
+        bound = largest_from(at)
+    return bound
+
+
+def _exact(lost, gained, n, margin, alpha):
+    estimate = (lost - gained) / n
+    switched = _switched(n, alpha)
+    pvalue = one_seed_pvalue(lost, gained, n, margin, alpha)
+    statistic = float(corrected_z(lost, gained, n, margin) if switched else score_z(lost, gained, n, margin))
+    upper = one_seed_bound(lost, gained, n, alpha, at=margin)
+    if upper >= margin and pvalue < alpha:
+        # a δ0 above the margin is not rejected: the test inverted into the bound (monotone in
+        # δ0) does not reject at the margin either; its p-value is at least p(δ0)
+        pvalue = max(pvalue, one_seed_pvalue(lost, gained, n, upper, alpha) if upper < 1 else 1.0)
+    return NoninferiorityResult(
+        statistic, pvalue, float(upper), upper < margin, estimate, n, margin, alpha, "score-cc" if switched else "exact"
+    )

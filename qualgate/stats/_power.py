@@ -352,7 +352,52 @@ def _ni_power(n, margin, expected_loss, alpha, sd0, sd1):
         return special.ndtr((np.sqrt(n) * (margin - expected_loss) - z_a * sd0) / sd1)
 
 
-def noninferiority_sample_size(margin, discordant, *, expected_loss=0.0, alpha=0.05, power=0.8):
+def _ni_exact_power(n, margin, discordant, expected_loss, alpha, near=None):
+    """(exact power, critical value) of the gate's one-seed test (:func:`rejection_thresholds`):
+    Σ_s Bin(s; n, ψ)·F_Bin(b*(s); s, (ψ + δ1)/(2ψ)), every outcome enumerated."""
+    from ._noninferiority import _tail, rejection_thresholds
+
+    b_star, crit = rejection_thresholds(n, margin, alpha, near=near)
+    if np.all(b_star < 0):
+        return 0.0, crit
+    return float(_tail(n, expected_loss, b_star, [discordant])[0]), crit
+
+
+#: The exact one-seed test's power has a sawtooth in n (odd and even n alternate by about
+#: half a point at margin 0.05, ψ 0.15): ``n_stable`` is the first n from which power stays at
+#: or above the target for STABLE_RUN consecutive n (``n_checked`` the last one checked).
+STABLE_RUN = 8
+
+
+def _ni_exact_sample_size(n0, margin, discordant, expected_loss, alpha, target):
+    """(first n with exact power >= target, its power, n_stable, n_checked), scanning from the
+    normal approximation's n0 (down while n − 1 still reaches the target, else up)."""
+    n = max(1, n0)
+    achieved, crit = _ni_exact_power(n, margin, discordant, expected_loss, alpha)
+    if achieved >= target:
+        while n > 1:
+            below, c = _ni_exact_power(n - 1, margin, discordant, expected_loss, alpha, near=crit)
+            if below < target:
+                break
+            n, achieved, crit = n - 1, below, c
+    while achieved < target:
+        n += 1
+        achieved, crit = _ni_exact_power(n, margin, discordant, expected_loss, alpha, near=crit)
+    first, first_power = n, achieved
+    stable, k = n, n
+    while k - stable + 1 < STABLE_RUN:
+        k += 1
+        value, crit = _ni_exact_power(k, margin, discordant, expected_loss, alpha, near=crit)
+        if value < target:
+            stable = k + 1
+    return first, first_power, stable, k
+
+
+def _check_ni_method(method):
+    return checks.choice("method", method, ("normal", "exact"))
+
+
+def noninferiority_sample_size(margin, discordant, *, expected_loss=0.0, alpha=0.05, power=0.8, method="normal"):
     """Number of paired questions for the non-inferiority score test to pass.
 
     H0: loss >= ``margin``; H1: loss < ``margin``, one-sided at level ``alpha`` with the
@@ -375,10 +420,19 @@ def noninferiority_sample_size(margin, discordant, *, expected_loss=0.0, alpha=0
     power : float, optional
         Target probability of declaring non-inferiority, in [0.5, 1).
 
+    method : {'normal', 'exact'}, optional
+        ``'exact'``: the first n (scanning from the normal approximation's) at which the exact
+        power of the test the gate runs with one seed (the exact unconditional test up to
+        2,000 pairs, the continuity-corrected score test above: :func:`noninferiority`)
+        reaches the target, every outcome enumerated. Its power has a sawtooth in n:
+        ``n_stable`` is the first n from which it stays at or above the target for
+        ``STABLE_RUN`` (8) consecutive n, up to ``n_checked`` (margin 0.05, ψ 0.15, loss
+        0.01: n 602, power 0.8011; stable from 609).
+
     Returns
     -------
     PowerResult
-        ``solved_for='n'``, ``alternative='less'``, ``method='normal'``, ``margin`` set and
+        ``solved_for='n'``, ``alternative='less'``, ``method`` as given, ``margin`` set and
         ``loss`` = ``expected_loss``.
 
     Examples
@@ -390,31 +444,37 @@ def noninferiority_sample_size(margin, discordant, *, expected_loss=0.0, alpha=0
         margin, discordant, expected_loss, alpha
     )
     target = _check_target(power)
+    method = _check_ni_method(method)
     z_a, z_p = -special.ndtri(alpha), special.ndtri(target)
 
     def power_of(k):
         return _ni_power(k, margin, expected_loss, alpha, sd0, sd1)
 
     n = _smallest_n(((z_a * sd0 + z_p * sd1) / (margin - expected_loss)) ** 2, power_of, target)
+    achieved, stable, checked = float(power_of(n)), n, None
+    if method == "exact":
+        n, achieved, stable, checked = _ni_exact_sample_size(n, margin, discordant, expected_loss, alpha, target)
     return PowerResult(
         "n",
         n,
-        float(power_of(n)),
+        achieved,
         expected_loss,
         discordant,
         alpha,
         "less",
-        "normal",
+        method,
         target_power=target,
-        n_stable=n,
+        n_stable=stable,
+        n_checked=checked,
         margin=margin,
     )
 
 
-def noninferiority_power(n, margin, discordant, *, expected_loss=0.0, alpha=0.05):
+def noninferiority_power(n, margin, discordant, *, expected_loss=0.0, alpha=0.05, method="normal"):
     """Probability that the non-inferiority score test with ``n`` questions passes.
 
-    Same design and approximation as :func:`noninferiority_sample_size`.
+    Same design and approximation as :func:`noninferiority_sample_size` (``method='exact'``:
+    the exact power of the test the gate runs with one seed).
 
     Examples
     --------
@@ -425,5 +485,9 @@ def noninferiority_power(n, margin, discordant, *, expected_loss=0.0, alpha=0.05
     margin, discordant, expected_loss, alpha, sd0, sd1 = _noninferiority_design(
         margin, discordant, expected_loss, alpha
     )
-    achieved = float(_ni_power(n, margin, expected_loss, alpha, sd0, sd1))
-    return PowerResult("power", n, achieved, expected_loss, discordant, alpha, "less", "normal", margin=margin)
+    method = _check_ni_method(method)
+    if method == "exact":
+        achieved = _ni_exact_power(n, margin, discordant, expected_loss, alpha)[0]
+    else:
+        achieved = float(_ni_power(n, margin, expected_loss, alpha, sd0, sd1))
+    return PowerResult("power", n, achieved, expected_loss, discordant, alpha, "less", method, margin=margin)

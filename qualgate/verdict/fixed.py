@@ -21,7 +21,8 @@ Policies
 
 - **PASS** when the one-sided upper confidence bound of the loss (level 1 − alpha) is below
   the margin, i.e. the test of H0: loss >= margin rejects (p < alpha): with one pair per
-  question the exact unconditional test (``ONE_SEED_METHOD``; size <= alpha at every n), with
+  question the exact unconditional test (``ONE_SEED_METHOD``; size <= alpha at every n; above
+  2,000 pairs the continuity-corrected score test, size enumerated), with
   several the robust clustered score test (monotone, conservative at small n), with suites
   weighted equally the stratified score test. The test used is named in every verdict;
 - **FAIL** when the loss is significantly positive (one-sided exact test, p <= alpha) and the

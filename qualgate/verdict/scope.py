@@ -30,6 +30,7 @@ from qualgate.stats import (
     mcnemar_power,
     noninferiority,
     noninferiority_sample_size,
+    one_seed_bound,
     stratified_score_test,
 )
 
@@ -44,10 +45,13 @@ _TARGET_POWER = 0.8
 #: Non-inferiority test with one pair per question: the exact unconditional test, whose size
 #: is at most alpha at every n and discordance (the asymptotic score test's reaches 0.068 at
 #: n = 133 and 2 % discordance). Its power is within a point of the score test's from a few
-#: hundred questions on (benchmarks/gate_calibration.py) and it costs about a second.
+#: hundred questions on (benchmarks/gate_calibration.py). Above 2,000 pairs it is the
+#: continuity-corrected score test ("score-cc", result method), whose size is enumerated in
+#: benchmarks/results/exact_switch.txt; it costs microseconds at any n.
 ONE_SEED_METHOD = "exact"
-_METHOD_NAMES = {
+METHOD_NAMES = {
     "exact": "exact unconditional score test (Hsueh et al. 2001)",
+    "score-cc": "continuity-corrected score test (above 2,000 pairs; size enumerated)",
     "score": "asymptotic score test (Tango 1998)",
     "score-clustered": "design-effect score test, questions as clusters",
     "score-clustered-robust": "robust clustered score test, questions as clusters",
@@ -238,7 +242,11 @@ def analyze(
             t.both_correct, t.lost, t.gained, t.both_wrong, margin=margin, alpha=alpha, method=ONE_SEED_METHOD
         )
         deff = 1.0
-    ci = clustered_difference_ci(target, confidence_level=1 - 2 * alpha, weights=w, design_effect=deff_arg)
+    if clustered or w is not None:
+        ci = clustered_difference_ci(target, confidence_level=1 - 2 * alpha, weights=w, design_effect=deff_arg)
+    else:  # the one-seed test inverted on both sides: the interval's lower end is minus the bound
+        t = tables[0]
+        ci = ConfidenceInterval(-ni.upper_bound, one_seed_bound(t.gained, t.lost, t.n, alpha))
     p_loss, p_two, loss_method = _loss_tests(tables, w, clustered)
     verdict = decide(policy, pvalue_noninferiority=ni.pvalue, pvalue_loss=p_loss, alpha=alpha)
     questions = sum(t.clusters for t in tables)
@@ -260,7 +268,7 @@ def analyze(
     reason = _reason(policy, verdict, ni, p_loss, margin, alpha, discordant, more, power, clustered)
     ni_method = ni.method if w is None or clustered else "score-stratified"
     decisive = loss_method if policy == "mcnemar" else ni_method
-    reason += f" [{_METHOD_NAMES.get(decisive, decisive)}]"
+    reason += f" [{METHOD_NAMES.get(decisive, decisive)}]"
     return Analysis(
         scope=scope,
         questions=questions,
@@ -291,7 +299,11 @@ def analyze(
         methods={
             "loss_test": loss_method,
             "noninferiority": ni_method,
-            "interval": "tango" + ("-clustered-robust" if clustered else "") + ("-stratified" if w is not None else ""),
+            "interval": (
+                "tango" + ("-clustered-robust" if clustered else "") + ("-stratified" if w is not None else "")
+                if clustered or w is not None
+                else ni_method + "-inverted"
+            ),
         },
         warnings=tuple(warnings),
         margin=float(margin),
