@@ -26,6 +26,8 @@ from ._results import GenerationOutput, RequestMetrics
 from ._sampling import (
     STREAM_ACCEPT,
     STREAM_DRAFT,
+    STREAM_GENERATOR,
+    STREAM_GLOBAL,
     STREAM_RESIDUAL,
     STREAM_TARGET,
     exponential,
@@ -35,6 +37,7 @@ from ._sampling import (
     split_seed,
     uniform,
 )
+from ._sampling import uniforms as uniform_draws
 from ._verify import FlyRule, accept_drafts, correction_tokens
 
 __all__ = ["Batch", "Spec"]
@@ -64,10 +67,21 @@ ROW_FIELDS = (
     "steps",
     "accepted",
     "deferred",
+    "first_def",
     "hist",
 )
 #: per-row results copied to the full batch before rows drop and at the end
-FINAL_FIELDS = ("finished", "reason_stop", "finish_step", "n_out", "steps", "accepted", "deferred", "hist")
+FINAL_FIELDS = (
+    "finished",
+    "reason_stop",
+    "finish_step",
+    "n_out",
+    "steps",
+    "accepted",
+    "deferred",
+    "first_def",
+    "hist",
+)
 #: graph mode: host checks for finished rows every this many steps
 CHECK_EVERY = 4
 #: graph mode: cache capacity and output width are rounded up to this, so that calls with
@@ -85,7 +99,11 @@ class Spec(NamedTuple):
     k: int
     fly: FlyRule | None
     probabilistic: bool
-    coupled: bool
+    noise: str  #: one of qualgate.config.options.NOISE_MODES
+
+    @property
+    def coupled(self) -> bool:
+        return self.noise == "coupled"
 
 
 class Batch:
@@ -97,7 +115,18 @@ class Batch:
     """
 
     def __init__(
-        self, engine, indices, prompt_ids, params, seeds, spec: Spec | None, t0, *, graphs=False, static=False
+        self,
+        engine,
+        indices,
+        prompt_ids,
+        params,
+        seeds,
+        spec: Spec | None,
+        t0,
+        *,
+        graphs=False,
+        static=False,
+        noise="independent",
     ):
         self.engine = engine
         self.tgt, self.drf = engine._target, engine._drafter
@@ -107,6 +136,8 @@ class Batch:
         self.pool = engine._graph_pool() if graphs else None
         self.indices, self.prompt_ids, self.params, self.seeds = indices, prompt_ids, params, seeds
         self.spec, self.t0 = spec, t0
+        # vllm-v1: noise indexed by the request generator's call count (docs/engine.md)
+        self.vllm = noise == "vllm-v1"
         self.dev = dev = engine.device
         self.vocab = self.tgt.vocab
         self.k = k = spec.k if spec else 0
@@ -141,6 +172,7 @@ class Batch:
                 torch.zeros(b0, dtype=torch.bool if name in ("finished", "reason_stop") else torch.long, device=dev),
             )
         self.hist = torch.zeros(b0, k + 1, **long)
+        self.first_def = torch.full((b0,), -1, **long)  # output index of the first deferred token
         self.final = {name: getattr(self, name).clone() for name in FINAL_FIELDS}
         self.stepno = torch.zeros((), **long)  # the step being decoded, on the device (graphs)
         self.buf_w = max(p.max_tokens for p in params) + k + 2
@@ -211,7 +243,11 @@ class Batch:
         first = logits.argmax(dim=-1)
         if self.any_sampled:
             probs = self._probs(logits.unsqueeze(1))[:, 0]
-            noise = exponential(self._keys(STREAM_TARGET, self.pos), self.vocab)
+            if self.vllm:  # generator call 0 (the first token, every mode)
+                keys = self._keys(STREAM_GENERATOR, torch.zeros_like(self.pos))
+            else:
+                keys = self._keys(STREAM_TARGET, self.pos)
+            noise = exponential(keys, self.vocab)
             first = torch.where(self.greedy, first, sample(probs, noise))
         self.pending = first
         self.dpend = torch.stack([first, first], dim=1)
@@ -256,7 +292,11 @@ class Batch:
         token = logits.argmax(dim=-1)
         if self.any_sampled:
             probs = self._probs(logits.unsqueeze(1))[:, 0]
-            noise = exponential(self._keys(STREAM_TARGET, self.pos + 1), self.vocab)
+            if self.vllm:  # one generator call per token: call n_out draws token n_out
+                keys = self._keys(STREAM_GENERATOR, self.n_out)
+            else:
+                keys = self._keys(STREAM_TARGET, self.pos + 1)
+            noise = exponential(keys, self.vocab)
             token = torch.where(self.greedy, token, sample(probs, noise))
         self.pos.add_((~self.finished).long())
         self.pending.copy_(token)
@@ -269,6 +309,9 @@ class Batch:
         ar = torch.arange(k + 1, device=self.dev)
         sampled_noise = self.any_sampled and (spec.coupled or spec.probabilistic)
         e_all = None
+        # vllm-v1: speculative step s (0-based) makes the request generator's calls 1 + 3s
+        # (bonus token), 2 + 3s (acceptance uniforms), 3 + 3s (recovered tokens)
+        call = 1 + 3 * step
         if spec.coupled and self.any_sampled:
             e_all = exponential(self._keys(STREAM_TARGET, pos.unsqueeze(1) + 1 + ar), vocab)  # (B, K+1, V)
 
@@ -286,11 +329,15 @@ class Batch:
             dl = fit_vocab(dl, vocab)
             d = dl.argmax(dim=-1)
             if spec.probabilistic and sampled_noise:
-                q = self._probs(dl.unsqueeze(1))[:, 0]
-                if e_all is not None:
-                    noise = e_all[:, j]
+                if self.vllm:  # vLLM's drafter: temperature only, the global generator
+                    q = process_logits(dl, self.temp, self.top_k, self.top_p, use_top_k=False, use_top_p=False)
+                    noise = exponential(self._keys(STREAM_GLOBAL, step, j), vocab)
                 else:
-                    noise = exponential(self._keys(STREAM_DRAFT, pos + 1 + j, step), vocab)
+                    q = self._probs(dl.unsqueeze(1))[:, 0]
+                    if e_all is not None:
+                        noise = e_all[:, j]
+                    else:
+                        noise = exponential(self._keys(STREAM_DRAFT, pos + 1 + j, step), vocab)
                 d = torch.where(self.greedy, d, sample(q, noise))
                 qs.append(q)
             drafts.append(d)
@@ -305,6 +352,8 @@ class Batch:
         coupled_sample = uniforms = None
         if e_all is not None:
             coupled_sample = torch.where(self.greedy.unsqueeze(1), tl.argmax(dim=-1), sample(tp, e_all))
+        elif self.any_sampled and self.vllm:
+            uniforms = uniform_draws(self._keys(STREAM_GENERATOR, call + 1), k)
         elif self.any_sampled:
             uniforms = uniform(self._keys(STREAM_ACCEPT, pos.unsqueeze(1) + 1 + ar[:k], step))
         acc = accept_drafts(
@@ -319,7 +368,9 @@ class Batch:
         )
         a = acc.num_accepted
         noise = None
-        if self.any_sampled and coupled_sample is None:
+        if self.any_sampled and self.vllm:  # the bonus token's call, or the recovered tokens'
+            noise = exponential(self._keys(STREAM_GENERATOR, torch.where(a == k, call, call + 2)), vocab)
+        elif self.any_sampled and coupled_sample is None:
             noise = exponential(self._keys(STREAM_RESIDUAL, pos + 1 + a, step), vocab)
         last = correction_tokens(
             a, draft, tl, tp, self.greedy, draft_probs=q, noise=noise, coupled_sample=coupled_sample
@@ -335,6 +386,9 @@ class Batch:
         self.steps.add_(alive)
         self.accepted.add_(a * alive)
         self.deferred.add_(acc.deferred.sum(dim=1) * alive)
+        first = torch.where(acc.deferred, ar[:k], k).min(dim=1).values
+        new = (first < k) & (alive > 0) & (self.first_def < 0)
+        self.first_def.copy_(torch.where(new, self.n_out + first, self.first_def))
         self.hist.add_((a.unsqueeze(1) == ar).long() * alive.unsqueeze(1))  # (one_hot syncs)
         j = ar.unsqueeze(0)
         tokens = torch.where(j < a.unsqueeze(1), torch.nn.functional.pad(draft, (0, 1)), last.unsqueeze(1))
@@ -557,6 +611,7 @@ class Batch:
         results = []
         for r in range(self.b0):
             n = int(final["n_out"][r])
+            first_def = int(final["first_def"][r])
             toks = tuple(out[r, :n].tolist())
             text = None
             if self.tokenizer is not None:
@@ -582,6 +637,7 @@ class Batch:
                     finish_reason="stop" if bool(final["reason_stop"][r]) else "length",
                     seed=self.seeds[r],
                     metrics=metrics,
+                    first_deferred_token=first_def if 0 <= first_def < n else None,
                 )
             )
         return results

@@ -56,7 +56,11 @@ class RequestMetrics:
 
 @dataclasses.dataclass(frozen=True)
 class GenerationOutput:
-    """One request's result. ``finish_reason`` is ``'stop'`` or ``'length'``."""
+    """One request's result. ``finish_reason`` is ``'stop'`` or ``'length'``.
+
+    ``first_deferred_token``: the index in ``token_ids`` of the first token that FLy kept
+    by deferring a native rejection (None: no deferred token was emitted).
+    """
 
     index: int
     prompt_token_ids: tuple[int, ...]
@@ -65,6 +69,7 @@ class GenerationOutput:
     finish_reason: str
     seed: int
     metrics: RequestMetrics
+    first_deferred_token: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +80,7 @@ class GenerationOutput:
             "finish_reason": self.finish_reason,
             "seed": self.seed,
             "metrics": self.metrics.to_dict(),
+            "first_deferred_token": self.first_deferred_token,
         }
 
 
