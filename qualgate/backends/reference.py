@@ -33,6 +33,8 @@ from . import Backend, Generation, Request, package_versions, resolve_model_path
 __all__ = ["ReferenceBackend"]
 
 _DTYPES = ("float32", "bfloat16", "float16")
+#: decimals kept of each token's top-2 margin in the records (float32 has about 7 digits)
+MARGIN_DIGITS = 6
 #: engine_options that switch something on or off, with their defaults
 _SWITCHES = {"coupled": False, "cuda_graphs": True, "compile": False}
 
@@ -149,6 +151,8 @@ class ReferenceBackend(Backend):
                     accepted_tokens=m.num_accepted_tokens if spec else None,
                     deferred_tokens=m.num_deferred_tokens if spec else None,
                     latency_s=m.wall_time_s,
+                    token_ids=list(o.token_ids),
+                    top2_margins=[round(x, MARGIN_DIGITS) for x in o.top2_margins],
                 )
             )
         return gens

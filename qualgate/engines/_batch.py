@@ -91,6 +91,15 @@ ROUND = 64
 GRAPHS_KEPT = 4
 
 
+def _margins(x: torch.Tensor, *, logits: bool = False) -> torch.Tensor:
+    """Top-1 minus top-2 probability over the last axis (of ``softmax(x)`` for logits)."""
+    x = x.float()
+    top = x.topk(2, dim=-1).values
+    if logits:
+        top = (top - x.logsumexp(dim=-1, keepdim=True)).exp()
+    return top[..., 0] - top[..., 1]
+
+
 def _round_up(n: int) -> int:
     return -(-n // ROUND) * ROUND
 
@@ -179,6 +188,7 @@ class Batch:
         if graphs:
             self.buf_w = _round_up(self.buf_w)
         self.out_buf = torch.full((b0 * self.buf_w + 1,), -1, **long)  # last element: write sink
+        self.marg_buf = torch.zeros(b0 * self.buf_w + 1, device=dev)  # each emitted token's top-2 margin
         self.times: list[float] = []  # times[s]: when decoding step s (0 = prefill) had completed
 
     # ------------------------------------------------------------------ helpers
@@ -241,8 +251,10 @@ class Batch:
         self.tcache = SlotCache(cache, start, self.capacity)
         del cache
         first = logits.argmax(dim=-1)
+        margin = _margins(logits, logits=True)
         if self.any_sampled:
             probs = self._probs(logits.unsqueeze(1))[:, 0]
+            margin = _margins(probs)
             if self.vllm:  # generator call 0 (the first token, every mode)
                 keys = self._keys(STREAM_GENERATOR, torch.zeros_like(self.pos))
             else:
@@ -259,7 +271,7 @@ class Batch:
             cache = prefill_cache()
             self.drf(ids, positions, mask, cache, last_only=True)
             self.dcache = SlotCache(cache, start, self.capacity)
-        self._emit1(first)
+        self._emit1(first, margin)
         self.times.append(time.perf_counter())
 
     # ------------------------------------------------------------------ one step
@@ -290,8 +302,10 @@ class Batch:
         logits = self._forward(self.tgt, self.tcache, self.pending.unsqueeze(1), self.pos.unsqueeze(1), slots)
         logits = logits[:, 0, : self.vocab]
         token = logits.argmax(dim=-1)
+        margin = _margins(logits, logits=True)
         if self.any_sampled:
             probs = self._probs(logits.unsqueeze(1))[:, 0]
+            margin = _margins(probs)
             if self.vllm:  # one generator call per token: call n_out draws token n_out
                 keys = self._keys(STREAM_GENERATOR, self.n_out)
             else:
@@ -300,7 +314,7 @@ class Batch:
             token = torch.where(self.greedy, token, sample(probs, noise))
         self.pos.add_((~self.finished).long())
         self.pending.copy_(token)
-        self._emit1(token)
+        self._emit1(token, margin)
 
     def _spec_step(self):
         """K drafts, one verification pass, then the emitted tokens (docs/engine.md)."""
@@ -392,11 +406,12 @@ class Batch:
         self.hist.add_((a.unsqueeze(1) == ar).long() * alive.unsqueeze(1))  # (one_hot syncs)
         j = ar.unsqueeze(0)
         tokens = torch.where(j < a.unsqueeze(1), torch.nn.functional.pad(draft, (0, 1)), last.unsqueeze(1))
-        self._emit(tokens, a + 1)
+        # emitted token j was decided on the target's distribution at position j
+        self._emit(tokens, a + 1, _margins(tp, logits=tp is tl))
 
     # ------------------------------------------------------------------ emitting tokens
 
-    def _emit(self, tokens, n_emit):
+    def _emit(self, tokens, n_emit, margins):
         """Append up to n_emit tokens per row, apply stop/length rules, update state."""
         t = tokens.shape[1]
         j = torch.arange(t, device=self.dev).unsqueeze(0)
@@ -413,13 +428,15 @@ class Batch:
         first_c = first.clamp(max=t - 1).unsqueeze(1)
         write = j < n_keep.unsqueeze(1)
         flat = self.rid.unsqueeze(1) * self.buf_w + self.n_out.unsqueeze(1) + j
-        self.out_buf.scatter_(0, torch.where(write, flat, self.out_buf.numel() - 1).flatten(), tokens.flatten())
+        at = torch.where(write, flat, self.out_buf.numel() - 1).flatten()
+        self.out_buf.scatter_(0, at, tokens.flatten())
+        self.marg_buf.scatter_(0, at, margins.flatten())
         self.n_out.add_(n_keep)
         self.reason_stop |= has_end & reason.gather(1, first_c).squeeze(1)
         self.finish_step.copy_(torch.where(has_end & alive, self.stepno, self.finish_step))
         self.finished |= has_end
 
-    def _emit1(self, token):
+    def _emit1(self, token, margin):
         """:meth:`_emit` for one token per row (target-only steps and the first token)."""
         alive = ~self.finished
         n = self.n_out
@@ -430,7 +447,9 @@ class Batch:
             end = end | is_stop
             self.reason_stop |= alive & is_stop & ~is_len
         end = end & alive
-        self.out_buf.scatter_(0, torch.where(alive, self.rid * self.buf_w + n, self.out_buf.numel() - 1), token)
+        at = torch.where(alive, self.rid * self.buf_w + n, self.out_buf.numel() - 1)
+        self.out_buf.scatter_(0, at, token)
+        self.marg_buf.scatter_(0, at, margin)
         self.finish_step.copy_(torch.where(end, self.stepno, self.finish_step))
         self.finished |= end
         self.n_out.add_(alive.long())
@@ -494,7 +513,7 @@ class Batch:
     def _state(self) -> dict[str, torch.Tensor]:
         """Every tensor a step reads or writes (a captured graph's inputs and outputs)."""
         state = {name: getattr(self, name) for name in ROW_FIELDS}
-        state["out_buf"], state["stepno"] = self.out_buf, self.stepno
+        state["out_buf"], state["marg_buf"], state["stepno"] = self.out_buf, self.marg_buf, self.stepno
         for tag, cache in (("t", self.tcache), ("d", self.dcache)):
             if cache is not None:
                 for i, (k, v) in enumerate(zip(cache.keys, cache.values)):
@@ -507,7 +526,7 @@ class Batch:
             stored[name].copy_(src)
         for name in ROW_FIELDS:
             setattr(self, name, stored[name])
-        self.out_buf, self.stepno = stored["out_buf"], stored["stepno"]
+        self.out_buf, self.marg_buf, self.stepno = stored["out_buf"], stored["marg_buf"], stored["stepno"]
         for tag, cache in (("t", self.tcache), ("d", self.dcache)):
             if cache is not None:
                 cache.keys = [stored[f"{tag}k{i}"] for i in range(len(cache.keys))]
@@ -608,6 +627,7 @@ class Batch:
     def _results(self) -> list[GenerationOutput]:
         final = {key: v.cpu() for key, v in self.final.items()}
         out = self.out_buf[:-1].view(self.b0, self.buf_w).cpu()
+        marg = self.marg_buf[:-1].view(self.b0, self.buf_w).clamp(0, 1).cpu()
         results = []
         for r in range(self.b0):
             n = int(final["n_out"][r])
@@ -638,6 +658,7 @@ class Batch:
                     seed=self.seeds[r],
                     metrics=metrics,
                     first_deferred_token=first_def if 0 <= first_def < n else None,
+                    top2_margins=tuple(marg[r, :n].tolist()),
                 )
             )
         return results

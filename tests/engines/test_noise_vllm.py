@@ -127,3 +127,27 @@ def test_the_config_reader_takes_engine_options_noise():
 def test_the_config_reader_refuses_an_unknown_noise_mode_naming_the_field(value):
     with pytest.raises(DataError, match=r"engine_options\.noise.*must be one of \['independent', 'coupled'"):
         parse_config({**CONFIG, "engine_options": {"noise": value}})
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [({}, "independent"), ({"coupled": True}, "coupled"), ({"noise": "vllm-v1"}, "vllm-v1")],
+)
+def test_the_reference_backend_resolves_its_noise_mode(options, expected):
+    from qualgate.backends.reference import _noise
+
+    assert _noise(options, bool(options.get("coupled"))) == expected
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"noise": "vllm"}, r"engine_options\.noise must be one of"),
+        ({"noise": "vllm-v1", "coupled": True}, r"engine_options\.coupled: true contradicts engine_options\.noise"),
+    ],
+)
+def test_the_reference_backend_refuses_a_bad_or_contradicted_noise_mode(options, match):
+    from qualgate.backends.reference import _noise
+
+    with pytest.raises(ValueError, match=match):
+        _noise(options, bool(options.get("coupled")))
