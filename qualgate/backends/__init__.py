@@ -77,7 +77,9 @@ class Generation:
     target-only decoding: ``spec_steps`` (drafting steps, i.e. target passes that verified
     a draft), ``draft_tokens`` (proposed), ``accepted_tokens`` (accepted, deferred FLy
     tokens included, as vLLM counts them), ``deferred_tokens`` (FLy only). ``latency_s`` is
-    the request's wall time inside the engine. ``error`` is set (and ``text`` is ``None``)
+    the request's wall time inside the engine. ``token_ids`` are the emitted tokens and
+    ``top2_margins`` the target's top-1 minus top-2 probability at each of them, where the
+    engine has them (the reference engine). ``error`` is set (and ``text`` is ``None``)
     when this request failed.
     """
 
@@ -89,6 +91,8 @@ class Generation:
     accepted_tokens: int | None = None
     deferred_tokens: int | None = None
     latency_s: float | None = None
+    token_ids: list[int] | None = None
+    top2_margins: list[float] | None = None
     error: str | None = None
 
     @classmethod

@@ -7,7 +7,9 @@ worker process, one per GPU when ``device`` is unset or ``cuda``:
 :mod:`qualgate.backends._devices`), ``dtype`` (``float32``, ``bfloat16``, ``float16``),
 ``max_num_seqs`` (requests decoded together), ``batch_size`` (requests per
 harness batch, default ``max_num_seqs`` or 256), ``tokenizer`` (default: the target's) and
-``coupled`` (coupled sampling noise, see :mod:`qualgate.engines.reference`), ``cuda_graphs``
+``noise`` (how the engine draws its random numbers: ``independent``, the default,
+``coupled`` or ``vllm-v1``, see docs/engine.md; ``coupled: true`` is the same as
+``noise: coupled``), ``cuda_graphs``
 (default true: decoding steps replayed as CUDA graphs) and ``compile`` (default false:
 ``torch.compile`` of the whole decoding step, see docs/engine.md). The three
 switches must be YAML booleans: a string such as ``"false"`` is refused, not read as true.
@@ -23,6 +25,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+from qualgate.config.options import NOISE_MODES
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
 
 from . import Backend, Generation, Request, package_versions, resolve_model_path
@@ -30,6 +33,8 @@ from . import Backend, Generation, Request, package_versions, resolve_model_path
 __all__ = ["ReferenceBackend"]
 
 _DTYPES = ("float32", "bfloat16", "float16")
+#: decimals kept of each token's top-2 margin in the records (float32 has about 7 digits)
+MARGIN_DIGITS = 6
 #: engine_options that switch something on or off, with their defaults
 _SWITCHES = {"coupled": False, "cuda_graphs": True, "compile": False}
 
@@ -42,6 +47,17 @@ def _switches(opts) -> dict[str, bool]:
             raise ValueError(f"engine_options.{key} must be true or false, got {value!r}")
         out[key] = value
     return out
+
+
+def _noise(opts, coupled: bool) -> str:
+    noise = opts.get("noise")
+    if noise is None:
+        return "coupled" if coupled else "independent"
+    if noise not in NOISE_MODES:
+        raise ValueError(f"engine_options.noise must be one of {list(NOISE_MODES)}, got {noise!r}")
+    if coupled and noise != "coupled":
+        raise ValueError(f"engine_options.coupled: true contradicts engine_options.noise: {noise!r}")
+    return noise
 
 
 @contextlib.contextmanager
@@ -78,6 +94,7 @@ class ReferenceBackend(Backend):
 
         opts = config.engine_options
         switches = _switches(opts)
+        self._noise = _noise(opts, switches["coupled"])
         dtype = opts.get("dtype")
         if dtype is not None and dtype not in _DTYPES:
             raise ValueError(f"engine_options.dtype must be one of {list(_DTYPES)}, got {dtype!r}")
@@ -87,7 +104,6 @@ class ReferenceBackend(Backend):
         if spec is not None:
             self._drafter = resolve_model_path(spec["model"], config.path)
             spec["model"] = self._drafter
-            spec["coupled"] = switches["coupled"]
         self._speculative = spec
         tokenizer = opts.get("tokenizer")
         if tokenizer is not None:
@@ -119,6 +135,7 @@ class ReferenceBackend(Backend):
             [list(r.messages) for r in requests],
             sampling=[dict(r.sampling) for r in requests],
             speculative=self._speculative,
+            noise=self._noise,
         )
         spec = self._speculative is not None
         gens = []
@@ -134,6 +151,8 @@ class ReferenceBackend(Backend):
                     accepted_tokens=m.num_accepted_tokens if spec else None,
                     deferred_tokens=m.num_deferred_tokens if spec else None,
                     latency_s=m.wall_time_s,
+                    token_ids=list(o.token_ids),
+                    top2_margins=[round(x, MARGIN_DIGITS) for x in o.top2_margins],
                 )
             )
         return gens
@@ -167,7 +186,8 @@ class ReferenceBackend(Backend):
             "target": self._target,
             "drafter": self._drafter,
             "max_num_seqs": self.engine_.max_num_seqs,
-            "coupled": bool(self._speculative and self._speculative.get("coupled")),
+            "coupled": bool(self._speculative) and self._noise == "coupled",
+            "noise": self._noise,
             "cuda_graphs": self.engine_.cuda_graphs,
             "compile": self.engine_.compile,
             "threads": torch.get_num_threads(),

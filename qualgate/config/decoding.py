@@ -74,7 +74,7 @@ from typing import Any
 import yaml
 
 from qualgate.config.engines import BACKENDS
-from qualgate.config.options import INCONCLUSIVE_AS, POLICIES, WEIGHTINGS
+from qualgate.config.options import INCONCLUSIVE_AS, NOISE_MODES, POLICIES, WEIGHTINGS
 from qualgate.errors import DataError
 from qualgate.records import strict as _strict
 from qualgate.records.yaml_schema import AnyOf, Choice, Field, Int, ListOf, Number, Str, Where
@@ -138,6 +138,7 @@ ENGINE_OPTION_KEYS = (
     "device",
     "batch_size",
     "coupled",
+    "noise",
     "tokenizer",
     "compile",
     "cuda_graphs",
@@ -246,6 +247,7 @@ _ENGINE_OPTIONS = _keys(
         ),
         null=True,
     ),
+    noise=Field(Choice(NOISE_MODES, message=f"must be one of {list(NOISE_MODES)}"), null=True),
 )
 _CONFIG = _keys(*CONFIG_KEYS)
 _MODEL = Field(
@@ -693,7 +695,7 @@ def _plan_roles(data, configs: Mapping[str, DecodingConfig], path: Path) -> tupl
         if cid in gated:  # the gate report would refuse it (qualgate.evidence.gate_report), after every decode
             raise _err(
                 f"gates {c!r} and {gated[cid]!r}, which serve one configuration ({cid}; options "
-                "that change only the reference engine's noise, such as 'coupled', are not part of "
+                "that change only the reference engine's noise, such as 'coupled' or 'noise', are not part of "
                 "it): the gate's evidence names each config by what it serves, so list one of them",
                 path=path,
                 key="candidates",

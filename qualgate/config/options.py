@@ -11,6 +11,7 @@ __all__ = [
     "INPUT_FORMATS",
     "MISSING",
     "MULTIPLICITIES",
+    "NOISE_MODES",
     "ON_MISSING",
     "ON_PROMPT_MISMATCH",
     "ORDERS",
@@ -42,3 +43,7 @@ READING_DEFAULTS = {"on_missing": "error", "max_errors": 0, "drop_truncated": Fa
 ORDERS = ("seeded", "records")
 #: ``multiplicity`` of the sequential gate across candidates (:mod:`qualgate.verdict.sequential`).
 MULTIPLICITIES = ("bonferroni", "fixed-sequence")
+#: ``engine_options.noise`` of the reference engine (:mod:`qualgate.engines._sampling`): noise
+#: keyed by position per use, shared by every mode (coupled), or drawn as vLLM 0.33's
+#: ModelRunner V1 draws it from the request's generator (docs/engine.md, "Randomness").
+NOISE_MODES = ("independent", "coupled", "vllm-v1")

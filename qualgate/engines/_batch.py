@@ -26,6 +26,8 @@ from ._results import GenerationOutput, RequestMetrics
 from ._sampling import (
     STREAM_ACCEPT,
     STREAM_DRAFT,
+    STREAM_GENERATOR,
+    STREAM_GLOBAL,
     STREAM_RESIDUAL,
     STREAM_TARGET,
     exponential,
@@ -35,6 +37,7 @@ from ._sampling import (
     split_seed,
     uniform,
 )
+from ._sampling import uniforms as uniform_draws
 from ._verify import FlyRule, accept_drafts, correction_tokens
 
 __all__ = ["Batch", "Spec"]
@@ -64,10 +67,21 @@ ROW_FIELDS = (
     "steps",
     "accepted",
     "deferred",
+    "first_def",
     "hist",
 )
 #: per-row results copied to the full batch before rows drop and at the end
-FINAL_FIELDS = ("finished", "reason_stop", "finish_step", "n_out", "steps", "accepted", "deferred", "hist")
+FINAL_FIELDS = (
+    "finished",
+    "reason_stop",
+    "finish_step",
+    "n_out",
+    "steps",
+    "accepted",
+    "deferred",
+    "first_def",
+    "hist",
+)
 #: graph mode: host checks for finished rows every this many steps
 CHECK_EVERY = 4
 #: graph mode: cache capacity and output width are rounded up to this, so that calls with
@@ -75,6 +89,15 @@ CHECK_EVERY = 4
 ROUND = 64
 #: captured graphs an engine keeps for later calls (each holds its batch's KV caches)
 GRAPHS_KEPT = 4
+
+
+def _margins(x: torch.Tensor, *, logits: bool = False) -> torch.Tensor:
+    """Top-1 minus top-2 probability over the last axis (of ``softmax(x)`` for logits)."""
+    x = x.float()
+    top = x.topk(2, dim=-1).values
+    if logits:
+        top = (top - x.logsumexp(dim=-1, keepdim=True)).exp()
+    return top[..., 0] - top[..., 1]
 
 
 def _round_up(n: int) -> int:
@@ -85,7 +108,11 @@ class Spec(NamedTuple):
     k: int
     fly: FlyRule | None
     probabilistic: bool
-    coupled: bool
+    noise: str  #: one of qualgate.config.options.NOISE_MODES
+
+    @property
+    def coupled(self) -> bool:
+        return self.noise == "coupled"
 
 
 class Batch:
@@ -97,7 +124,18 @@ class Batch:
     """
 
     def __init__(
-        self, engine, indices, prompt_ids, params, seeds, spec: Spec | None, t0, *, graphs=False, static=False
+        self,
+        engine,
+        indices,
+        prompt_ids,
+        params,
+        seeds,
+        spec: Spec | None,
+        t0,
+        *,
+        graphs=False,
+        static=False,
+        noise="independent",
     ):
         self.engine = engine
         self.tgt, self.drf = engine._target, engine._drafter
@@ -107,6 +145,8 @@ class Batch:
         self.pool = engine._graph_pool() if graphs else None
         self.indices, self.prompt_ids, self.params, self.seeds = indices, prompt_ids, params, seeds
         self.spec, self.t0 = spec, t0
+        # vllm-v1: noise indexed by the request generator's call count (docs/engine.md)
+        self.vllm = noise == "vllm-v1"
         self.dev = dev = engine.device
         self.vocab = self.tgt.vocab
         self.k = k = spec.k if spec else 0
@@ -141,12 +181,14 @@ class Batch:
                 torch.zeros(b0, dtype=torch.bool if name in ("finished", "reason_stop") else torch.long, device=dev),
             )
         self.hist = torch.zeros(b0, k + 1, **long)
+        self.first_def = torch.full((b0,), -1, **long)  # output index of the first deferred token
         self.final = {name: getattr(self, name).clone() for name in FINAL_FIELDS}
         self.stepno = torch.zeros((), **long)  # the step being decoded, on the device (graphs)
         self.buf_w = max(p.max_tokens for p in params) + k + 2
         if graphs:
             self.buf_w = _round_up(self.buf_w)
         self.out_buf = torch.full((b0 * self.buf_w + 1,), -1, **long)  # last element: write sink
+        self.marg_buf = torch.zeros(b0 * self.buf_w + 1, device=dev)  # each emitted token's top-2 margin
         self.times: list[float] = []  # times[s]: when decoding step s (0 = prefill) had completed
 
     # ------------------------------------------------------------------ helpers
@@ -209,9 +251,15 @@ class Batch:
         self.tcache = SlotCache(cache, start, self.capacity)
         del cache
         first = logits.argmax(dim=-1)
+        margin = _margins(logits, logits=True)
         if self.any_sampled:
             probs = self._probs(logits.unsqueeze(1))[:, 0]
-            noise = exponential(self._keys(STREAM_TARGET, self.pos), self.vocab)
+            margin = _margins(probs)
+            if self.vllm:  # generator call 0 (the first token, every mode)
+                keys = self._keys(STREAM_GENERATOR, torch.zeros_like(self.pos))
+            else:
+                keys = self._keys(STREAM_TARGET, self.pos)
+            noise = exponential(keys, self.vocab)
             first = torch.where(self.greedy, first, sample(probs, noise))
         self.pending = first
         self.dpend = torch.stack([first, first], dim=1)
@@ -223,7 +271,7 @@ class Batch:
             cache = prefill_cache()
             self.drf(ids, positions, mask, cache, last_only=True)
             self.dcache = SlotCache(cache, start, self.capacity)
-        self._emit1(first)
+        self._emit1(first, margin)
         self.times.append(time.perf_counter())
 
     # ------------------------------------------------------------------ one step
@@ -254,13 +302,19 @@ class Batch:
         logits = self._forward(self.tgt, self.tcache, self.pending.unsqueeze(1), self.pos.unsqueeze(1), slots)
         logits = logits[:, 0, : self.vocab]
         token = logits.argmax(dim=-1)
+        margin = _margins(logits, logits=True)
         if self.any_sampled:
             probs = self._probs(logits.unsqueeze(1))[:, 0]
-            noise = exponential(self._keys(STREAM_TARGET, self.pos + 1), self.vocab)
+            margin = _margins(probs)
+            if self.vllm:  # one generator call per token: call n_out draws token n_out
+                keys = self._keys(STREAM_GENERATOR, self.n_out)
+            else:
+                keys = self._keys(STREAM_TARGET, self.pos + 1)
+            noise = exponential(keys, self.vocab)
             token = torch.where(self.greedy, token, sample(probs, noise))
         self.pos.add_((~self.finished).long())
         self.pending.copy_(token)
-        self._emit1(token)
+        self._emit1(token, margin)
 
     def _spec_step(self):
         """K drafts, one verification pass, then the emitted tokens (docs/engine.md)."""
@@ -269,6 +323,9 @@ class Batch:
         ar = torch.arange(k + 1, device=self.dev)
         sampled_noise = self.any_sampled and (spec.coupled or spec.probabilistic)
         e_all = None
+        # vllm-v1: speculative step s (0-based) makes the request generator's calls 1 + 3s
+        # (bonus token), 2 + 3s (acceptance uniforms), 3 + 3s (recovered tokens)
+        call = 1 + 3 * step
         if spec.coupled and self.any_sampled:
             e_all = exponential(self._keys(STREAM_TARGET, pos.unsqueeze(1) + 1 + ar), vocab)  # (B, K+1, V)
 
@@ -286,11 +343,15 @@ class Batch:
             dl = fit_vocab(dl, vocab)
             d = dl.argmax(dim=-1)
             if spec.probabilistic and sampled_noise:
-                q = self._probs(dl.unsqueeze(1))[:, 0]
-                if e_all is not None:
-                    noise = e_all[:, j]
+                if self.vllm:  # vLLM's drafter: temperature only, the global generator
+                    q = process_logits(dl, self.temp, self.top_k, self.top_p, use_top_k=False, use_top_p=False)
+                    noise = exponential(self._keys(STREAM_GLOBAL, step, j), vocab)
                 else:
-                    noise = exponential(self._keys(STREAM_DRAFT, pos + 1 + j, step), vocab)
+                    q = self._probs(dl.unsqueeze(1))[:, 0]
+                    if e_all is not None:
+                        noise = e_all[:, j]
+                    else:
+                        noise = exponential(self._keys(STREAM_DRAFT, pos + 1 + j, step), vocab)
                 d = torch.where(self.greedy, d, sample(q, noise))
                 qs.append(q)
             drafts.append(d)
@@ -305,6 +366,8 @@ class Batch:
         coupled_sample = uniforms = None
         if e_all is not None:
             coupled_sample = torch.where(self.greedy.unsqueeze(1), tl.argmax(dim=-1), sample(tp, e_all))
+        elif self.any_sampled and self.vllm:
+            uniforms = uniform_draws(self._keys(STREAM_GENERATOR, call + 1), k)
         elif self.any_sampled:
             uniforms = uniform(self._keys(STREAM_ACCEPT, pos.unsqueeze(1) + 1 + ar[:k], step))
         acc = accept_drafts(
@@ -319,7 +382,9 @@ class Batch:
         )
         a = acc.num_accepted
         noise = None
-        if self.any_sampled and coupled_sample is None:
+        if self.any_sampled and self.vllm:  # the bonus token's call, or the recovered tokens'
+            noise = exponential(self._keys(STREAM_GENERATOR, torch.where(a == k, call, call + 2)), vocab)
+        elif self.any_sampled and coupled_sample is None:
             noise = exponential(self._keys(STREAM_RESIDUAL, pos + 1 + a, step), vocab)
         last = correction_tokens(
             a, draft, tl, tp, self.greedy, draft_probs=q, noise=noise, coupled_sample=coupled_sample
@@ -335,14 +400,18 @@ class Batch:
         self.steps.add_(alive)
         self.accepted.add_(a * alive)
         self.deferred.add_(acc.deferred.sum(dim=1) * alive)
+        first = torch.where(acc.deferred, ar[:k], k).min(dim=1).values
+        new = (first < k) & (alive > 0) & (self.first_def < 0)
+        self.first_def.copy_(torch.where(new, self.n_out + first, self.first_def))
         self.hist.add_((a.unsqueeze(1) == ar).long() * alive.unsqueeze(1))  # (one_hot syncs)
         j = ar.unsqueeze(0)
         tokens = torch.where(j < a.unsqueeze(1), torch.nn.functional.pad(draft, (0, 1)), last.unsqueeze(1))
-        self._emit(tokens, a + 1)
+        # emitted token j was decided on the target's distribution at position j
+        self._emit(tokens, a + 1, _margins(tp, logits=tp is tl))
 
     # ------------------------------------------------------------------ emitting tokens
 
-    def _emit(self, tokens, n_emit):
+    def _emit(self, tokens, n_emit, margins):
         """Append up to n_emit tokens per row, apply stop/length rules, update state."""
         t = tokens.shape[1]
         j = torch.arange(t, device=self.dev).unsqueeze(0)
@@ -359,13 +428,15 @@ class Batch:
         first_c = first.clamp(max=t - 1).unsqueeze(1)
         write = j < n_keep.unsqueeze(1)
         flat = self.rid.unsqueeze(1) * self.buf_w + self.n_out.unsqueeze(1) + j
-        self.out_buf.scatter_(0, torch.where(write, flat, self.out_buf.numel() - 1).flatten(), tokens.flatten())
+        at = torch.where(write, flat, self.out_buf.numel() - 1).flatten()
+        self.out_buf.scatter_(0, at, tokens.flatten())
+        self.marg_buf.scatter_(0, at, margins.flatten())
         self.n_out.add_(n_keep)
         self.reason_stop |= has_end & reason.gather(1, first_c).squeeze(1)
         self.finish_step.copy_(torch.where(has_end & alive, self.stepno, self.finish_step))
         self.finished |= has_end
 
-    def _emit1(self, token):
+    def _emit1(self, token, margin):
         """:meth:`_emit` for one token per row (target-only steps and the first token)."""
         alive = ~self.finished
         n = self.n_out
@@ -376,7 +447,9 @@ class Batch:
             end = end | is_stop
             self.reason_stop |= alive & is_stop & ~is_len
         end = end & alive
-        self.out_buf.scatter_(0, torch.where(alive, self.rid * self.buf_w + n, self.out_buf.numel() - 1), token)
+        at = torch.where(alive, self.rid * self.buf_w + n, self.out_buf.numel() - 1)
+        self.out_buf.scatter_(0, at, token)
+        self.marg_buf.scatter_(0, at, margin)
         self.finish_step.copy_(torch.where(end, self.stepno, self.finish_step))
         self.finished |= end
         self.n_out.add_(alive.long())
@@ -440,7 +513,7 @@ class Batch:
     def _state(self) -> dict[str, torch.Tensor]:
         """Every tensor a step reads or writes (a captured graph's inputs and outputs)."""
         state = {name: getattr(self, name) for name in ROW_FIELDS}
-        state["out_buf"], state["stepno"] = self.out_buf, self.stepno
+        state["out_buf"], state["marg_buf"], state["stepno"] = self.out_buf, self.marg_buf, self.stepno
         for tag, cache in (("t", self.tcache), ("d", self.dcache)):
             if cache is not None:
                 for i, (k, v) in enumerate(zip(cache.keys, cache.values)):
@@ -453,7 +526,7 @@ class Batch:
             stored[name].copy_(src)
         for name in ROW_FIELDS:
             setattr(self, name, stored[name])
-        self.out_buf, self.stepno = stored["out_buf"], stored["stepno"]
+        self.out_buf, self.marg_buf, self.stepno = stored["out_buf"], stored["marg_buf"], stored["stepno"]
         for tag, cache in (("t", self.tcache), ("d", self.dcache)):
             if cache is not None:
                 cache.keys = [stored[f"{tag}k{i}"] for i in range(len(cache.keys))]
@@ -554,9 +627,11 @@ class Batch:
     def _results(self) -> list[GenerationOutput]:
         final = {key: v.cpu() for key, v in self.final.items()}
         out = self.out_buf[:-1].view(self.b0, self.buf_w).cpu()
+        marg = self.marg_buf[:-1].view(self.b0, self.buf_w).clamp(0, 1).cpu()
         results = []
         for r in range(self.b0):
             n = int(final["n_out"][r])
+            first_def = int(final["first_def"][r])
             toks = tuple(out[r, :n].tolist())
             text = None
             if self.tokenizer is not None:
@@ -582,6 +657,8 @@ class Batch:
                     finish_reason="stop" if bool(final["reason_stop"][r]) else "length",
                     seed=self.seeds[r],
                     metrics=metrics,
+                    first_deferred_token=first_def if 0 <= first_def < n else None,
+                    top2_margins=tuple(marg[r, :n].tolist()),
                 )
             )
         return results

@@ -56,7 +56,15 @@ class RequestMetrics:
 
 @dataclasses.dataclass(frozen=True)
 class GenerationOutput:
-    """One request's result. ``finish_reason`` is ``'stop'`` or ``'length'``."""
+    """One request's result. ``finish_reason`` is ``'stop'`` or ``'length'``.
+
+    ``first_deferred_token``: the index in ``token_ids`` of the first token that FLy kept
+    by deferring a native rejection (None: no deferred token was emitted).
+    ``top2_margins[i]``: the target's top-1 minus top-2 probability at ``token_ids[i]``, in
+    the distribution the sampler or verifier decided that token on (the processed one;
+    temperature 1 without filters for greedy rows), so a flip at a near-tie is told apart
+    from a changed decision.
+    """
 
     index: int
     prompt_token_ids: tuple[int, ...]
@@ -65,6 +73,8 @@ class GenerationOutput:
     finish_reason: str
     seed: int
     metrics: RequestMetrics
+    first_deferred_token: int | None = None
+    top2_margins: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +85,8 @@ class GenerationOutput:
             "finish_reason": self.finish_reason,
             "seed": self.seed,
             "metrics": self.metrics.to_dict(),
+            "first_deferred_token": self.first_deferred_token,
+            "top2_margins": list(self.top2_margins),
         }
 
 

@@ -28,6 +28,8 @@ __all__ = [
     "SAMPLING_KEYS",
     "STREAM_ACCEPT",
     "STREAM_DRAFT",
+    "STREAM_GENERATOR",
+    "STREAM_GLOBAL",
     "STREAM_RESIDUAL",
     "STREAM_TARGET",
     "SamplingParams",
@@ -37,6 +39,7 @@ __all__ = [
     "resolve_sampling",
     "sample",
     "uniform",
+    "uniforms",
 ]
 
 #: vLLM: a temperature below this means greedy decoding.
@@ -62,6 +65,11 @@ STREAM_TARGET = 1
 STREAM_ACCEPT = 2
 STREAM_RESIDUAL = 3
 STREAM_DRAFT = 4
+# vllm-v1 noise: STREAM_GENERATOR is the request's torch.Generator, keyed by (seed, call index)
+# (each call advances vLLM's Philox offset by 4, so calls, not positions, index the draws);
+# STREAM_GLOBAL stands for the device's unseeded generator that vLLM's drafter samples with.
+STREAM_GENERATOR = 5
+STREAM_GLOBAL = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,6 +289,12 @@ def noise_keys(
 def uniform(keys: torch.Tensor) -> torch.Tensor:
     """One uniform in (0, 1) per key (24 bits, exactly representable in float32)."""
     return ((_mix(keys ^ 0x5BD1E995) >> 8).float() + 0.5) * (1.0 / (1 << 24))
+
+
+def uniforms(keys: torch.Tensor, n: int) -> torch.Tensor:
+    """``n`` uniforms in (0, 1) per key, shape ``keys.shape + (n,)`` (one generator call's values)."""
+    idx = torch.arange(n, dtype=torch.int64, device=keys.device) + 0x7F4A7C15
+    return uniform(_mix(keys.unsqueeze(-1) ^ idx))
 
 
 def _vocab_table(vocab: int, device: torch.device) -> torch.Tensor:

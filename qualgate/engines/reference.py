@@ -5,7 +5,9 @@ many requests together for any pair of Hugging Face causal LMs that share a voca
 CPU or GPU, following vLLM 0.33's verification rules (pure functions in
 :mod:`qualgate.engines._verify`). ``speculative`` is a vLLM ``speculative_config`` dict,
 resolved by :func:`qualgate.vllm033.speculative.resolve_speculative`, plus ``coupled``; ``None``
-decodes with the target alone.
+decodes with the target alone. ``noise`` picks how random numbers are drawn
+(:data:`qualgate.config.options.NOISE_MODES`: ``independent``, ``coupled``, or ``vllm-v1``,
+vLLM 0.33's per-request generator order; docs/engine.md, "Randomness").
 
 The pieces: :mod:`._results` (what ``generate`` returns), :mod:`._models` (calling a model,
 its masks, the static KV cache), :mod:`._batch` (a batch's state, ``prefill()`` and
@@ -30,6 +32,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from qualgate.config.options import NOISE_MODES
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING, resolve_speculative
 
 from ._batch import Batch, Spec
@@ -199,7 +202,7 @@ class ReferenceEngine:
 
     # ------------------------------------------------------------------ configuration
 
-    def _resolve_speculative(self, speculative):
+    def _resolve_speculative(self, speculative, noise):
         if not speculative:
             return None, None
         if not isinstance(speculative, Mapping):
@@ -208,6 +211,9 @@ class ReferenceEngine:
         coupled = raw.pop("coupled", False)
         if not isinstance(coupled, bool):
             raise ValueError(f"speculative coupled must be true or false, got {coupled!r}")
+        if coupled and noise not in ("independent", "coupled"):
+            raise ValueError(f"speculative coupled: true contradicts noise={noise!r}")
+        noise = "coupled" if coupled else noise
         raw.setdefault("method", "draft_model")
         if raw["method"] == "draft_model" and raw.get("model") is None:
             if self._drafter is None:
@@ -236,12 +242,12 @@ class ReferenceEngine:
             raise ValueError(
                 f"speculative_config model {resolved['model']!r} is not this engine's drafter ({self._drafter.name!r})"
             )
-        resolved["coupled"] = coupled
+        resolved["coupled"] = noise == "coupled"
         spec = Spec(
             k=resolved["num_speculative_tokens"],
             fly=FlyRule.from_config(resolved),
             probabilistic=resolved["draft_sample_method"] == "probabilistic",
-            coupled=coupled,
+            noise=noise,
         )
         return spec, resolved
 
@@ -286,7 +292,7 @@ class ReferenceEngine:
 
     # ------------------------------------------------------------------ public API
 
-    def generate(self, prompts, *, sampling, speculative=None) -> Generation:
+    def generate(self, prompts, *, sampling, speculative=None, noise="independent") -> Generation:
         """Decode ``prompts``; one :class:`GenerationOutput` per prompt, in order.
 
         Parameters
@@ -301,6 +307,11 @@ class ReferenceEngine:
             vLLM ``speculative_config`` keys plus ``coupled`` (bool, default False); ``method``
             defaults to ``draft_model`` and ``model`` to the engine's drafter. ``None``:
             target-only decoding.
+        noise : str
+            How random numbers are drawn, one of :data:`qualgate.config.options.NOISE_MODES`:
+            ``independent`` (default), ``coupled`` (the same as ``coupled: true`` in
+            ``speculative``) or ``vllm-v1`` (vLLM 0.33's per-request generator order, so
+            that two modes share exactly the draws vLLM's would). docs/engine.md, "Randomness".
         """
         t_call = time.perf_counter()
         if isinstance(prompts, (str, Mapping)) or not isinstance(prompts, Sequence):
@@ -312,7 +323,11 @@ class ReferenceEngine:
             params = [resolve_sampling(s) for s in sampling]
         else:
             params = [resolve_sampling(sampling)] * n
-        spec, resolved = self._resolve_speculative(speculative)
+        if noise not in NOISE_MODES:
+            raise ValueError(f"noise must be one of {list(NOISE_MODES)}, got {noise!r}")
+        spec, resolved = self._resolve_speculative(speculative, noise)
+        if spec is not None:
+            noise = spec.noise
         if spec is not None and spec.fly is not None:
             _warn_fly_once()
         ids = [self._encode(i, p) for i, p in enumerate(prompts)]
@@ -346,6 +361,7 @@ class ReferenceEngine:
                     t0,
                     graphs=self.cuda_graphs,
                     static=self._static_shapes or self.compile,
+                    noise=noise,
                 )
                 outputs += batch.decode()
                 times = batch.times  # [prefill done, step 1 done, ...]

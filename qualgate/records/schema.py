@@ -56,6 +56,29 @@ class Kind(NamedTuple):
     nonempty: bool = False  #: the empty string is refused ("must not be empty")
 
 
+def _token_id(v) -> bool:
+    return type(v) is int and 0 <= v < _I64
+
+
+def _margin(v) -> bool:
+    return (type(v) is float or type(v) is int) and 0 <= v <= 1
+
+
+def _json_list(text: str) -> list:
+    """A CSV cell's JSON array."""
+    value = json.loads(text)
+    if type(value) is not list:
+        raise ValueError(text)
+    return value
+
+
+_json_list.__name__ = "list"  # the type named in Record's annotations
+
+
+def _lists_of(item: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda v: type(v) is list and all(map(item, v))
+
+
 # fmt: off
 _NAME = Kind("a string", "string", lambda v: type(v) is str, _types({str}), str, nonempty=True)
 _TEXT = Kind("a string", "string", lambda v: type(v) is str, _types({str}), str)
@@ -63,6 +86,10 @@ _INT = Kind("an integer (64-bit)", "int", lambda v: type(v) is int and -_I64 <= 
 _COUNT = Kind("an integer >= 0 (64-bit)", "int ≥ 0", lambda v: type(v) is int and 0 <= v < _I64, _ints(0), int)
 _NUMBER = Kind("a finite number >= 0", "number ≥ 0", _number,
                lambda column: _types({int, float})(column) and all(map(_number, column)), float)
+_TOKEN_IDS = Kind("a list of integers >= 0 (64-bit)", "list of int ≥ 0", _lists_of(_token_id),
+                  lambda column: all(map(_lists_of(_token_id), column)), _json_list)
+_MARGINS = Kind("a list of numbers in [0, 1]", "list of number in [0, 1]", _lists_of(_margin),
+                lambda column: all(map(_lists_of(_margin), column)), _json_list)
 # fmt: on
 
 
@@ -124,6 +151,8 @@ SCHEMA = (
     Field("accepted_tokens", _COUNT,  False, "draft tokens accepted, deferred ones included"),
     Field("deferred_tokens", _COUNT,  False, "draft tokens kept by a deferral (FLy)"),
     Field("latency_s",       _NUMBER, False, "request latency in seconds"),
+    Field("token_ids",       _TOKEN_IDS, False, "the emitted token ids, in order"),
+    Field("top2_margins",    _MARGINS, False, "per emitted token: the target's top-1 minus top-2 probability there"),
     Field("error",           _TEXT,   False, "the engine's (or the judge's) error message (with outcome ``error`` or ``judge_error``)"),
     Field("token_ids",       _TOKENS, False, "the emitted token ids, in order"),
     Field("top2_margins",    _MARGINS, False, "the target's top-1 minus top-2 probability at each emitted position (as ``token_ids``)"),
@@ -180,6 +209,8 @@ class Record:
     accepted_tokens: int | None = None
     deferred_tokens: int | None = None
     latency_s: float | None = None
+    token_ids: list | None = None
+    top2_margins: list | None = None
     error: str | None = None
     token_ids: list | None = None
     top2_margins: list | None = None

@@ -281,7 +281,16 @@ def _record(run_id, config_id, mode, item: WorkItem, gen, grade=None) -> dict[st
             output=gen.text,
             error=getattr(grade, "error", None),  # a judge's failure (outcome judge_error)
         )
-    for name in ("output_tokens", "spec_steps", "draft_tokens", "accepted_tokens", "deferred_tokens", "latency_s"):
+    for name in (
+        "output_tokens",
+        "spec_steps",
+        "draft_tokens",
+        "accepted_tokens",
+        "deferred_tokens",
+        "latency_s",
+        "token_ids",
+        "top2_margins",
+    ):
         rec[name] = getattr(gen, name)
     return {k: v for k, v in rec.items() if v is not None}
 

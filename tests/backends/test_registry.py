@@ -108,3 +108,15 @@ def test_the_reference_backend_passes_its_switches_to_the_engine(models):
     with open_backend(cfg) as b:
         info = b.info()
     assert (info["cuda_graphs"], info["compile"], info["coupled"]) == (False, False, False)
+
+
+@pytest.mark.slow
+def test_the_reference_backend_returns_token_ids_and_top2_margins(models):
+    cfg = parse_config({**CONFIG, "model": str(models / "target"), "engine_options": {"device": "cpu"}})
+    with open_backend(cfg) as b:
+        from qualgate.backends import Request
+
+        (gen,) = b.generate([Request([{"role": "user", "content": "hi"}], {"seed": 1, "max_tokens": 4})])
+    assert gen.output_tokens == len(gen.token_ids) == len(gen.top2_margins) > 0
+    assert all(type(t) is int for t in gen.token_ids)
+    assert all(0 <= m <= 1 and m == round(m, 6) for m in gen.top2_margins)

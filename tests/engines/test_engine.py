@@ -516,3 +516,33 @@ def test_compiled_decoding_gives_the_same_greedy_tokens_as_eager_decoding(make_p
     got = compiled.generate(prompts, sampling=sampling, speculative=spec)
     assert [o.token_ids for o in got] == [o.token_ids for o in want]
     assert [o.metrics.num_deferred_tokens for o in got] == [o.metrics.num_deferred_tokens for o in want]
+
+
+# ----------------------------------------------------------------------- top-2 margins
+
+MARGIN_MODES = {
+    "target": None,
+    "standard": {"num_speculative_tokens": 3},
+    "fly": {"num_speculative_tokens": 3, "rejection_sample_method": "fly", "fly_window_size": 1},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MARGIN_MODES)
+@pytest.mark.parametrize("settings", ["greedy", "sampled"])
+def test_top2_margins_are_the_targets_top1_minus_top2_at_each_emitted_token(engine32, mode, settings):
+    from qualgate.engines._sampling import process_logits
+
+    sampling = GREEDY if settings == "greedy" else SAMPLED
+    out = engine32.generate(prompts(6), sampling=seeded(sampling, 6), speculative=MARGIN_MODES[mode])
+    for o in out:
+        # independently: one forward pass over prompt + output, without the engine's cache
+        ids = torch.tensor([list(o.prompt_token_ids) + list(o.token_ids)], device=engine32.device)
+        with torch.inference_mode():
+            logits = engine32.target(input_ids=ids).logits[0, len(o.prompt_token_ids) - 1 : -1].float()
+        one = torch.ones(logits.shape[0], device=ids.device)
+        greedy = settings == "greedy"  # greedy rows: temperature 1, no filters
+        p = process_logits(logits, one if greedy else 0.9 * one, 0 * one.long(), one if greedy else 0.95 * one)
+        top = p.topk(2, dim=-1).values
+        assert len(o.top2_margins) == len(o.token_ids)
+        assert torch.allclose(torch.tensor(o.top2_margins), (top[:, 0] - top[:, 1]).cpu(), atol=1e-5)

@@ -92,6 +92,8 @@ def test_schema_lists_the_required_fields_of_issue_3_first():
         "accepted_tokens",
         "deferred_tokens",
         "latency_s",
+        "token_ids",
+        "top2_margins",
         "error",
         "token_ids",
         "top2_margins",
@@ -358,3 +360,39 @@ def test_a_key_repeated_after_a_non_error_record_stays_a_duplicate(tmp_path):
     assert len(read_records(path)) == 2 and read_records(path).superseded == ()
     with pytest.raises(DataError, match="duplicated keys"):
         pair_records(read_records(path), read_records(path))
+
+
+TOKENS = {"token_ids": [5, 0, 17], "top2_margins": [0.25, 0.0, 1.0]}
+
+
+def test_token_ids_and_top2_margins_round_trip_through_jsonl_parquet_and_csv(tmp_path):
+    rows = [VALID | TOKENS, VALID | {"seed": 1}]
+    lines(tmp_path / "r.jsonl", rows)
+    pd.DataFrame(rows).to_parquet(tmp_path / "r.parquet")
+    pd.DataFrame(rows).to_csv(tmp_path / "r.csv", index=False)
+    expected = [Record.from_dict(r) for r in rows]
+    assert expected[0].token_ids == [5, 0, 17] and expected[0].top2_margins == [0.25, 0.0, 1.0]
+    for name in ("r.jsonl", "r.parquet", "r.csv"):
+        assert list(read_records(tmp_path / name)) == expected
+    assert Record.from_dict(rows[0]).to_dict() == rows[0]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("token_ids", [1, -1], "a list of integers >= 0"),
+        ("token_ids", [1, 2.0], "a list of integers >= 0"),
+        ("token_ids", "1 2", "a list of integers >= 0"),
+        ("token_ids", [True], "a list of integers >= 0"),
+        ("top2_margins", [0.5, 1.5], r"a list of numbers in \[0, 1\]"),
+        ("top2_margins", [float("nan")], r"a list of numbers in \[0, 1\]"),
+        ("top2_margins", ["0.5"], r"a list of numbers in \[0, 1\]"),
+        ("top2_margins", 0.5, r"a list of numbers in \[0, 1\]"),
+    ],
+)
+def test_invalid_token_ids_or_top2_margins_are_refused_naming_the_field(tmp_path, field, value, says):
+    with pytest.raises(DataError, match=says) as exc:
+        Record.from_dict(VALID | {field: value})
+    assert exc.value.field == field
+    assert not _rows_valid([VALID | {field: value}])
+    assert _rows_valid([VALID | TOKENS])

@@ -263,3 +263,22 @@ def test_an_engine_that_cannot_start_stops_the_run_with_exit_3_not_1(plan_factor
     # nothing was written, so there is nothing to resume; no traceback for a config error
     assert "no record was written" in result.stderr and "--resume" not in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_record_carries_the_backends_token_ids_and_top2_margins():
+    from types import SimpleNamespace
+
+    from qualgate.backends import Generation
+    from qualgate.records import Record
+    from qualgate.run.runner import _record
+
+    suite = SimpleNamespace(name="s", version="1")
+    item = SimpleNamespace(
+        question=SimpleNamespace(id="q", prompt_hash="h", gold="4"), suite=suite, seed=0, sample_index=0
+    )
+    grade = SimpleNamespace(outcome="correct", strict="4", lenient="4", decided_by="strict:boxed")
+    gen = Generation(text="4", output_tokens=2, token_ids=[7, 2], top2_margins=[0.5, 0.03125])
+    rec = _record("run", "cfg", "target", item, gen, grade)
+    assert (rec["token_ids"], rec["top2_margins"]) == ([7, 2], [0.5, 0.03125])
+    assert Record.from_dict(rec).token_ids == [7, 2]
+    assert "token_ids" not in _record("run", "cfg", "target", item, Generation(text="4"), grade)
