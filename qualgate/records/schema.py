@@ -93,27 +93,6 @@ _MARGINS = Kind("a list of numbers in [0, 1]", "list of number in [0, 1]", _list
 # fmt: on
 
 
-def _list_of(item) -> Callable[[object], bool]:
-    return lambda v: type(v) is list and all(map(item, v))
-
-
-def _json_list(text: str) -> list:
-    """A CSV cell holding a JSON list (``[3, 17, 9]``)."""
-    value = json.loads(text)
-    if type(value) is not list:
-        raise ValueError("not a list")
-    return value
-
-
-_json_list.__name__ = "list"  # the type the Record class declares
-_is_token = _COUNT.check
-_is_margin = lambda v: (type(v) is float and 0 <= v <= 1) or (type(v) is int and v in (0, 1))  # noqa: E731
-_TOKENS = Kind("a list of integers >= 0", "list of int ≥ 0", _list_of(_is_token),
-               lambda column: all(map(_list_of(_is_token), column)), _json_list)  # fmt: skip
-_MARGINS = Kind("a list of numbers in [0, 1]", "list of number in [0, 1]", _list_of(_is_margin),
-                lambda column: all(map(_list_of(_is_margin), column)), _json_list)  # fmt: skip
-
-
 class Field(NamedTuple):
     """One field of the record schema."""
 
@@ -154,8 +133,6 @@ SCHEMA = (
     Field("token_ids",       _TOKEN_IDS, False, "the emitted token ids, in order"),
     Field("top2_margins",    _MARGINS, False, "per emitted token: the target's top-1 minus top-2 probability there"),
     Field("error",           _TEXT,   False, "the engine's (or the judge's) error message (with outcome ``error`` or ``judge_error``)"),
-    Field("token_ids",       _TOKENS, False, "the emitted token ids, in order"),
-    Field("top2_margins",    _MARGINS, False, "the target's top-1 minus top-2 probability at each emitted position (as ``token_ids``)"),
 )
 # fmt: on
 
@@ -212,8 +189,6 @@ class Record:
     token_ids: list | None = None
     top2_margins: list | None = None
     error: str | None = None
-    token_ids: list | None = None
-    top2_margins: list | None = None
 
     def __post_init__(self):
         _validate(self.__dict__)
