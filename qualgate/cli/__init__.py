@@ -103,6 +103,9 @@ def cli():
     Exit codes: 0 success / PASS, 1 FAIL or findings, 2 usage error,
                 3 invalid data or configuration, 4 INCONCLUSIVE.
     """
+    from ..formatting import show_engine_warnings
+
+    show_engine_warnings()
 
 
 def main(argv=None):

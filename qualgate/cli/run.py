@@ -16,16 +16,66 @@ from . import FiniteFloatRange
 __all__ = ["merge", "report", "run"]
 
 
-def progress_factory(quiet: bool):
-    """``progress(label, total)`` for :func:`qualgate.run.runner.run_plan`: a bar with ETA on
-    stderr (click prints only the label when stderr is not a terminal), or nothing."""
+#: seconds between progress lines when stderr is not a terminal (a CI log)
+PROGRESS_EVERY_S = 5.0
+
+
+class LineProgress:
+    """Progress of one step as periodic lines on ``file`` (stderr not a terminal: a CI log).
+
+    While the step runs, a line ``label: done/total (pct), elapsed s`` is written every
+    ``every_s`` seconds, whether or not work finished in between (a batch can take longer
+    than that), so that a log never goes quiet for longer during a long step.
+    """
+
+    def __init__(self, label: str, total: int, *, file=None, every_s: float = PROGRESS_EVERY_S):
+        import threading
+
+        self.label, self.total, self.every_s = label, total, every_s
+        self.file = file or sys.stderr
+        self.done = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"progress-{label}", daemon=True)
+
+    def __enter__(self):
+        import time
+
+        self.t0 = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
+
+    def update(self, n: int) -> None:
+        self.done += n
+
+    def line(self) -> str:
+        import time
+
+        pct = f" ({self.done / self.total:.0%})" if self.total else ""
+        return f"{self.label}: {self.done}/{self.total}{pct}, {time.perf_counter() - self.t0:.0f} s"
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every_s):
+            click.echo(self.line(), file=self.file)
+
+
+def progress_factory(quiet: bool, *, every_s: float | None = None):
+    """``progress(label, total)`` for :func:`qualgate.run.runner.run_plan`: on stderr, a bar
+    with ETA on a terminal, else a :class:`LineProgress` line every ``every_s`` seconds
+    (default :data:`PROGRESS_EVERY_S`); None with ``quiet``."""
     if quiet:
         return None
 
     def progress(label, total):
+        if not sys.stderr.isatty():
+            return LineProgress(label, total, every_s=every_s or PROGRESS_EVERY_S)
         return click.progressbar(
             length=total,
-            label=f"{label:<16}" if sys.stderr.isatty() else label,
+            label=f"{label:<16}",
             file=sys.stderr,
             show_eta=True,
             show_pos=True,
