@@ -206,7 +206,7 @@ def test_page_loads_in_chromium_with_no_console_errors_and_every_plot_drawn(brow
     for ident in ("forest", "speed-risk", "acceptance"):
         svg = browser.find_element(By.CSS_SELECTOR, f"figure#{ident} svg")
         assert svg.size["width"] > 200 and svg.size["height"] > 50
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#verdicts tbody tr")) == 2  # standard, fly
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#verdicts tbody tr")) == 3  # the baseline, standard, fly
     assert browser.find_elements(By.CSS_SELECTOR, "#provenance tbody tr")
 
 
