@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import textwrap
 import time
 
 import click
@@ -80,7 +81,8 @@ SPEED_HEADERS = ["config", "mode", "accuracy", "no-answer", "accept len", "tok/s
     help="torch CPU threads per worker (tiny models run fastest on one).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
-def demo(out, questions, seeds, workers, threads, quiet):
+@click.option("--wide", is_flag=True, help="Every column of the gate table; default: 100 columns.")
+def demo(out, questions, seeds, workers, threads, quiet, wide):
     """Run the embedded demo: target-only, standard speculative decoding, FLy (W=2, τ=0.3,
     top-k 3) and an aggressive FLy (τ=0) over the same seeded questions of a synthetic
     arithmetic suite, with the shipped small target and drafter, on CPU (two worker
@@ -133,11 +135,12 @@ def demo(out, questions, seeds, workers, threads, quiet):
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
         return ExitCode.DATA
     t_report = time.perf_counter()
-    click.echo(render_text(result.gate))
-    click.echo(
+    click.echo(render_text(result.gate, wide=wide))
+    caption = (
         f"speed (tok/s: output tokens per second of engine time, median of {SPEED_ROUNDS} interleaved rounds "
         f"of {SPEED_QUESTIONS} questions; speed-up: median of those rounds' ratios to the baseline [95% interval])"
     )
+    click.echo(textwrap.fill(caption, 100))
     click.echo(text_table(speed_rows(summarize(out)), SPEED_HEADERS))
     page = os.path.join(out, "report.html")
     write_atomic(page, run_html(out))

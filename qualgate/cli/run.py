@@ -154,6 +154,12 @@ def _shard_option(ctx, param, value):
     "--resume", is_flag=True, help="Continue the run in OUT: skip records already written, retry 'error' records."
 )
 @click.option("--keep-errors", is_flag=True, help="With --resume: keep 'error' records instead of retrying them.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Run only the first N questions of each suite (in the suite's order; a smaller limit of the plan stays).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or diagnostics on stderr.")
 @click.option(
     "--max-errors",
@@ -252,6 +258,7 @@ def run(
     out,
     resume,
     keep_errors,
+    limit,
     quiet,
     max_errors,
     sequential,
@@ -291,7 +298,7 @@ def run(
                 3 invalid data or configuration, records the gate refuses,
                 or an engine that stopped the run (continue it with --resume).
     """
-    from qualgate.config.decoding import load_plan
+    from qualgate.config.decoding import load_plan, with_limit
     from qualgate.run.runner import run_plan
     from qualgate.run.sequential import SequentialSettings
     from qualgate.run.speed import SpeedSettings
@@ -319,7 +326,7 @@ def run(
                     RayCluster(ray_address or None, actors=ray_actors, threads=threads, log=log)
                 ).open
             result = run_plan(
-                load_plan(plan),
+                with_limit(load_plan(plan), limit),
                 out,
                 resume=resume,
                 progress=progress_factory(quiet),
@@ -438,6 +445,17 @@ def _records_written(out) -> int:
 def report(out, fmt, markdown, html):
     """Print the report of run directory OUT: per config, accuracy per suite, no-answer rate,
     mean acceptance length, tokens/s, speed-up over the baseline, and the gate's verdict with
-    the loss bound. With --html, also a self-contained page with plots and the flipped questions."""
+    the loss bound. With --html, also a self-contained page with plots and the flipped questions.
+
+    \b
+    Exit codes: the run's gate's, 0 PASS, 1 FAIL, 4 INCONCLUSIVE, 3 when the gate refused the
+                records or the run has no gate yet (unfinished); 2 usage error.
+    """
+    from qualgate.run.manifest import read_manifest
+
     emit_report(out, fmt, markdown, html)
-    return ExitCode.OK
+    code = (read_manifest(out).get("gate") or {}).get("exit_code")
+    if code is None:
+        click.echo(f"{out}: the run has no gate yet (continue it with qualgate run --resume)", err=True)
+        return ExitCode.DATA
+    return ExitCode(code)

@@ -338,7 +338,8 @@ def gate(
         notes = _reading_notes(p) + list(p.notes) + list(a.warnings) + list(decided.notes)
         if a.no_answer_candidate > a.no_answer_baseline:
             notes.append(
-                f"the candidate gave no answer on {a.no_answer_candidate} pairs, the baseline on "
+                f"the candidate gave no answer on {a.no_answer_candidate} pair"
+                f"{'' if a.no_answer_candidate == 1 else 's'}, the baseline on "
                 f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
             )
         if p.dropped and p.dropped["pairs"]:
