@@ -144,6 +144,7 @@ def check(
     key: str | None = None,
     now: _dt.datetime | None = None,
     suite_policy=None,
+    progress=None,
 ) -> CheckResult:
     """Decide whether ``config`` may be deployed (see the module docstring).
 
@@ -173,6 +174,8 @@ def check(
     suite_policy : qualgate.verdict.policy.Policy, optional
         A policy file the evidence must meet: every blocking suite PASS at a margin no looser
         (:func:`qualgate.verdict.policy.evidence_reasons`).
+    progress : callable, optional
+        ``progress(stage)``, called as each stage of the records' recomputation starts.
 
     Raises
     ------
@@ -267,7 +270,7 @@ def check(
     }
     reasons = _binding(report, cfg, cid, allow_keys, epath, info, allow_missing_dependence, suite_policy)
     reasons += _limits(report, max_margin, max_alpha)
-    verified, found_mtime, why = verify(report, Path(evidence), records, key, trust_unsigned)
+    verified, found_mtime, why = verify(report, Path(evidence), records, key, trust_unsigned, progress)
     info["verified"] = verified
     reasons += why
     reasons += _age(report, max_age, now, found_mtime)

@@ -304,19 +304,23 @@ def gate(
     from qualgate.verdict.fixed import run_gate
     from qualgate.verdict.policy import read_policy
 
+    from .run import stage_progress
+
     suite_policy = read_policy(policy_file) if policy_file else None
-    report = run_gate(
-        baseline,
-        list(candidates),
-        policy=policy,
-        margin=margin,
-        alpha=alpha,
-        weighting=weighting,
-        inconclusive=inconclusive,
-        suite_policy=suite_policy,
-        **records,
-        **foreign,
-    )
+    with stage_progress("qualgate gate") as bar:  # (lines only when it takes a while)
+        report = run_gate(
+            baseline,
+            list(candidates),
+            policy=policy,
+            margin=margin,
+            alpha=alpha,
+            weighting=weighting,
+            inconclusive=inconclusive,
+            suite_policy=suite_policy,
+            progress=bar.at,
+            **records,
+            **foreign,
+        )
     text = functools.partial(render_text, wide=wide)
     return _emit(report, fmt, output, markdown, text, render_markdown, html)
 

@@ -16,8 +16,18 @@ from . import FiniteFloatRange
 __all__ = ["merge", "report", "run"]
 
 
-#: seconds between progress lines when stderr is not a terminal (a CI log)
+#: seconds between progress lines when stderr is not a terminal (a CI log); the environment
+#: variable QUALGATE_PROGRESS_EVERY_S overrides it
 PROGRESS_EVERY_S = 5.0
+
+
+def progress_every_s() -> float:
+    """Seconds between progress lines: ``QUALGATE_PROGRESS_EVERY_S``, else :data:`PROGRESS_EVERY_S`."""
+    value = os.environ.get("QUALGATE_PROGRESS_EVERY_S")
+    try:
+        return float(value) if value else PROGRESS_EVERY_S
+    except ValueError:
+        raise click.UsageError(f"QUALGATE_PROGRESS_EVERY_S must be a number of seconds, got {value!r}") from None
 
 
 class LineProgress:
@@ -28,10 +38,11 @@ class LineProgress:
     than that), so that a log never goes quiet for longer during a long step.
     """
 
-    def __init__(self, label: str, total: int, *, file=None, every_s: float = PROGRESS_EVERY_S):
+    def __init__(self, label: str, total: int, *, file=None, every_s: float | None = None):
         import threading
 
-        self.label, self.total, self.every_s = label, total, every_s
+        self.label, self.total, self.every_s = label, total, every_s or progress_every_s()
+        self.stage = ""  #: with ``total`` 0: what the step is doing now (:meth:`at`)
         self.file = file or sys.stderr
         self.done = 0
         self._stop = threading.Event()
@@ -52,11 +63,17 @@ class LineProgress:
     def update(self, n: int) -> None:
         self.done += n
 
+    def at(self, stage: str) -> None:
+        """The hook a step without a count calls as it goes (``run_gate``'s, ``check``'s)."""
+        self.stage = stage
+
     def line(self) -> str:
         import time
 
-        pct = f" ({self.done / self.total:.0%})" if self.total else ""
-        return f"{self.label}: {self.done}/{self.total}{pct}, {time.perf_counter() - self.t0:.0f} s"
+        elapsed = f"{time.perf_counter() - self.t0:.0f} s"
+        if not self.total:
+            return f"{self.label}: {self.stage or 'working'}, {elapsed}"
+        return f"{self.label}: {self.done}/{self.total} ({self.done / self.total:.0%}), {elapsed}"
 
     def _beat(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -72,7 +89,7 @@ def progress_factory(quiet: bool, *, every_s: float | None = None):
 
     def progress(label, total):
         if not sys.stderr.isatty():
-            return LineProgress(label, total, every_s=every_s or PROGRESS_EVERY_S)
+            return LineProgress(label, total, every_s=every_s)
         return click.progressbar(
             length=total,
             label=f"{label:<16}",
@@ -83,6 +100,17 @@ def progress_factory(quiet: bool, *, every_s: float | None = None):
         )
 
     return progress
+
+
+def stage_progress(label: str, quiet: bool = False):
+    """A :class:`LineProgress` for a step without a count (a gate, ``check``'s recomputation),
+    in both modes: a line every :func:`progress_every_s` seconds from then on, saying which
+    stage the step is at (its ``at`` is the hook the library calls); nothing with ``quiet``."""
+    import contextlib
+
+    if quiet:
+        return contextlib.nullcontext(None)
+    return LineProgress(label, 0)
 
 
 def emit_report(out, fmt: str, markdown: str | None, html: str | None = None) -> None:

@@ -52,7 +52,7 @@ with those pairs dropped is reported beside it (:mod:`qualgate.verdict.pairing`)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -433,6 +433,7 @@ def run_gate(
     input_format: str = "auto",
     import_options=None,
     on_prompt_mismatch: str = "error",
+    progress: Callable[[str], None] | None = None,
 ) -> GateReport:
     """Read, pair and gate: ``baseline`` and each of ``candidates`` is a record file or directory,
     or another tool's log (``input_format``, detected per path by default; see
@@ -441,7 +442,8 @@ def run_gate(
     Every candidate's flips (:func:`qualgate.verdict.flips.find_flips`) are carried into the report.
     ``baseline_config``: what the baseline serves (:func:`qualgate.evidence.gate_report.describe_config`);
     its config id must be the baseline records'. ``plan``: digests of the plan and the run
-    (harness runs). Both are written into the report for ``qualgate check``.
+    (harness runs). Both are written into the report for ``qualgate check``. ``progress(stage)``
+    is called as each stage starts (reading, pairing each candidate, testing), for a progress line.
 
     Raises :class:`~qualgate.errors.DataError` for invalid or unpairable records and
     ``ValueError`` for invalid settings. See :func:`gate` and :func:`~qualgate.verdict.pairing.pair_records`.
@@ -452,9 +454,12 @@ def run_gate(
     from qualgate.records.importers import load_records
 
     opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+    progress = progress or (lambda stage: None)
+    progress("reading the baseline's records")
     base = load_records(baseline, fmt=input_format, options=import_options, **opts)
     pairings, flips = [], []
-    for c in candidates:
+    for i, c in enumerate(candidates, 1):
+        progress(f"reading and pairing candidate {i} of {len(candidates)}")
         cand = load_records(c, fmt=input_format, options=import_options, **opts)
         pairings.append(
             pair_records(
@@ -463,6 +468,7 @@ def run_gate(
         )
         flips.append(find_flips(base, cand))
     _check_baseline_config(baseline_config, pairings[0].baseline)
+    progress(f"testing {len(pairings)} candidate(s)")
     report = gate(
         pairings,
         names=names(candidates),

@@ -3,6 +3,7 @@ rounds and a sweep's pilot, each before the line that says the step ended."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -16,9 +17,7 @@ from qualgate.cli import cli
 @pytest.fixture
 def fast_lines(monkeypatch):
     """A progress line every 20 ms, and a toy engine that takes 60 ms a batch."""
-    import qualgate.cli.run as run_cli
-
-    monkeypatch.setattr(run_cli, "PROGRESS_EVERY_S", 0.02)
+    monkeypatch.setenv("QUALGATE_PROGRESS_EVERY_S", "0.02")
     monkeypatch.setenv("QUALGATE_TOY_DELAY_S", "0.06")
 
 
@@ -70,3 +69,33 @@ def test_line_progress_writes_while_a_step_makes_no_progress():
         time.sleep(0.1)  # one long batch: the lines keep coming
     lines = out.getvalue().splitlines()
     assert len(lines) >= 3 and all(re.fullmatch(r"decode: 3/10 \(30%\), \d+ s", line) for line in lines)
+
+
+@pytest.mark.slow
+def test_a_gate_and_checks_recomputation_report_their_stages(plan_factory, tmp_path, monkeypatch):
+    """Long gates and ``check``'s recomputation: the library calls the progress hook at each
+    stage, and the CLI prints the stage every few seconds while it runs."""
+    from qualgate.ci._verify import verify
+    from qualgate.evidence.gate_report import Evidence
+
+    plan = plan_factory(questions=6, seeds=(0,))
+    out = tmp_path / "o"
+    assert CliRunner().invoke(cli, ["run", str(plan), "--out", str(out), "--quiet"]).exit_code in (0, 1, 4)
+    report = Evidence.from_dict(json.loads((out / "gate.json").read_text()))
+    stages = []
+    verified, _, reasons = verify(report, out / "gate.json", None, None, True, progress=stages.append)
+    assert "records" in verified and not reasons
+    assert stages[0] == "recomputing: reading the baseline's records"
+    assert stages[1:] == [
+        "recomputing: reading and pairing candidate 1 of 2",
+        "recomputing: reading and pairing candidate 2 of 2",
+        "recomputing the verdicts of 2 candidate(s)",
+    ]
+    monkeypatch.setenv("QUALGATE_PROGRESS_EVERY_S", "0.001")
+    monkeypatch.setenv("QUALGATE_TOY_DELAY_S", "0")
+    rec = out / "records"
+    files = [str(rec / f"{name}.jsonl") for name in ("target", "standard", "fly")]
+    r = CliRunner().invoke(cli, ["gate", *files, "--margin", "0.05"])
+    lines = [x for x in r.stderr.splitlines() if x.startswith("qualgate gate: ")]
+    assert lines and all(re.fullmatch(r"qualgate gate: (reading|testing).*, \d+ s", x) for x in lines), r.stderr
+    assert r.stdout.startswith("qualgate gate: non-inferiority")  # (stdout holds only the report)
