@@ -144,7 +144,10 @@ def demo(out, questions, seeds, workers, threads, quiet, wide):
     click.echo(text_table(speed_rows(summarize(out)), SPEED_HEADERS))
     page = os.path.join(out, "report.html")
     write_atomic(page, run_html(out))
-    click.echo(phase_times(result.manifest, time.perf_counter() - t_report, time.perf_counter() - t0))
+    click.echo()
+    click.echo(
+        textwrap.fill(phase_times(result.manifest, time.perf_counter() - t_report, time.perf_counter() - t0), 100)
+    )
     click.echo(f"records, manifest and gate.json in {out} (qualgate report {out})")
     click.echo(f"HTML report (plots and the questions that flipped): {page}")
     click.echo(demo_outcome(result.gate.verdict))
@@ -177,7 +180,7 @@ def phase_times(manifest: dict, report_s: float, total_s: float) -> str:
         parts.append(f"speed rounds {manifest['speed']['wall_s']:.1f}")
     gate_s = (manifest.get("gate") or {}).get("wall_s")
     parts.append(f"gate and report {report_s + (gate_s or 0.0):.1f}")
-    return f"\ndemo finished in {total_s:.0f} s (wall seconds: " + ", ".join(parts) + ")"
+    return f"demo finished in {total_s:.0f} s (wall seconds: " + ", ".join(parts) + ")"
 
 
 def demo_outcome(verdict: str) -> str:
