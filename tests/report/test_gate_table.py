@@ -83,6 +83,7 @@ def test_one_no_answer_reads_one_pair(files):
     assert "gave no answer on 1 pair, the baseline on 0" in r.stdout
 
 
+@pytest.mark.slow
 def test_a_candidate_that_is_the_baselines_file_is_warned_about(files):
     base = files[0]
     r = _gate(base, base, "--margin", "0.05")
