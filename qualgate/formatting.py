@@ -176,3 +176,27 @@ def fmt_p_is(p) -> str:
     """
     text = fmt_p(p)
     return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
+
+
+#: what stderr shows before an engine's imitation of vLLM's one-time warnings
+ENGINE_WARNING_PREFIX = "reference engine (as vLLM 0.33 would log): WARNING"
+
+
+def show_engine_warnings(stream=None) -> None:
+    """Print the reference engine's warnings (logger ``qualgate.engines``) on stderr, each on
+    its own line and prefixed so that it does not read as qualgate's own (nor lands glued to a
+    progress bar). Installed once per process (the CLI, each engine worker)."""
+    import logging
+    import sys
+
+    logger = logging.getLogger("qualgate.engines")
+    if any(getattr(h, "_qualgate", False) for h in logger.handlers):
+        return
+    stream = stream or sys.stderr
+    handler = logging.StreamHandler(stream)
+    # (a terminal's progress bar has no newline yet: start a line of our own)
+    lead = "\n" if getattr(stream, "isatty", lambda: False)() else ""
+    handler.setFormatter(logging.Formatter(f"{lead}{ENGINE_WARNING_PREFIX} %(message)s"))
+    handler.setLevel(logging.WARNING)
+    handler._qualgate = True
+    logger.addHandler(handler)

@@ -169,6 +169,7 @@ def check(
     assume_entrypoint: str | None = None,
     drafter_model_type: str | None = None,
     against_target: bool = False,
+    progress=None,
 ) -> CheckResult:
     """Decide whether ``config`` may be deployed (see the module docstring).
 
@@ -209,6 +210,8 @@ def check(
     against_target : bool
         Refuse evidence against a lossless speculative baseline that has no passing lossless
         leg against target-only (a chained report: :mod:`qualgate.ci._chain`).
+    progress : callable, optional
+        ``progress(stage)``, called as each stage of the records' recomputation starts.
 
     Raises
     ------
@@ -319,7 +322,7 @@ def check(
     }
     reasons = _binding(report, cfg, cid, allow_keys, epath, info, allow_missing_dependence, suite_policy)
     reasons += _limits(report, max_margin, max_alpha)
-    verified, found_mtime, why = verify(report, Path(evidence), records, key, trust_unsigned)
+    verified, found_mtime, why = verify(report, Path(evidence), records, key, trust_unsigned, progress)
     info["verified"] = verified
     reasons += why
     reasons += _age(report, max_age, now, found_mtime)

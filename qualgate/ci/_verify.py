@@ -23,13 +23,14 @@ from ..errors import DataError
 __all__ = ["verify"]
 
 
-def verify(report: Evidence, where: Path, records, key, trust_unsigned):
-    """``(how it was verified, newest record mtime, reasons)`` (condition 5 of :mod:`._check`)."""
+def verify(report: Evidence, where: Path, records, key, trust_unsigned, progress=None):
+    """``(how it was verified, newest record mtime, reasons)`` (condition 5 of :mod:`._check`);
+    ``progress(stage)`` is called as each stage of the recomputation starts."""
     verified, reasons, newest = [], [], None
     located, why = _locate(report, where, records)
     reasons += why
     if located is not None:
-        mismatch = _recompute(report, located)
+        mismatch = _recompute(report, located, progress or (lambda stage: None))
         if mismatch:
             reasons.append("the verdicts recomputed from the record files differ from the report: " + mismatch)
         else:
@@ -97,7 +98,7 @@ def _locate(report: Evidence, where: Path, records):
     return (found if len(found) == len(wanted) else None), []
 
 
-def _recompute(report: Evidence, located: dict[str, str]) -> str:
+def _recompute(report: Evidence, located: dict[str, str], progress) -> str:
     """Empty when the records give the report's verdicts and statistics, else the first differences."""
     from qualgate.verdict.fixed import gate
     from qualgate.verdict.pairing import load_side, pair_records
@@ -116,14 +117,18 @@ def _recompute(report: Evidence, located: dict[str, str]) -> str:
             return load_side(d, **opts)
 
         try:
+            progress("recomputing: reading the baseline's records")
             base = side("b", report.baseline.files)
-            pairings = [
-                pair_records(base, side(i, c.side.files), on_missing=s.on_missing, max_errors=s.max_errors)
-                for i, c in enumerate(report.candidates)
-            ]
+            pairings = []
+            for i, c in enumerate(report.candidates):
+                progress(f"recomputing: reading and pairing candidate {i + 1} of {len(report.candidates)}")
+                pairings.append(
+                    pair_records(base, side(i, c.side.files), on_missing=s.on_missing, max_errors=s.max_errors)
+                )
         except DataError as exc:
             return f"the records cannot be gated with the report's settings: {exc}"
         names = [c.name for c in report.candidates]
+        progress(f"recomputing the verdicts of {len(names)} candidate(s)")
         if isinstance(s, FixedSettings):
             rules = policy_from_dict(s.suite_policy) if s.suite_policy else None
             again = gate(

@@ -20,7 +20,7 @@ import click
 
 from ..errors import DataError, ExitCode
 
-__all__ = ["FiniteFloatRange", "cli", "main"]
+__all__ = ["FiniteFloatRange", "Fraction", "cli", "main"]
 
 # command name -> "module:attribute"
 _COMMANDS = {
@@ -53,6 +53,28 @@ class FiniteFloatRange(click.FloatRange):
         if number != number:
             self.fail(f"{value!r} is not a number", param, ctx)
         return number
+
+
+class Fraction(FiniteFloatRange):
+    """A fraction in (0, 1); a value in [1, 100) is refused with the fraction it may have
+    meant (``--margin 2`` -> ``0.02``: margins are fractions, not points)."""
+
+    def __init__(self):
+        super().__init__(0, 1, min_open=True, max_open=True)
+
+    def convert(self, value, param, ctx):
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            number = float(value)
+            if 1 <= number < 100:
+                self.fail(
+                    f"{value} is not in (0, 1): give a fraction, not percentage points "
+                    f"({number:g} points is {number / 100:g}: did you mean {number / 100:g}?)",
+                    param,
+                    ctx,
+                )
+            raise
 
 
 class _DataErrorExit(click.ClickException):
@@ -103,6 +125,9 @@ def cli():
     Exit codes: 0 success / PASS, 1 FAIL or findings, 2 usage error,
                 3 invalid data or configuration, 4 INCONCLUSIVE.
     """
+    from ..formatting import show_engine_warnings
+
+    show_engine_warnings()
 
 
 def main(argv=None):

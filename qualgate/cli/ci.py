@@ -260,23 +260,26 @@ def check(
 
     from ..ci import check as check_config
     from ..ci import parse_age
+    from .run import stage_progress
 
-    result = check_config(
-        config,
-        evidence,
-        max_margin=max_margin,
-        max_alpha=max_alpha,
-        max_age=parse_age(max_age),
-        allow_keys=tuple(allow_keys),
-        records=records,
-        trust_unsigned=trust_unsigned,
-        allow_missing_dependence=allow_missing_dependence,
-        suite_policy=read_policy(policy_file) if policy_file else None,
-        manifests=tuple(manifests),
-        assume_entrypoint=assume_entrypoint,
-        drafter_model_type=drafter_model_type,
-        against_target=against_target,
-    )
+    with stage_progress("qualgate check") as bar:  # (lines only when it takes a while)
+        result = check_config(
+            config,
+            evidence,
+            max_margin=max_margin,
+            max_alpha=max_alpha,
+            max_age=parse_age(max_age),
+            allow_keys=tuple(allow_keys),
+            records=records,
+            trust_unsigned=trust_unsigned,
+            allow_missing_dependence=allow_missing_dependence,
+            suite_policy=read_policy(policy_file) if policy_file else None,
+            manifests=tuple(manifests),
+            assume_entrypoint=assume_entrypoint,
+            drafter_model_type=drafter_model_type,
+            against_target=against_target,
+            progress=None if bar is None else bar.at,
+        )
     if fmt == "json":
         _emit_json(result.to_dict())
     else:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import os
+
 import click
 
 from qualgate.config.options import (
@@ -15,10 +18,10 @@ from qualgate.config.options import (
     WEIGHTINGS,
 )
 
-from . import FiniteFloatRange
+from . import FiniteFloatRange, Fraction
 from .importing import import_options, options_from
 
-_FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
+_FRACTION = Fraction()
 _ALPHA = FiniteFloatRange(0, 0.5, min_open=True, max_open=True)
 _PATH = click.Path(exists=True, path_type=str)
 _OUT = click.Path(dir_okay=False, path_type=str)
@@ -193,6 +196,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 )
 @_records_options
 @click.option("--html", type=_OUT, help="Also write a self-contained HTML page (plots, flips) to this file.")
+@click.option("--wide", is_flag=True, help="Every column of the text table (p-values, interval); default: 100 columns.")
 def gate(
     baseline,
     candidates,
@@ -220,6 +224,7 @@ def gate(
     output,
     markdown,
     html,
+    wide,
     **kwargs,
 ):
     """Decide whether each CANDIDATE loses quality against BASELINE.
@@ -238,6 +243,13 @@ def gate(
     """
     if (margin is None) == (policy_file is None):
         raise click.UsageError("give --margin or --policy-file (one of them)")
+    for cand in candidates:
+        if _same_file(baseline, cand):
+            click.echo(
+                f"warning: candidate {cand} is the baseline itself: every pair agrees, so it passes "
+                "whatever the configuration (qualgate run refuses such a plan)",
+                err=True,
+            )
     from qualgate.judge import judged_gate
 
     judged = judged_gate(baseline, candidates, margin, alpha, judge_units=judge_units)
@@ -292,20 +304,32 @@ def gate(
     from qualgate.verdict.fixed import run_gate
     from qualgate.verdict.policy import read_policy
 
+    from .run import stage_progress
+
     suite_policy = read_policy(policy_file) if policy_file else None
-    report = run_gate(
-        baseline,
-        list(candidates),
-        policy=policy,
-        margin=margin,
-        alpha=alpha,
-        weighting=weighting,
-        inconclusive=inconclusive,
-        suite_policy=suite_policy,
-        **records,
-        **foreign,
-    )
-    return _emit(report, fmt, output, markdown, render_text, render_markdown, html)
+    with stage_progress("qualgate gate") as bar:  # (lines only when it takes a while)
+        report = run_gate(
+            baseline,
+            list(candidates),
+            policy=policy,
+            margin=margin,
+            alpha=alpha,
+            weighting=weighting,
+            inconclusive=inconclusive,
+            suite_policy=suite_policy,
+            progress=bar.at,
+            **records,
+            **foreign,
+        )
+    text = functools.partial(render_text, wide=wide)
+    return _emit(report, fmt, output, markdown, text, render_markdown, html)
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _describe(path):

@@ -701,3 +701,17 @@ def _plan_roles(data, configs: Mapping[str, DecodingConfig], path: Path) -> tupl
             )
         gated[cid] = c
     return baseline, tuple(candidates)
+
+
+def with_limit(plan, limit: int | None):
+    """``plan`` with each suite cut to its first ``limit`` questions (a suite's own smaller
+    limit stays): ``qualgate run --limit`` and ``qualgate sweep --limit``, for a small run
+    without writing a new plan."""
+    import dataclasses
+
+    if limit is None:
+        return plan
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    suites = tuple(dataclasses.replace(s, limit=limit if s.limit is None else min(s.limit, limit)) for s in plan.suites)
+    return dataclasses.replace(plan, suites=suites)

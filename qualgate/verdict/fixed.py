@@ -53,7 +53,7 @@ with those pairs dropped is reported beside it (:mod:`qualgate.verdict.pairing`)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -341,7 +341,8 @@ def gate(
         notes = _reading_notes(p) + list(p.notes) + list(a.warnings) + list(decided.notes)
         if a.no_answer_candidate > a.no_answer_baseline:
             notes.append(
-                f"the candidate gave no answer on {a.no_answer_candidate} pairs, the baseline on "
+                f"the candidate gave no answer on {a.no_answer_candidate} pair"
+                f"{'' if a.no_answer_candidate == 1 else 's'}, the baseline on "
                 f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
             )
         if p.dropped and p.dropped["pairs"]:
@@ -436,6 +437,7 @@ def run_gate(
     import_options=None,
     on_prompt_mismatch: str = "error",
     greedy: Sequence[bool | None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> GateReport:
     """Read, pair and gate: ``baseline`` and each of ``candidates`` is a record file or directory,
     or another tool's log (``input_format``, detected per path by default; see
@@ -447,6 +449,8 @@ def run_gate(
     (harness runs). Both are written into the report for ``qualgate check``. Each comparison
     carries its divergence audit (:func:`qualgate.verdict.divergence.divergence_audit`;
     ``greedy``: per candidate, whether both sides decoded greedily, when known).
+    (harness runs). Both are written into the report for ``qualgate check``. ``progress(stage)``
+    is called as each stage starts (reading, pairing each candidate, testing), for a progress line.
 
     Raises :class:`~qualgate.errors.DataError` for invalid or unpairable records and
     ``ValueError`` for invalid settings. See :func:`gate` and :func:`~qualgate.verdict.pairing.pair_records`.
@@ -457,11 +461,14 @@ def run_gate(
     from qualgate.records.importers import load_records
 
     opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+    progress = progress or (lambda stage: None)
+    progress("reading the baseline's records")
     base = load_records(baseline, fmt=input_format, options=import_options, **opts)
     from qualgate.verdict.divergence import divergence_audit
 
     pairings, flips, audits = [], [], []
     for i, c in enumerate(candidates):
+        progress(f"reading and pairing candidate {i + 1} of {len(candidates)}")
         cand = load_records(c, fmt=input_format, options=import_options, **opts)
         pairings.append(
             pair_records(
@@ -471,6 +478,7 @@ def run_gate(
         flips.append(find_flips(base, cand))
         audits.append(divergence_audit(base.records, cand.records, greedy=greedy[i] if greedy else None))
     _check_baseline_config(baseline_config, pairings[0].baseline)
+    progress(f"testing {len(pairings)} candidate(s)")
     report = gate(
         pairings,
         names=names(candidates),
