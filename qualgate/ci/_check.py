@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qualgate.evidence.contract import Verdict
-from qualgate.evidence.gate_report import KEY_ENV, LOSSLESS, Evidence, ReportError, resolved_method
+from qualgate.evidence.gate_report import LOSSLESS, Evidence, ReportError, evidence_key, resolved_method
 from qualgate.vllm033.serving import ServingConfig, read_serving_config
 from qualgate.vllm033.speculative import SPECULATIVE_KEYS, normalise_speculative, resolve_speculative
 
@@ -185,7 +184,7 @@ def check(
     if isinstance(max_age, str):
         max_age = parse_age(max_age)
     now = now or _dt.datetime.now(_dt.UTC)
-    key = key if key is not None else os.environ.get(KEY_ENV) or None
+    key = evidence_key(key)
     cfg = config if isinstance(config, ServingConfig) else read_serving_config(config)
     spec = _as_vllm_reads(cfg)
     method = spec.get("rejection_sample_method", "standard") if spec else "target"
@@ -308,8 +307,8 @@ def _binding(
         elif cand.missing.verdict_worst_case is not Verdict.PASS and not allow_missing_dependence:
             m = cand.missing
             reasons.append(
-                f"the PASS depends on incomplete pairs: with the {m.imputed_as_lost} candidate-side "
-                f"errors or gaps on baseline-correct questions counted as lost the verdict is "
+                f"the PASS depends on incomplete pairs: with the {m.imputed_as_lost} errors or gaps "
+                f"that may hide a loss counted as lost the verdict is "
                 f"{m.verdict_worst_case} (gate without --missing drop, or pass --allow-missing-dependence)"
             )
         if suite_policy is not None:

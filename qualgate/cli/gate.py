@@ -175,7 +175,8 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
     default="worst-case",
     show_default=True,
     help="Which verdict decides when pairs are incomplete (--on-missing drop, --max-errors): with "
-    "candidate-side gaps and errors on baseline-correct questions counted as lost, or with them "
+    "the gaps and errors that may hide a loss (a candidate gap where the baseline was correct, a "
+    "baseline gap where the candidate is not) counted as lost, or with them "
     "dropped. Both are reported; qualgate check refuses a PASS that needs 'drop'.",
 )
 @click.option(

@@ -45,7 +45,8 @@ Exit codes: PASS 0, FAIL 1, INCONCLUSIVE 4 (``inconclusive='fail'|'pass'`` maps 
 with several candidates the worst verdict decides (:func:`qualgate.evidence.gate_report.decide_exit`).
 
 Incomplete pairs (``--on-missing drop``, ``--max-errors``): by default (``missing='worst-case'``)
-a candidate-side gap on a question the baseline answered correctly counts as lost; the verdict
+a pair that may hide a loss counts as lost (a candidate-side gap where the baseline was correct,
+a baseline-side gap where the candidate is not correct); the verdict
 with those pairs dropped is reported beside it (:mod:`qualgate.verdict.pairing`).
 """
 
@@ -88,7 +89,7 @@ class Comparison:
 
     ``verdict`` is the pooled verdict after Holm's adjustment across candidates
     (``verdict_unadjusted`` before it; ``pvalue_holm`` the adjusted decisive p-value).
-    ``missing``: the verdict with incomplete candidate-side pairs counted as lost
+    ``missing``: the verdict with the incomplete pairs that may hide a loss counted as lost
     (``verdict_worst_case``) and with them dropped (``verdict_dropped``), and what was
     incomplete, by side and by the baseline's outcome (:mod:`qualgate.verdict.pairing`).
     :meth:`to_candidate` is its part of the report file.
@@ -345,8 +346,8 @@ def gate(
             notes.append(_incomplete_note(p.dropped, w.verdict, d.verdict))
         if w.verdict != d.verdict:
             notes.append(
-                f"the verdict depends on incomplete pairs: {w.verdict} with the {p.n_imputed} candidate-side gaps on "
-                f"baseline-correct questions counted as lost, {d.verdict} with them dropped"
+                f"the verdict depends on incomplete pairs: {w.verdict} with the {p.n_imputed} that may hide a loss "
+                f"counted as lost, {d.verdict} with them dropped"
                 + (
                     ""
                     if missing == "worst-case"
@@ -403,8 +404,8 @@ def _incomplete_note(dropped: dict, worst: str, without: str) -> str:
 
     return (
         f"{dropped['pairs']} incomplete pairs (by side: {part(dropped['by_side'])}; by the baseline's outcome: "
-        f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} candidate-side "
-        f"ones on baseline-correct questions counted as lost: {worst}, with all of them dropped: {without}"
+        f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} that may hide "
+        f"a loss counted as lost: {worst}, with all of them dropped: {without}"
     )
 
 
