@@ -42,11 +42,25 @@ from qualgate.vllm033.speculative import SPECULATIVE_KEYS, normalise_speculative
 from ..errors import DataError
 from ._verify import verify
 
-__all__ = ["DEFAULT_MAX_AGE", "DEFAULT_MAX_ALPHA", "DEFAULT_MAX_MARGIN", "CheckResult", "check", "parse_age"]
+__all__ = [
+    "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_ALPHA",
+    "DEFAULT_MAX_MARGIN",
+    "WAIVABLE_KEYS",
+    "CheckResult",
+    "check",
+    "parse_age",
+]
 
 DEFAULT_MAX_MARGIN = 0.02  #: 2 accuracy points
 DEFAULT_MAX_ALPHA = 0.05
 DEFAULT_MAX_AGE = "30d"
+#: The only ``speculative_config`` keys ``--allow-key`` may leave out of the config id: where
+#: the drafter runs, not what it proposes or how drafts are accepted
+#: (``config/speculative.py:406-430, 468-478``). Every other key (the method, the drafter, K,
+#: the verifier, the FLy and sampling keys) can change what the lossy verifier accepts, so
+#: no escape hatch waives it.
+WAIVABLE_KEYS = ("draft_tensor_parallel_size", "enforce_eager", "disable_lookahead_block_hashes")
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 86400}
 
@@ -60,7 +74,10 @@ def parse_age(text: str) -> _dt.timedelta:
     m = _AGE.match(str(text))
     if not m:
         raise ValueError(f"max_age must be a number with a unit s, m, h, d or w (e.g. '30d'), got {text!r}")
-    return _dt.timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not seconds < _dt.timedelta.max.total_seconds():  # older than any date: no limit
+        return _dt.timedelta.max
+    return _dt.timedelta(seconds=seconds)
 
 
 def _fmt_age(td: _dt.timedelta) -> str:
@@ -191,6 +208,8 @@ def check(
     # anything not known to be lossless needs evidence (an unknown verifier name included)
     lossy = method not in LOSSLESS
 
+    not_waivable = sorted(set(allow_keys) - set(WAIVABLE_KEYS))
+    allow_keys = tuple(k for k in allow_keys if k in WAIVABLE_KEYS)
     unknown = sorted(set(spec or {}) - set(SPECULATIVE_KEYS) - set(allow_keys))
     notes: list[str] = list(cfg.notes)
     if allow_keys and spec:
@@ -212,6 +231,20 @@ def check(
             notes.append(f"keys outside qualgate's config id: {', '.join(unknown)}")
         return CheckResult(cfg, cid, False, method, (), None, tuple(notes))
 
+    if not_waivable:
+        return CheckResult(
+            cfg,
+            None,
+            True,
+            method,
+            (
+                f"--allow-key {', '.join(not_waivable)}: these keys can change what a lossy verifier "
+                f"accepts, so no escape hatch may leave them out of the config id; --allow-key "
+                f"accepts only {', '.join(WAIVABLE_KEYS)}",
+            ),
+            None,
+            tuple(notes),
+        )
     if unknown:
         return CheckResult(
             cfg,
@@ -220,9 +253,12 @@ def check(
             method,
             (
                 f"the lossy config sets speculative_config key(s) {unknown} that qualgate's config "
-                "id does not model, so no gate report can be bound to it; remove them, or pass "
-                + " ".join(f"--allow-key {k}" for k in unknown)
-                + " if they do not change outputs",
+                "id does not model, so no gate report can be bound to it; remove them"
+                + (
+                    ", or pass " + " ".join(f"--allow-key {k}" for k in unknown) + " if they do not change outputs"
+                    if set(unknown) <= set(WAIVABLE_KEYS)
+                    else f" (--allow-key may waive only {', '.join(WAIVABLE_KEYS)})"
+                ),
             ),
             None,
             tuple(notes),
@@ -266,10 +302,17 @@ def check(
     }
     reasons = _binding(report, cfg, cid, allow_keys, epath, info, allow_missing_dependence, suite_policy)
     reasons += _limits(report, max_margin, max_alpha)
+    reasons += _design(report, cid)
     verified, found_mtime, why = verify(report, Path(evidence), records, key, trust_unsigned)
     info["verified"] = verified
     reasons += why
     reasons += _age(report, max_age, now, found_mtime)
+    if "signature" not in verified and not reasons:
+        notes.append(
+            "not verifiable without QUALGATE_EVIDENCE_KEY: the report's created_at (a report re-dated "
+            "looks fresh) and its plan and baseline description; the records give the verdicts again, "
+            "but not who wrote them or when (docs/ci.md, 'What needs the key')"
+        )
     if "trusted-unsigned" in verified:
         notes.append(
             "the report was neither recomputed from its records nor signed: accepted only because of --trust-unsigned"
@@ -331,6 +374,34 @@ def _binding(
             f"{bmethod!r} verification; mode label {base.mode!r}): evidence must compare "
             "against a lossless baseline"
         )
+    return reasons
+
+
+def _design(report: Evidence, cid) -> list[str]:
+    """Settings that make a report no evidence whatever its verdict (issue 34 items 1 and 6)."""
+    s, reasons = report.settings, []
+    if report.design == "sequential":
+        if s.order != "seeded":
+            reasons.append(
+                f"the sequential report took the questions in order {s.order!r}: an always-valid test is "
+                "valid only in an order fixed before the outcomes are seen, so only the seeded order "
+                "(gate --sequential --order seeded, as qualgate run --sequential schedules it) is evidence"
+            )
+        elif s.order_seed != 0:
+            reasons.append(
+                f"the sequential report's order seed is {s.order_seed}, not the default 0: a seed chosen "
+                "after the outcomes can pick a favourable order, so only seed 0 is evidence"
+            )
+    cand = report.candidate(cid)
+    if cand is not None:
+        incomplete = cand.missing.incomplete or {}
+        differ = {k: incomplete[k] for k in ("prompt_hash_differences", "suite_version_differences") if k in incomplete}
+        if differ:
+            reasons.append(
+                "the report paired records whose prompts differ ("
+                + ", ".join(f"{v} pairs differ in {k.removesuffix('_differences')}" for k, v in differ.items())
+                + ", gate --prompt-mismatch report): evidence must come from pairs that asked the same prompts"
+            )
     return reasons
 
 

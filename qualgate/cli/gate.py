@@ -14,6 +14,7 @@ from qualgate.config.options import (
     POLICIES,
     WEIGHTINGS,
 )
+from qualgate.formatting import inert
 
 from . import FiniteFloatRange
 from .importing import import_options, options_from
@@ -84,7 +85,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 
     # a gate report is written as evidence: signed when QUALGATE_EVIDENCE_KEY is set
     doc = to_json(report.evidence().signed() if hasattr(report, "evidence") else report)
-    click.echo(doc if fmt == "json" else text(report), nl=fmt == "json")
+    click.echo(doc if fmt == "json" else inert(text(report)), nl=fmt == "json")
     if output:
         write_atomic(output, doc + "\n")
     page = md(report)
@@ -158,7 +159,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 )
 @click.option(
     "--max-questions",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=10**15),  # the most a gate report holds
     default=None,
     help="With --sequential: question budget per candidate.",
 )

@@ -126,7 +126,7 @@ def _serve_args(words: list[tuple[str, int]]):
 def _scalar(text: str):
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number over Python's 4,300 digits: kept as written
         return text
 
 
@@ -134,7 +134,7 @@ def _dotted_value(text: str):
     """A dotted option's value as vLLM reads it (rule ``cli-dotted``)."""
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:
         m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
         if m:
             n, suf = m.groups()
@@ -144,7 +144,7 @@ def _dotted_value(text: str):
                 return int(n) * 2 ** (10 * "KMGT".index(suf) + 10)
         try:
             return int(text.strip())
-        except ValueError:
+        except ValueError:  # not a number, or one over 4,300 digits
             return text
 
 
@@ -465,10 +465,9 @@ def _cli_sc_alias(r: _Reading, name: str, value, line: int, value_line) -> None:
         return
     try:
         r.spec_value = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            f"not valid JSON: {exc.msg} (column {exc.colno})", file=r.path, line=line, field=name, value=value
-        ) from exc
+    except ValueError as exc:
+        why = f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise DataError(f"not valid JSON: {why}", file=r.path, line=line, field=name, value=value) from exc
     r.spec_line = line
     if not isinstance(r.spec_value, dict):
         raise DataError(
@@ -517,6 +516,14 @@ def _numeric_option(r: _Reading, name: str, key: str, value, line: int) -> None:
 
     key = "quantization" if name == "-q" else key
     r.options[key] = _scalar(value) if key in SERVING_OPTIONS else value
+    if key in SERVING_OPTIONS and isinstance(value, str) and value.strip().isdigit() and r.options[key] == value:
+        raise DataError(
+            f"{len(value.strip())} digits: over the 4,300 that Python's int() (and so vLLM's parser) reads",
+            file=r.path,
+            line=line,
+            field=name,
+            value=value,
+        )
     r.lines[key] = line
 
 

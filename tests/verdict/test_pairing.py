@@ -82,10 +82,11 @@ def test_baseline_side_errors_and_gaps_where_the_candidate_is_not_correct_count_
 
 @pytest.mark.slow
 def test_a_gate_cannot_pass_by_turning_the_baselines_losses_into_errors(tmp_path):
-    import support
     from click.testing import CliRunner
 
     from qualgate.cli import cli
+
+    import support
 
     base, cand = support.table_outcomes(370, 26, 0, 4)
     # the baseline is made to fail exactly where the candidate lost
