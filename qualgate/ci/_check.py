@@ -224,12 +224,36 @@ def check(
             if lossy:  # a lossless config needs no id; lint reports what is wrong with it
                 raise
 
+    unclassed = cfg.arguments_by_class()["unknown"]
     if not lossy:
         why = "no speculative decoding" if method == "target" else f"{method} verification"
         notes.append(f"lossless ({why}): no evidence needed")
         if unknown:
             notes.append(f"keys outside qualgate's config id: {', '.join(unknown)}")
+        if unclassed:
+            notes.append(f"arguments qualgate does not class: {', '.join(unclassed)}")
         return CheckResult(cfg, cid, False, method, (), None, tuple(notes))
+
+    if unclassed:
+        from qualgate.vllm033.arguments import ARGUMENTS
+
+        named = [
+            f"{k} ({ARGUMENTS[k].cite})" if k in ARGUMENTS else f"{k} (not an option vLLM 0.33 registers)"
+            for k in unclassed
+        ]
+        return CheckResult(
+            cfg,
+            cid,
+            True,
+            method,
+            (
+                f"the lossy config sets argument(s) whose effect on outputs qualgate has not classed: "
+                f"{'; '.join(named)}; no evidence can be bound to what they do (remove them, or classify "
+                "them in qualgate/vllm033/arguments.py)",
+            ),
+            None,
+            tuple(notes),
+        )
 
     if not_waivable:
         return CheckResult(
@@ -332,7 +356,8 @@ def _binding(
             f"no candidate in {epath} has this config's id {cid} (its candidates: {listed}); "
             f"the id is computed from: {_describe(cfg, allow_keys)}. Gate exactly this "
             "config: the harness config must resolve to the same model, speculative_config "
-            "(an unset fly_window_size is min(6, K - 1)) and dtype/quantization/kv_cache_dtype"
+            "(an unset fly_window_size is min(6, K - 1)) and output-changing arguments (dtype, "
+            "quantization, kv_cache_dtype, max_model_len, revision, tokenizer, hf_overrides, ...)"
         )
     else:
         info["candidate"] = {

@@ -83,7 +83,8 @@ __all__ = [
 ]
 
 #: Engine options that change the numerics of the served model and so enter the config id.
-IDENTITY_OPTIONS = ("dtype", "quantization", "kv_cache_dtype")
+#: (Every output-changing vLLM argument enters it too: :mod:`qualgate.vllm033.arguments`.)
+IDENTITY_OPTIONS = ("dtype", "quantization", "kv_cache_dtype", "max_model_len")
 SAMPLING_KEYS = (
     "temperature",
     "top_p",
@@ -105,7 +106,6 @@ ENGINE_OPTION_KEYS = (
     "max_num_seqs",
     "max_num_batched_tokens",
     "gpu_memory_utilization",
-    "max_model_len",
     "chat_template_kwargs",
     "seed",
     "batch_invariant",
@@ -285,13 +285,23 @@ def config_id(
         A raw ``speculative_config``; it is resolved first, so an unset FLy window and an
         explicit ``min(6, K - 1)`` give the same id.
     **numerics
-        ``dtype``, ``quantization``, ``kv_cache_dtype``; ``None`` values are ignored.
+        ``dtype``, ``quantization``, ``kv_cache_dtype``, ``max_model_len`` and every other
+        output-changing vLLM 0.33 argument (:mod:`qualgate.vllm033.arguments`, by its
+        destination: ``revision``, ``tokenizer``, ``hf_overrides``, ...); ``None`` values are
+        ignored. Text that is JSON counts as its value (``"40960"`` is ``40960``), so a
+        command line and a YAML mapping give one id; a config that sets none of the newer
+        keys keeps the id it always had.
     """
-    unknown = set(numerics) - set(IDENTITY_OPTIONS)
+    from qualgate.vllm033.arguments import ARGUMENTS, SEPARATE, identity_arguments
+
+    allowed = set(IDENTITY_OPTIONS) | {k for k, a in ARGUMENTS.items() if a.klass == "output"} - SEPARATE
+    unknown = set(numerics) - allowed
     if unknown:
-        raise ValueError(f"config_id takes only {list(IDENTITY_OPTIONS)}, got {sorted(unknown)}")
+        raise ValueError(
+            f"config_id takes only {list(IDENTITY_OPTIONS)} and output-changing vLLM arguments, got {sorted(unknown)}"
+        )
     ident = {"model": str(model), "speculative_config": resolve_speculative(speculative)}
-    ident.update({k: v for k, v in sorted(numerics.items()) if v is not None})
+    ident.update(identity_arguments({k: v for k, v in numerics.items() if v is not None}))
     blob = json.dumps(ident, sort_keys=True, separators=(",", ":"))
     return "cfg-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 

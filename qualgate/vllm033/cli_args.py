@@ -20,6 +20,7 @@ from typing import Any
 
 from qualgate.errors import DataError
 from qualgate.records.strict import compose_yaml, loads_yaml, read_text
+from qualgate.vllm033.arguments import ARGUMENTS, dest_of
 from qualgate.vllm033.rules import cite, rule
 from qualgate.vllm033.serving_config import _NUMERIC_KEYS, SERVING_OPTIONS, ServingConfig, _key_lines
 
@@ -306,7 +307,14 @@ def parse_command_line(args: list[tuple[str, int]], *, path: str, fmt: str, entr
     _serve_model(r, serve)
     spec = _cli_spec_flags_merge(r)
     return ServingConfig(
-        path=path, format=fmt, model=r.model, speculative=spec, options=r.options, lines=r.lines, notes=tuple(r.notes)
+        path=path,
+        format=fmt,
+        model=r.model,
+        speculative=spec,
+        options=r.options,
+        lines=r.lines,
+        notes=tuple(r.notes),
+        arguments=r.arguments,
     )
 
 
@@ -344,6 +352,7 @@ class _Reading:
     model_line: int | None = None
     positional: tuple[str, int] | None = None
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
     lines: dict[str, int] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
 
@@ -401,6 +410,8 @@ def _read_option(r: _Reading) -> None:
             token=name,
             rule_id="cli-spec-flags",
         )
+    else:
+        _other_argument(r, name, value, line)
 
 
 def _positional(r: _Reading, word: str, line: int) -> None:
@@ -524,6 +535,17 @@ def _numeric_option(r: _Reading, name: str, key: str, value, line: int) -> None:
             field=name,
             value=value,
         )
+    r.lines[key] = line
+
+
+def _other_argument(r: _Reading, name: str, value, line: int) -> None:
+    """Any other option, by its destination (:mod:`qualgate.vllm033.arguments`): a flag is
+    ``True`` (``--no-X``: ``False``); one vLLM 0.33 does not register keeps its name."""
+    dest = dest_of(name)
+    if value is None:
+        value = not (name.startswith("--no-") and dest is not None and "--" + name[5:] in ARGUMENTS[dest].options)
+    key = dest if dest is not None else name
+    r.arguments[key] = value
     r.lines[key] = line
 
 

@@ -268,3 +268,27 @@ def test_a_5001_digit_integer_in_a_serve_line_names_the_file(tmp_path):
 def test_the_served_and_harness_ids_still_agree():
     assert read_serving_config(DATA / "fly-w2.yaml").config_id() == ids()["fly-w2"]
     assert os.environ.get("QUALGATE_EVIDENCE_KEY") in (None, "") or True
+
+
+# ------------------------------------------------------------------ item 3: the config id
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "quantization: fp8\n",
+        "quantization_config: {activation_scheme: dynamic}\n",
+        "hf-overrides: {num_hidden_layers: 1}\n",
+        "revision: 0123abc\n",
+        "tokenizer: Qwen/Qwen3-0.6B\n",
+        "max-model-len: 4096\n",
+        "enable-elastic-ep: true\n",
+    ],
+)
+def test_evidence_for_fly_w2_does_not_cover_a_served_config_that_changes_outputs(records, tmp_path, extra):
+    rep = gate_report(records, tmp_path / "fixed.json")
+    served = tmp_path / "served.yaml"
+    served.write_text((DATA / "fly-w2.yaml").read_text() + extra)
+    res = chk(served, rep)
+    assert not res.allowed, extra
+    assert chk(DATA / "fly-w2.yaml", rep).allowed
