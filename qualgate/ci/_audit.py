@@ -36,6 +36,7 @@ from typing import Any
 from qualgate.config.decoding import IDENTITY_OPTIONS, config_id
 from qualgate.errors import DataError
 from qualgate.records.strict import read_bytes
+from qualgate.vllm033.arguments import identity_arguments
 from qualgate.vllm033.rules import rule
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING, LOSSLESS_METHODS, normalise_speculative
 
@@ -210,7 +211,8 @@ def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None
                     data["rejection_sample_method"] = rsm
                     data["lossy"] = rsm not in LOSSLESS_METHODS
                     if isinstance(args.get("model"), str) and "config_id_error" not in data:
-                        numerics = {k: args[k] for k in IDENTITY_OPTIONS if args.get(k) is not None}
+                        numerics = identity_arguments(args)  # every output-changing argument echoed
+                        numerics.update({k: args[k] for k in IDENTITY_OPTIONS if args.get(k) is not None})
                         try:
                             data["config_id"] = config_id(args["model"], spec, **numerics)
                         except ValueError as exc:

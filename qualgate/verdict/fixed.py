@@ -70,7 +70,7 @@ from qualgate.stats import (
     holm,
 )
 from qualgate.verdict.flips import Flips, find_flips
-from qualgate.verdict.pairing import Pairing, Side, pair_records
+from qualgate.verdict.pairing import IMPUTED_BASELINE, Pairing, Side, pair_records
 from qualgate.verdict.policy import Policy
 from qualgate.verdict.result import GateResult
 
@@ -343,10 +343,10 @@ def gate(
                 f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
             )
         if p.dropped and p.dropped["pairs"]:
-            notes.append(_incomplete_note(p.dropped, w.verdict, d.verdict))
+            notes.append(_incomplete_note(p, w.verdict, d.verdict))
         if w.verdict != d.verdict:
             notes.append(
-                f"the verdict depends on incomplete pairs: {w.verdict} with the {p.n_imputed} that may hide a loss "
+                f"the verdict depends on incomplete pairs: {w.verdict} with the {p.n_imputed} {_imputed_what(p)} "
                 f"counted as lost, {d.verdict} with them dropped"
                 + (
                     ""
@@ -398,14 +398,27 @@ def gate(
     )
 
 
-def _incomplete_note(dropped: dict, worst: str, without: str) -> str:
+def _imputed_what(p: Pairing) -> str:
+    """What the imputed pairs are, in words (the candidate's gaps, or the baseline's too)."""
+    if p.imputed is not None and (p.imputed == IMPUTED_BASELINE).any():
+        return "gaps or errors that may hide a loss (either side)"
+    return "candidate-side gaps on baseline-correct questions"
+
+
+def _incomplete_note(p: Pairing, worst: str, without: str) -> str:
     def part(counts):
         return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v)
 
+    dropped = p.dropped
+    what = (
+        "gaps or errors that may hide a loss (either side)"
+        if p.imputed is not None and (p.imputed == IMPUTED_BASELINE).any()
+        else "candidate-side ones on baseline-correct questions"
+    )
     return (
         f"{dropped['pairs']} incomplete pairs (by side: {part(dropped['by_side'])}; by the baseline's outcome: "
-        f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} that may hide "
-        f"a loss counted as lost: {worst}, with all of them dropped: {without}"
+        f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} {what} "
+        f"counted as lost: {worst}, with all of them dropped: {without}"
     )
 
 

@@ -408,11 +408,16 @@ def _pair(
     if problems:
         sep = " " if len(problems) == 1 else "\n  - "
         raise DataError(f"cannot pair {bpath} with {cpath}:{sep}" + "\n  - ".join(problems))
-    if n_imputed:
+    n_base = int(np.count_nonzero(status == IMPUTED_BASELINE))
+    if n_imputed - n_base:
         notes.append(
-            f"{n_imputed} incomplete pairs count as lost (worst case): the candidate side missing or an error "
-            "on a question the baseline answered correctly, or the baseline side missing or an error where "
-            "the candidate is not correct"
+            f"{n_imputed - n_base} pairs whose candidate side is missing or an error on a question the "
+            "baseline answered correctly count as lost (worst case)"
+        )
+    if n_base:
+        notes.append(
+            f"{n_base} pairs whose baseline side is missing or an error where the candidate is not correct "
+            "count as lost (worst case)"
         )
 
     rows = np.flatnonzero(status < _DROPPED)
