@@ -339,7 +339,11 @@ def _rows(report: SequentialReport):
 
 def _header(report: SequentialReport) -> str:
     b = report.baseline
-    order = f"seeded order (seed {report.order_seed})" if report.order == "seeded" else "record order"
+    order = (
+        f"seeded order (seed {report.order_seed})"
+        if report.order == "seeded"
+        else "record order (for analysis only: not evidence, qualgate check refuses it)"
+    )
     budget = f", budget {report.max_questions:,} questions" if report.max_questions else ""
     split = f", alpha split over {len(report.comparisons)} candidates" if len(report.comparisons) > 1 else ""
     return (
