@@ -361,6 +361,35 @@ def _check_parallel(options: Mapping, *, path) -> None:
         )
 
 
+#: engines that read the model as a name only (the test double)
+_NAMES_ONLY = ("toy",)
+#: a Hugging Face hub id: ``name`` or ``org/name`` of letters, digits, ``-``, ``_``, ``.``
+_HUB_ID = re.compile(r"^(?!.*(?:--|\.\.))[A-Za-z0-9][\w.-]{0,95}(?:/[A-Za-z0-9][\w.-]{0,95})?$")
+
+
+def _check_model_source(model: str, *, path, key: str) -> None:
+    """A model is a directory holding ``config.json`` (a path, relative to the config file or
+    absolute) or a hub id; a file, a device (``/dev/zero``) or a path that does not exist is a
+    config error here, before any engine or hub client is started."""
+    local = Path(model).expanduser()
+    if not local.is_absolute() and path is not None:
+        local = Path(path).parent / local
+    looks_like_path = model.startswith(("/", "./", "../", "~")) or "\\" in model
+    if local.exists() or looks_like_path:
+        if not local.is_dir():
+            what = (
+                "does not exist" if not local.exists() else "is not a directory (a model is a folder with config.json)"
+            )
+            raise _err(f"the model path {local} {what}", path=path, key=key, value=model)
+        if not (local / "config.json").is_file():
+            raise _err(f"the model folder {local} has no config.json", path=path, key=key, value=model)
+        return
+    if not _HUB_ID.match(model):
+        raise _err(
+            "neither an existing model folder nor a Hugging Face hub id (org/name)", path=path, key=key, value=model
+        )
+
+
 def parse_config(data: Any, *, path: str | Path | None = None, name: str | None = None) -> DecodingConfig:
     """Validate a decoding config mapping and resolve its defaults."""
     at = _where(path)
@@ -370,8 +399,12 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
         data, "engine", at.at("engine")
     )
     model = _MODEL.get(data, "model", at.at("model"))
-
     raw_spec = data.get("speculative")
+    if engine not in _NAMES_ONLY:
+        _check_model_source(model, path=path, key="model")
+        if isinstance(raw_spec, dict) and isinstance(raw_spec.get("model"), str):
+            _check_model_source(raw_spec["model"], path=path, key="speculative.model")
+
     try:
         speculative = resolve_speculative(raw_spec)
     except ValueError as exc:
