@@ -19,8 +19,9 @@ block (``max_tokens`` required: vLLM's default of 16 silently truncates reasonin
 
 The **config id** (:func:`config_id`) identifies what a serving engine is asked to run: the
 target model, the resolved speculative config (vLLM's defaults filled in, e.g. FLy's window
-``min(6, K - 1)``) and the options that change numerics (``dtype``, ``quantization``,
-``kv_cache_dtype``). It is computed the same way from a harness config and from a vLLM
+``min(6, K - 1)``) and every argument that can change an output (``dtype``, ``quantization``,
+``kv_cache_dtype``, ``max_model_len``, and the output-changing vLLM arguments of
+:mod:`qualgate.vllm033.arguments`). It is computed the same way from a harness config and from a vLLM
 serving config (``qualgate check``), so evidence binds to exactly the configuration that is
 deployed. Sampling settings are chosen per request by the client, not by the server: they
 belong to the evaluation, are stored in the run manifest and the gate report, and do not
