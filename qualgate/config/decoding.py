@@ -74,6 +74,7 @@ from qualgate.vllm033.speculative import is_lossy, resolve_speculative
 __all__ = [
     "DecodingConfig",
     "IDENTITY_OPTIONS",
+    "check_model_sources",
     "Plan",
     "SuiteRef",
     "config_id",
@@ -391,6 +392,18 @@ def _check_model_source(model: str, *, path, key: str) -> None:
         )
 
 
+def check_model_sources(config: DecodingConfig) -> None:
+    """Refuse a target or drafter that is neither a model folder nor a hub id (a
+    :class:`DataError` naming the config file, line and field), before an engine or the hub
+    client starts; the test double (``engine: toy``) reads names only."""
+    if config.engine in _NAMES_ONLY:
+        return
+    _check_model_source(config.model, path=config.path, key="model")
+    drafter = (config.speculative or {}).get("model")
+    if isinstance(drafter, str):
+        _check_model_source(drafter, path=config.path, key="speculative.model")
+
+
 def parse_config(data: Any, *, path: str | Path | None = None, name: str | None = None) -> DecodingConfig:
     """Validate a decoding config mapping and resolve its defaults."""
     at = _where(path)
@@ -401,10 +414,6 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
     )
     model = _MODEL.get(data, "model", at.at("model"))
     raw_spec = data.get("speculative")
-    if engine not in _NAMES_ONLY:
-        _check_model_source(model, path=path, key="model")
-        if isinstance(raw_spec, dict) and isinstance(raw_spec.get("model"), str):
-            _check_model_source(raw_spec["model"], path=path, key="speculative.model")
 
     try:
         speculative = resolve_speculative(raw_spec)

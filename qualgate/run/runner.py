@@ -352,6 +352,10 @@ def run_plan(
     """
     out = Path(out)
     _check_names(plan)
+    from qualgate.config.decoding import check_model_sources
+
+    for config in plan.configs.values():
+        check_model_sources(config)
     if shard is not None and (sequential is not None or speed is not None):
         raise ValueError(
             "a shard runs its part of a plain run: --sequential and --speed-rounds need the whole plan on one machine"

@@ -3,7 +3,7 @@ before an engine or the hub client starts (issue 34 item 11)."""
 
 import pytest
 
-from qualgate.config.decoding import load_config
+from qualgate.config.decoding import check_model_sources, load_config
 from qualgate.errors import DataError
 
 CONFIG = """\
@@ -32,25 +32,40 @@ def config(tmp_path, model):
 def test_a_model_that_is_not_a_folder_or_a_hub_id_is_a_config_error(tmp_path, model, says):
     p = config(tmp_path, model)
     with pytest.raises(DataError, match=says) as err:
-        load_config(p)
+        check_model_sources(load_config(p))
     assert str(err.value.file) == str(p) and err.value.field == "model" and err.value.line == 2
 
 
 def test_a_folder_without_config_json_is_refused_and_a_folder_or_hub_id_accepted(tmp_path):
     (tmp_path / "m").mkdir()
     with pytest.raises(DataError, match="has no config.json"):
-        load_config(config(tmp_path, "m"))
+        check_model_sources(load_config(config(tmp_path, "m")))
     (tmp_path / "m" / "config.json").write_text("{}")
-    assert load_config(config(tmp_path, "m")).model == "m"
-    assert load_config(config(tmp_path, "Qwen/Qwen3-8B")).model == "Qwen/Qwen3-8B"
+    check_model_sources(load_config(config(tmp_path, "m")))
+    check_model_sources(load_config(config(tmp_path, "Qwen/Qwen3-8B")))
 
 
 def test_a_drafter_path_is_checked_too(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text(CONFIG.format(model="Qwen/Qwen3-8B") + "speculative: {model: /dev/zero, num_speculative_tokens: 2}\n")
     with pytest.raises(DataError, match="is not a directory") as err:
-        load_config(p)
+        check_model_sources(load_config(p))
     assert err.value.field == "speculative.model"
+
+
+@pytest.mark.slow
+def test_a_run_stops_at_a_bad_model_before_any_engine_starts(tmp_path):
+    from click.testing import CliRunner
+
+    from qualgate.cli import cli
+
+    import support
+
+    plan = support.write_plan(tmp_path / "p", configs=("target",))
+    cfg = tmp_path / "p" / "target.yaml"
+    cfg.write_text(cfg.read_text().replace("engine: toy", "engine: reference").replace("toy/target", "/dev/zero"))
+    r = CliRunner().invoke(cli, ["run", str(plan), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 3 and "/dev/zero is not a directory" in r.output and str(cfg) in r.output, r.output
 
 
 @pytest.mark.slow
