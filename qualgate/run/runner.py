@@ -352,10 +352,6 @@ def run_plan(
     """
     out = Path(out)
     _check_names(plan)
-    from qualgate.config.decoding import check_model_sources
-
-    for config in plan.configs.values():
-        check_model_sources(config)
     if shard is not None and (sequential is not None or speed is not None):
         raise ValueError(
             "a shard runs its part of a plain run: --sequential and --speed-rounds need the whole plan on one machine"
@@ -364,6 +360,10 @@ def run_plan(
     if owned:
         suites = load_suites(plan)
     try:
+        from qualgate.config.decoding import check_model_sources
+
+        for config in plan.configs.values():  # after the plan's and the suites' own checks
+            check_model_sources(config)
         if out.exists() and not out.is_dir():
             raise DataError("the output path exists and is not a directory", file=str(out))
         out.mkdir(parents=True, exist_ok=True)
