@@ -3,7 +3,6 @@ after the outcomes, mismatched prompts, an escape hatch over a lossiness key, an
 hostile file names, and the crashes the attacks found."""
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -267,7 +266,6 @@ def test_a_5001_digit_integer_in_a_serve_line_names_the_file(tmp_path):
 
 def test_the_served_and_harness_ids_still_agree():
     assert read_serving_config(DATA / "fly-w2.yaml").config_id() == ids()["fly-w2"]
-    assert os.environ.get("QUALGATE_EVIDENCE_KEY") in (None, "") or True
 
 
 # ------------------------------------------------------------------ item 3: the config id
