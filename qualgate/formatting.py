@@ -21,6 +21,7 @@ __all__ = [
     "fmt_p_is",
     "fmt_points",
     "fmt_pct",
+    "inert",
     "json_ready",
     "markdown_section",
     "markdown_table",
@@ -200,3 +201,16 @@ def show_engine_warnings(stream=None) -> None:
     handler.setLevel(logging.WARNING)
     handler._qualgate = True
     logger.addHandler(handler)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_COMMAND = re.compile(r"^(\s*)(::|##\[)", re.MULTILINE)
+
+
+def inert(text: str) -> str:
+    """``text`` safe to print where a CI runner reads commands from the output: control
+    characters but newline and tab escaped (``\\r``, ``\\x1b``), and a line that would start a
+    GitHub workflow command (``::notice::``, ``##[error]``, from a file name with a newline
+    in it) prefixed with a backslash, so that it is printed, never run."""
+    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
+    return _COMMAND.sub(lambda m: m.group(1) + "\\" + m.group(2), text)

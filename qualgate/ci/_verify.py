@@ -86,13 +86,15 @@ def _locate(report: Evidence, where: Path, records):
         return {p: by_digest[h] for _, p, h in wanted}, []
     found, changed = {}, []
     for side, p, h in wanted:
-        for cand in (Path(p), where.parent / p):
-            if cand.is_file():
-                if digest(cand) == h:
-                    found[p] = str(cand)
-                else:
-                    changed.append(f"{cand} ({side})")
-                break
+        # a relative path is the report's: beside the report first, then the working directory;
+        # the file with the report's digest wins, a different one elsewhere does not refuse it
+        places = [Path(p)] if Path(p).is_absolute() else [where.parent / p, Path(p)]
+        present = [c for c in dict.fromkeys(places) if c.is_file()]
+        match = next((c for c in present if digest(c) == h), None)
+        if match is not None:
+            found[p] = str(match)
+        elif present:
+            changed.append(f"{present[0]} ({side})")
     if changed:
         return None, [f"record files were changed after the report (their SHA-256 differs): {', '.join(changed[:3])}"]
     return (found if len(found) == len(wanted) else None), []
@@ -112,8 +114,8 @@ def _recompute(report: Evidence, located: dict[str, str], progress) -> str:
         def side(i, files):
             d = Path(tmp) / str(i)
             d.mkdir()
-            for f in files:
-                (d / Path(f.path).name).symlink_to(Path(located[f.path]).resolve())
+            for k, f in enumerate(files):  # numbered: two files of one side may share a name
+                (d / f"{k:05d}-{Path(f.path).name}").symlink_to(Path(located[f.path]).resolve())
             return load_side(d, **opts)
 
         try:

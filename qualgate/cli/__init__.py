@@ -81,14 +81,18 @@ class _DataErrorExit(click.ClickException):
     exit_code = int(ExitCode.DATA)
 
     def format_message(self) -> str:
-        return f"invalid data: {self.message}"
+        from qualgate.formatting import inert
+
+        return inert(f"invalid data: {self.message}")
 
 
 class _ValueErrorExit(click.ClickException):
     exit_code = int(ExitCode.USAGE)
 
     def format_message(self) -> str:
-        return f"invalid value: {self.message}"
+        from qualgate.formatting import inert
+
+        return inert(f"invalid value: {self.message}")
 
 
 class _Group(click.Group):

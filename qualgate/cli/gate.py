@@ -17,6 +17,7 @@ from qualgate.config.options import (
     POLICIES,
     WEIGHTINGS,
 )
+from qualgate.formatting import inert
 
 from . import FiniteFloatRange, Fraction
 from .importing import import_options, options_from
@@ -87,7 +88,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 
     # a gate report is written as evidence: signed when QUALGATE_EVIDENCE_KEY is set
     doc = to_json(report.evidence().signed() if hasattr(report, "evidence") else report)
-    click.echo(doc if fmt == "json" else text(report), nl=fmt == "json")
+    click.echo(doc if fmt == "json" else inert(text(report)), nl=fmt == "json")
     if output:
         write_atomic(output, doc + "\n")
     page = md(report)
@@ -161,7 +162,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 )
 @click.option(
     "--max-questions",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=10**15),  # the most a gate report holds
     default=None,
     help="With --sequential: question budget per candidate.",
 )
@@ -178,7 +179,8 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
     default="worst-case",
     show_default=True,
     help="Which verdict decides when pairs are incomplete (--on-missing drop, --max-errors): with "
-    "candidate-side gaps and errors on baseline-correct questions counted as lost, or with them "
+    "the gaps and errors that may hide a loss (a candidate gap where the baseline was correct, a "
+    "baseline gap where the candidate is not) counted as lost, or with them "
     "dropped. Both are reported; qualgate check refuses a PASS that needs 'drop'.",
 )
 @click.option(

@@ -211,7 +211,7 @@ def _shard_option(ctx, param, value):
 )
 @click.option(
     "--max-questions",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=10**15),  # the most a gate report holds
     default=None,
     help="With --sequential: question budget per candidate (INCONCLUSIVE when reached).",
 )

@@ -367,6 +367,10 @@ def run_plan(
         check_chain_plan(
             plan, sequential, suites, {"packages": package_versions(*PACKAGES), "seed_derivation": SEED_DERIVATION}
         )
+        from qualgate.config.decoding import check_model_sources
+
+        for config in plan.configs.values():  # after the plan's and the suites' own checks
+            check_model_sources(config)
         if out.exists() and not out.is_dir():
             raise DataError("the output path exists and is not a directory", file=str(out))
         out.mkdir(parents=True, exist_ok=True)

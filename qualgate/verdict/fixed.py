@@ -46,7 +46,8 @@ Exit codes: PASS 0, FAIL 1, INCONCLUSIVE 4 (``inconclusive='fail'|'pass'`` maps 
 with several candidates the worst verdict decides (:func:`qualgate.evidence.gate_report.decide_exit`).
 
 Incomplete pairs (``--on-missing drop``, ``--max-errors``): by default (``missing='worst-case'``)
-a candidate-side gap on a question the baseline answered correctly counts as lost; the verdict
+a pair that may hide a loss counts as lost (a candidate-side gap where the baseline was correct,
+a baseline-side gap where the candidate is not correct); the verdict
 with those pairs dropped is reported beside it (:mod:`qualgate.verdict.pairing`).
 """
 
@@ -70,7 +71,7 @@ from qualgate.stats import (
     holm,
 )
 from qualgate.verdict.flips import Flips, find_flips
-from qualgate.verdict.pairing import Pairing, Side, pair_records
+from qualgate.verdict.pairing import IMPUTED_BASELINE, Pairing, Side, pair_records
 from qualgate.verdict.policy import Policy
 from qualgate.verdict.result import GateResult
 
@@ -89,7 +90,7 @@ class Comparison:
 
     ``verdict`` is the pooled verdict after Holm's adjustment across candidates
     (``verdict_unadjusted`` before it; ``pvalue_holm`` the adjusted decisive p-value).
-    ``missing``: the verdict with incomplete candidate-side pairs counted as lost
+    ``missing``: the verdict with the incomplete pairs that may hide a loss counted as lost
     (``verdict_worst_case``) and with them dropped (``verdict_dropped``), and what was
     incomplete, by side and by the baseline's outcome (:mod:`qualgate.verdict.pairing`).
     :meth:`to_candidate` is its part of the report file.
@@ -346,11 +347,11 @@ def gate(
                 f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
             )
         if p.dropped and p.dropped["pairs"]:
-            notes.append(_incomplete_note(p.dropped, w.verdict, d.verdict))
+            notes.append(_incomplete_note(p, w.verdict, d.verdict))
         if w.verdict != d.verdict:
             notes.append(
-                f"the verdict depends on incomplete pairs: {w.verdict} with the {p.n_imputed} candidate-side gaps on "
-                f"baseline-correct questions counted as lost, {d.verdict} with them dropped"
+                f"the verdict depends on incomplete pairs: {w.verdict} with the {p.n_imputed} {_imputed_what(p)} "
+                f"counted as lost, {d.verdict} with them dropped"
                 + (
                     ""
                     if missing == "worst-case"
@@ -401,14 +402,27 @@ def gate(
     )
 
 
-def _incomplete_note(dropped: dict, worst: str, without: str) -> str:
+def _imputed_what(p: Pairing) -> str:
+    """What the imputed pairs are, in words (the candidate's gaps, or the baseline's too)."""
+    if p.imputed is not None and (p.imputed == IMPUTED_BASELINE).any():
+        return "gaps or errors that may hide a loss (either side)"
+    return "candidate-side gaps on baseline-correct questions"
+
+
+def _incomplete_note(p: Pairing, worst: str, without: str) -> str:
     def part(counts):
         return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v)
 
+    dropped = p.dropped
+    what = (
+        "gaps or errors that may hide a loss (either side)"
+        if p.imputed is not None and (p.imputed == IMPUTED_BASELINE).any()
+        else "candidate-side ones on baseline-correct questions"
+    )
     return (
         f"{dropped['pairs']} incomplete pairs (by side: {part(dropped['by_side'])}; by the baseline's outcome: "
-        f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} candidate-side "
-        f"ones on baseline-correct questions counted as lost: {worst}, with all of them dropped: {without}"
+        f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} {what} "
+        f"counted as lost: {worst}, with all of them dropped: {without}"
     )
 
 
