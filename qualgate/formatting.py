@@ -21,6 +21,7 @@ __all__ = [
     "fmt_p_is",
     "fmt_points",
     "fmt_pct",
+    "inert",
     "json_ready",
     "markdown_section",
     "markdown_table",
@@ -176,3 +177,40 @@ def fmt_p_is(p) -> str:
     """
     text = fmt_p(p)
     return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
+
+
+#: what stderr shows before an engine's imitation of vLLM's one-time warnings
+ENGINE_WARNING_PREFIX = "reference engine (as vLLM 0.33 would log): WARNING"
+
+
+def show_engine_warnings(stream=None) -> None:
+    """Print the reference engine's warnings (logger ``qualgate.engines``) on stderr, each on
+    its own line and prefixed so that it does not read as qualgate's own (nor lands glued to a
+    progress bar). Installed once per process (the CLI, each engine worker)."""
+    import logging
+    import sys
+
+    logger = logging.getLogger("qualgate.engines")
+    if any(getattr(h, "_qualgate", False) for h in logger.handlers):
+        return
+    stream = stream or sys.stderr
+    handler = logging.StreamHandler(stream)
+    # (a terminal's progress bar has no newline yet: start a line of our own)
+    lead = "\n" if getattr(stream, "isatty", lambda: False)() else ""
+    handler.setFormatter(logging.Formatter(f"{lead}{ENGINE_WARNING_PREFIX} %(message)s"))
+    handler.setLevel(logging.WARNING)
+    handler._qualgate = True
+    logger.addHandler(handler)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_COMMAND = re.compile(r"^(\s*)(::|##\[)", re.MULTILINE)
+
+
+def inert(text: str) -> str:
+    """``text`` safe to print where a CI runner reads commands from the output: control
+    characters but newline and tab escaped (``\\r``, ``\\x1b``), and a line that would start a
+    GitHub workflow command (``::notice::``, ``##[error]``, from a file name with a newline
+    in it) prefixed with a backslash, so that it is printed, never run."""
+    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
+    return _COMMAND.sub(lambda m: m.group(1) + "\\" + m.group(2), text)

@@ -13,6 +13,10 @@ from hypothesis import HealthCheck, settings
 from support import REPO, SHARED, make_records, save_demo_tokenizer_pair, table_outcomes, write_plan, write_records
 from toy_engine import register as register_toy_engine
 
+# no periodic progress lines in tests: on a loaded machine a slow step would add them to outputs
+# that tests parse; tests/run/test_progress.py turns them on
+os.environ.setdefault("QUALGATE_PROGRESS_EVERY_S", "3600")
+
 # engine: toy (tests/toy_engine.py) in config files, for the tests of the harness
 register_toy_engine()
 

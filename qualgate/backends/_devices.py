@@ -159,6 +159,9 @@ def _worker(conn) -> None:  # pragma: no cover - runs in a child process
     its own config's engine. The process outlives one config, so that a plan's configs do not
     each pay for starting a process and importing torch.
     """
+    from qualgate.formatting import show_engine_warnings
+
+    show_engine_warnings()  # (a spawned process: no handler of the parent's)
     engines: dict[int, list] = {}  # handle -> [backend, seconds decoding since the open]
     while True:
         msg = conn.recv()

@@ -93,6 +93,17 @@ class ReferenceBackend(Backend):
         from ..engines.reference import ReferenceEngine
 
         opts = config.engine_options
+        device = opts.get("device")
+        if isinstance(device, str) and device.startswith("cuda") and not torch.cuda.is_available():
+            from ..errors import DataError
+
+            raise DataError(
+                f"the config asks for device {device!r}, and this machine has no CUDA device torch can use "
+                "(torch.cuda.is_available() is False): set engine_options.device to cpu, or run it on a GPU",
+                file=config.path,
+                field="engine_options.device",
+                value=device,
+            )
         switches = _switches(opts)
         self._noise = _noise(opts, switches["coupled"])
         dtype = opts.get("dtype")

@@ -36,6 +36,7 @@ from typing import Any
 from qualgate.config.decoding import IDENTITY_OPTIONS, config_id
 from qualgate.errors import DataError
 from qualgate.records.strict import read_bytes
+from qualgate.vllm033.arguments import identity_arguments
 from qualgate.vllm033.rules import rule
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING, LOSSLESS_METHODS, normalise_speculative
 
@@ -171,68 +172,75 @@ def audit_text(text: str, *, path: str = "<log>", expected_id: str | None = None
     events: list[AuditEvent] = []
     startup: list[int] = []
     spec_flags = rule("cli-spec-flags").data["flags"]
-    for n, line in enumerate(text.splitlines(), start=1):
-        if _VERSION.search(line) or _ARGS.search(line) or _ENGINE_SPEC.search(line):
-            startup.append(n)
-        stripped = line.strip()
-        pm = _PREFIX.match(stripped)
-        where = {"level": pm.group("level"), "file": pm.group("file")} if pm else {}
-        if FLY_LOSSY_WARNING in line:
-            events.append(AuditEvent(n, "lossy_warning", stripped, {"method": "fly", **where}))
-        m = _OVERRIDE.search(line)
-        if m:
-            a, b = int(m.group(1)), int(m.group(2))
-            events.append(AuditEvent(n, "scheduler_override", stripped, {"from": a, "to": b, **where}))
-        m = _VERSION.search(line)
-        if m:
-            data = {"vllm_version": m.group(1) or m.group(3) or m.group(4)}
-            if m.group(2):
-                data["model"] = m.group(2)
-            events.append(AuditEvent(n, "version", stripped, data))
-        m = _LOGO_MODEL.search(line)
-        if m and events and events[-1].kind == "version" and events[-1].line == n - 1:
-            events[-1].data["model"] = m.group(1)
-        m = _ARGS.search(line)
-        if m:
-            args = _args_echo(m.group(1))
-            spec = args.get("speculative_config")
-            flags = {
-                spec_flags[f]: args[f.lstrip("-").replace("-", "_")]
-                for f in spec_flags
-                if args.get(f.lstrip("-").replace("-", "_")) is not None
-            }
-            if isinstance(spec, dict) or flags:  # rule cli-spec-flags-merge
-                spec = {**(spec if isinstance(spec, dict) else {}), **flags}
-                data: dict[str, Any] = {"source": "args", "speculative_config": spec, "model": args.get("model")}
-                try:
-                    rsm = normalise_speculative(spec).get("rejection_sample_method", "standard")
-                except ValueError as exc:  # vLLM would refuse it; read the verifier anyway
-                    data["config_id_error"] = str(exc)
-                    raw = {str(k).replace("-", "_"): v for k, v in spec.items()}
-                    rsm = raw.get("rejection_sample_method", "standard")
-                data["rejection_sample_method"] = rsm
-                data["lossy"] = rsm not in LOSSLESS_METHODS
-                if isinstance(args.get("model"), str) and "config_id_error" not in data:
-                    numerics = {k: args[k] for k in IDENTITY_OPTIONS if args.get(k) is not None}
+    n = 0
+    try:
+        for n, line in enumerate(text.splitlines(), start=1):
+            if _VERSION.search(line) or _ARGS.search(line) or _ENGINE_SPEC.search(line):
+                startup.append(n)
+            stripped = line.strip()
+            pm = _PREFIX.match(stripped)
+            where = {"level": pm.group("level"), "file": pm.group("file")} if pm else {}
+            if FLY_LOSSY_WARNING in line:
+                events.append(AuditEvent(n, "lossy_warning", stripped, {"method": "fly", **where}))
+            m = _OVERRIDE.search(line)
+            if m:
+                a, b = int(m.group(1)), int(m.group(2))
+                events.append(AuditEvent(n, "scheduler_override", stripped, {"from": a, "to": b, **where}))
+            m = _VERSION.search(line)
+            if m:
+                data = {"vllm_version": m.group(1) or m.group(3) or m.group(4)}
+                if m.group(2):
+                    data["model"] = m.group(2)
+                events.append(AuditEvent(n, "version", stripped, data))
+            m = _LOGO_MODEL.search(line)
+            if m and events and events[-1].kind == "version" and events[-1].line == n - 1:
+                events[-1].data["model"] = m.group(1)
+            m = _ARGS.search(line)
+            if m:
+                args = _args_echo(m.group(1))
+                spec = args.get("speculative_config")
+                flags = {
+                    spec_flags[f]: args[f.lstrip("-").replace("-", "_")]
+                    for f in spec_flags
+                    if args.get(f.lstrip("-").replace("-", "_")) is not None
+                }
+                if isinstance(spec, dict) or flags:  # rule cli-spec-flags-merge
+                    spec = {**(spec if isinstance(spec, dict) else {}), **flags}
+                    data: dict[str, Any] = {"source": "args", "speculative_config": spec, "model": args.get("model")}
                     try:
-                        data["config_id"] = config_id(args["model"], spec, **numerics)
-                    except ValueError as exc:
+                        rsm = normalise_speculative(spec).get("rejection_sample_method", "standard")
+                    except ValueError as exc:  # vLLM would refuse it; read the verifier anyway
                         data["config_id_error"] = str(exc)
-                events.append(AuditEvent(n, "speculative_config", stripped, data))
-        m = _ENGINE_SPEC.search(line)
-        if m:
-            method, model, k = (_literal(g) if g != "None" else None for g in m.groups())
-            events.append(
-                AuditEvent(
-                    n,
-                    "speculative_config",
-                    m.group(0),
-                    {
-                        "source": "engine",
-                        "speculative_config": {"method": method, "model": model, "num_speculative_tokens": k},
-                    },
+                        raw = {str(k).replace("-", "_"): v for k, v in spec.items()}
+                        rsm = raw.get("rejection_sample_method", "standard")
+                    data["rejection_sample_method"] = rsm
+                    data["lossy"] = rsm not in LOSSLESS_METHODS
+                    if isinstance(args.get("model"), str) and "config_id_error" not in data:
+                        numerics = identity_arguments(args)  # every output-changing argument echoed
+                        numerics.update({k: args[k] for k in IDENTITY_OPTIONS if args.get(k) is not None})
+                        try:
+                            data["config_id"] = config_id(args["model"], spec, **numerics)
+                        except ValueError as exc:
+                            data["config_id_error"] = str(exc)
+                    events.append(AuditEvent(n, "speculative_config", stripped, data))
+            m = _ENGINE_SPEC.search(line)
+            if m:
+                method, model, k = (_literal(g) if g != "None" else None for g in m.groups())
+                events.append(
+                    AuditEvent(
+                        n,
+                        "speculative_config",
+                        m.group(0),
+                        {
+                            "source": "engine",
+                            "speculative_config": {"method": method, "model": model, "num_speculative_tokens": k},
+                        },
+                    )
                 )
-            )
+    except DataError:
+        raise
+    except ValueError as exc:  # a 5,000-digit number in a log line, ...
+        raise DataError(f"this line cannot be read: {exc}", file=path, line=n) from exc
     return AuditReport(path, tuple(events), expected_id, tuple(startup))
 
 

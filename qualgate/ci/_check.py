@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qualgate.evidence.contract import Verdict
-from qualgate.evidence.gate_report import KEY_ENV, LOSSLESS, Evidence, ReportError, resolved_method
+from qualgate.evidence.gate_report import LOSSLESS, Evidence, ReportError, evidence_key, resolved_method
 from qualgate.vllm033.deployments import NoServeCommand
 from qualgate.vllm033.rules import cite
 from qualgate.vllm033.serving import ServingConfig, read_serving_config
@@ -47,11 +46,25 @@ from ._chain import chain_reasons
 from ._lint import lint_config, method_unknown_offline, stated_method
 from ._verify import verify
 
-__all__ = ["DEFAULT_MAX_AGE", "DEFAULT_MAX_ALPHA", "DEFAULT_MAX_MARGIN", "CheckResult", "check", "parse_age"]
+__all__ = [
+    "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_ALPHA",
+    "DEFAULT_MAX_MARGIN",
+    "WAIVABLE_KEYS",
+    "CheckResult",
+    "check",
+    "parse_age",
+]
 
 DEFAULT_MAX_MARGIN = 0.02  #: 2 accuracy points
 DEFAULT_MAX_ALPHA = 0.05
 DEFAULT_MAX_AGE = "30d"
+#: The only ``speculative_config`` keys ``--allow-key`` may leave out of the config id: where
+#: the drafter runs, not what it proposes or how drafts are accepted
+#: (``config/speculative.py:406-430, 468-478``). Every other key (the method, the drafter, K,
+#: the verifier, the FLy and sampling keys) can change what the lossy verifier accepts, so
+#: no escape hatch waives it.
+WAIVABLE_KEYS = ("draft_tensor_parallel_size", "enforce_eager", "disable_lookahead_block_hashes")
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 86400}
 
@@ -65,7 +78,10 @@ def parse_age(text: str) -> _dt.timedelta:
     m = _AGE.match(str(text))
     if not m:
         raise ValueError(f"max_age must be a number with a unit s, m, h, d or w (e.g. '30d'), got {text!r}")
-    return _dt.timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not seconds < _dt.timedelta.max.total_seconds():  # older than any date: no limit
+        return _dt.timedelta.max
+    return _dt.timedelta(seconds=seconds)
 
 
 def _fmt_age(td: _dt.timedelta) -> str:
@@ -169,6 +185,7 @@ def check(
     assume_entrypoint: str | None = None,
     drafter_model_type: str | None = None,
     against_target: bool = False,
+    progress=None,
 ) -> CheckResult:
     """Decide whether ``config`` may be deployed (see the module docstring).
 
@@ -209,6 +226,8 @@ def check(
     against_target : bool
         Refuse evidence against a lossless speculative baseline that has no passing lossless
         leg against target-only (a chained report: :mod:`qualgate.ci._chain`).
+    progress : callable, optional
+        ``progress(stage)``, called as each stage of the records' recomputation starts.
 
     Raises
     ------
@@ -221,7 +240,7 @@ def check(
     if isinstance(max_age, str):
         max_age = parse_age(max_age)
     now = now or _dt.datetime.now(_dt.UTC)
-    key = key if key is not None else os.environ.get(KEY_ENV) or None
+    key = evidence_key(key)
     cfg = (
         config
         if isinstance(config, ServingConfig)
@@ -244,6 +263,8 @@ def check(
         )
     cfg = stated_method(cfg, drafter_model_type)
 
+    not_waivable = sorted(set(allow_keys) - set(WAIVABLE_KEYS))
+    allow_keys = tuple(k for k in allow_keys if k in WAIVABLE_KEYS)
     unknown = sorted(set(spec or {}) - set(SPECULATIVE_KEYS) - set(allow_keys))
     notes: list[str] = list(cfg.notes)
     if allow_keys and spec:
@@ -258,13 +279,51 @@ def check(
             if lossy:  # a lossless config needs no id; lint reports what is wrong with it
                 raise
 
+    unclassed = cfg.arguments_by_class()["unknown"]
     if not lossy:
         why = "no speculative decoding" if method == "target" else f"{method} verification"
         notes.append(f"lossless ({why}): no evidence needed")
         if unknown:
             notes.append(f"keys outside qualgate's config id: {', '.join(unknown)}")
+        if unclassed:
+            notes.append(f"arguments qualgate does not class: {', '.join(unclassed)}")
         return CheckResult(cfg, cid, False, method, (), None, tuple(notes))
 
+    if unclassed:
+        from qualgate.vllm033.arguments import ARGUMENTS
+
+        named = [
+            f"{k} ({ARGUMENTS[k].cite})" if k in ARGUMENTS else f"{k} (not an option vLLM 0.33 registers)"
+            for k in unclassed
+        ]
+        return CheckResult(
+            cfg,
+            cid,
+            True,
+            method,
+            (
+                f"the lossy config sets argument(s) whose effect on outputs qualgate has not classed: "
+                f"{'; '.join(named)}; no evidence can be bound to what they do (remove them, or classify "
+                "them in qualgate/vllm033/arguments.py)",
+            ),
+            None,
+            tuple(notes),
+        )
+
+    if not_waivable:
+        return CheckResult(
+            cfg,
+            None,
+            True,
+            method,
+            (
+                f"--allow-key {', '.join(not_waivable)}: these keys can change what a lossy verifier "
+                f"accepts, so no escape hatch may leave them out of the config id; --allow-key "
+                f"accepts only {', '.join(WAIVABLE_KEYS)}",
+            ),
+            None,
+            tuple(notes),
+        )
     if unknown:
         return CheckResult(
             cfg,
@@ -273,9 +332,12 @@ def check(
             method,
             (
                 f"the lossy config sets speculative_config key(s) {unknown} that qualgate's config "
-                "id does not model, so no gate report can be bound to it; remove them, or pass "
-                + " ".join(f"--allow-key {k}" for k in unknown)
-                + " if they do not change outputs",
+                "id does not model, so no gate report can be bound to it; remove them"
+                + (
+                    ", or pass " + " ".join(f"--allow-key {k}" for k in unknown) + " if they do not change outputs"
+                    if set(unknown) <= set(WAIVABLE_KEYS)
+                    else f" (--allow-key may waive only {', '.join(WAIVABLE_KEYS)})"
+                ),
             ),
             None,
             tuple(notes),
@@ -319,7 +381,8 @@ def check(
     }
     reasons = _binding(report, cfg, cid, allow_keys, epath, info, allow_missing_dependence, suite_policy)
     reasons += _limits(report, max_margin, max_alpha)
-    verified, found_mtime, why = verify(report, Path(evidence), records, key, trust_unsigned)
+    reasons += _design(report, cid)
+    verified, found_mtime, why = verify(report, Path(evidence), records, key, trust_unsigned, progress)
     info["verified"] = verified
     reasons += why
     reasons += _age(report, max_age, now, found_mtime)
@@ -338,6 +401,12 @@ def check(
     )
     reasons += chained
     notes += chain_notes
+    if "signature" not in verified and not reasons:
+        notes.append(
+            "not verifiable without QUALGATE_EVIDENCE_KEY: the report's created_at (a report re-dated "
+            "looks fresh) and its plan and baseline description; the records give the verdicts again, "
+            "but not who wrote them or when (docs/ci.md, 'What needs the key')"
+        )
     if "trusted-unsigned" in verified:
         notes.append(
             "the report was neither recomputed from its records nor signed: accepted only because of --trust-unsigned"
@@ -357,7 +426,8 @@ def _binding(
             f"no candidate in {epath} has this config's id {cid} (its candidates: {listed}); "
             f"the id is computed from: {_describe(cfg, allow_keys)}. Gate exactly this "
             "config: the harness config must resolve to the same model, speculative_config "
-            "(an unset fly_window_size is min(6, K - 1)) and dtype/quantization/kv_cache_dtype"
+            "(an unset fly_window_size is min(6, K - 1)) and output-changing arguments (dtype, "
+            "quantization, kv_cache_dtype, max_model_len, revision, tokenizer, hf_overrides, ...)"
         )
     else:
         info["candidate"] = {
@@ -375,8 +445,8 @@ def _binding(
         elif cand.missing.verdict_worst_case is not Verdict.PASS and not allow_missing_dependence:
             m = cand.missing
             reasons.append(
-                f"the PASS depends on incomplete pairs: with the {m.imputed_as_lost} candidate-side "
-                f"errors or gaps on baseline-correct questions counted as lost the verdict is "
+                f"the PASS depends on incomplete pairs: with the {m.imputed_as_lost} errors or gaps "
+                f"that may hide a loss counted as lost the verdict is "
                 f"{m.verdict_worst_case} (gate without --missing drop, or pass --allow-missing-dependence)"
             )
         if suite_policy is not None:
@@ -399,6 +469,34 @@ def _binding(
             f"{bmethod!r} verification; mode label {base.mode!r}): evidence must compare "
             "against a lossless baseline"
         )
+    return reasons
+
+
+def _design(report: Evidence, cid) -> list[str]:
+    """Settings that make a report no evidence whatever its verdict (issue 34 items 1 and 6)."""
+    s, reasons = report.settings, []
+    if report.design == "sequential":
+        if s.order != "seeded":
+            reasons.append(
+                f"the sequential report took the questions in order {s.order!r}: an always-valid test is "
+                "valid only in an order fixed before the outcomes are seen, so only the seeded order "
+                "(gate --sequential --order seeded, as qualgate run --sequential schedules it) is evidence"
+            )
+        elif s.order_seed != 0:
+            reasons.append(
+                f"the sequential report's order seed is {s.order_seed}, not the default 0: a seed chosen "
+                "after the outcomes can pick a favourable order, so only seed 0 is evidence"
+            )
+    cand = report.candidate(cid)
+    if cand is not None:
+        incomplete = cand.missing.incomplete or {}
+        differ = {k: incomplete[k] for k in ("prompt_hash_differences", "suite_version_differences") if k in incomplete}
+        if differ:
+            reasons.append(
+                "the report paired records whose prompts differ ("
+                + ", ".join(f"{v} pairs differ in {k.removesuffix('_differences')}" for k, v in differ.items())
+                + ", gate --prompt-mismatch report): evidence must come from pairs that asked the same prompts"
+            )
     return reasons
 
 

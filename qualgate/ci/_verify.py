@@ -23,13 +23,14 @@ from ..errors import DataError
 __all__ = ["verify"]
 
 
-def verify(report: Evidence, where: Path, records, key, trust_unsigned):
-    """``(how it was verified, newest record mtime, reasons)`` (condition 5 of :mod:`._check`)."""
+def verify(report: Evidence, where: Path, records, key, trust_unsigned, progress=None):
+    """``(how it was verified, newest record mtime, reasons)`` (condition 5 of :mod:`._check`);
+    ``progress(stage)`` is called as each stage of the recomputation starts."""
     verified, reasons, newest = [], [], None
     located, why = _locate(report, where, records)
     reasons += why
     if located is not None:
-        mismatch = _recompute(report, located)
+        mismatch = _recompute(report, located, progress or (lambda stage: None))
         if mismatch:
             reasons.append("the verdicts recomputed from the record files differ from the report: " + mismatch)
         else:
@@ -85,19 +86,21 @@ def _locate(report: Evidence, where: Path, records):
         return {p: by_digest[h] for _, p, h in wanted}, []
     found, changed = {}, []
     for side, p, h in wanted:
-        for cand in (Path(p), where.parent / p):
-            if cand.is_file():
-                if digest(cand) == h:
-                    found[p] = str(cand)
-                else:
-                    changed.append(f"{cand} ({side})")
-                break
+        # a relative path is the report's: beside the report first, then the working directory;
+        # the file with the report's digest wins, a different one elsewhere does not refuse it
+        places = [Path(p)] if Path(p).is_absolute() else [where.parent / p, Path(p)]
+        present = [c for c in dict.fromkeys(places) if c.is_file()]
+        match = next((c for c in present if digest(c) == h), None)
+        if match is not None:
+            found[p] = str(match)
+        elif present:
+            changed.append(f"{present[0]} ({side})")
     if changed:
         return None, [f"record files were changed after the report (their SHA-256 differs): {', '.join(changed[:3])}"]
     return (found if len(found) == len(wanted) else None), []
 
 
-def _recompute(report: Evidence, located: dict[str, str]) -> str:
+def _recompute(report: Evidence, located: dict[str, str], progress) -> str:
     """Empty when the records give the report's verdicts and statistics, else the first differences."""
     from qualgate.verdict.fixed import gate
     from qualgate.verdict.pairing import load_side, pair_records
@@ -111,19 +114,23 @@ def _recompute(report: Evidence, located: dict[str, str]) -> str:
         def side(i, files):
             d = Path(tmp) / str(i)
             d.mkdir()
-            for f in files:
-                (d / Path(f.path).name).symlink_to(Path(located[f.path]).resolve())
+            for k, f in enumerate(files):  # numbered: two files of one side may share a name
+                (d / f"{k:05d}-{Path(f.path).name}").symlink_to(Path(located[f.path]).resolve())
             return load_side(d, **opts)
 
         try:
+            progress("recomputing: reading the baseline's records")
             base = side("b", report.baseline.files)
-            pairings = [
-                pair_records(base, side(i, c.side.files), on_missing=s.on_missing, max_errors=s.max_errors)
-                for i, c in enumerate(report.candidates)
-            ]
+            pairings = []
+            for i, c in enumerate(report.candidates):
+                progress(f"recomputing: reading and pairing candidate {i + 1} of {len(report.candidates)}")
+                pairings.append(
+                    pair_records(base, side(i, c.side.files), on_missing=s.on_missing, max_errors=s.max_errors)
+                )
         except DataError as exc:
             return f"the records cannot be gated with the report's settings: {exc}"
         names = [c.name for c in report.candidates]
+        progress(f"recomputing the verdicts of {len(names)} candidate(s)")
         if isinstance(s, FixedSettings):
             rules = policy_from_dict(s.suite_policy) if s.suite_policy else None
             again = gate(

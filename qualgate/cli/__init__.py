@@ -20,7 +20,7 @@ import click
 
 from ..errors import DataError, ExitCode
 
-__all__ = ["FiniteFloatRange", "cli", "main"]
+__all__ = ["FiniteFloatRange", "Fraction", "cli", "main"]
 
 # command name -> "module:attribute"
 _COMMANDS = {
@@ -55,18 +55,44 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
+class Fraction(FiniteFloatRange):
+    """A fraction in (0, 1); a value in [1, 100) is refused with the fraction it may have
+    meant (``--margin 2`` -> ``0.02``: margins are fractions, not points)."""
+
+    def __init__(self):
+        super().__init__(0, 1, min_open=True, max_open=True)
+
+    def convert(self, value, param, ctx):
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            number = float(value)
+            if 1 <= number < 100:
+                self.fail(
+                    f"{value} is not in (0, 1): give a fraction, not percentage points "
+                    f"({number:g} points is {number / 100:g}: did you mean {number / 100:g}?)",
+                    param,
+                    ctx,
+                )
+            raise
+
+
 class _DataErrorExit(click.ClickException):
     exit_code = int(ExitCode.DATA)
 
     def format_message(self) -> str:
-        return f"invalid data: {self.message}"
+        from qualgate.formatting import inert
+
+        return inert(f"invalid data: {self.message}")
 
 
 class _ValueErrorExit(click.ClickException):
     exit_code = int(ExitCode.USAGE)
 
     def format_message(self) -> str:
-        return f"invalid value: {self.message}"
+        from qualgate.formatting import inert
+
+        return inert(f"invalid value: {self.message}")
 
 
 class _Group(click.Group):
@@ -103,6 +129,9 @@ def cli():
     Exit codes: 0 success / PASS, 1 FAIL or findings, 2 usage error,
                 3 invalid data or configuration, 4 INCONCLUSIVE.
     """
+    from ..formatting import show_engine_warnings
+
+    show_engine_warnings()
 
 
 def main(argv=None):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from qualgate.formatting import inert
+
 from ..errors import DataError, ExitCode
 
 FORMATS = ("text", "json")
@@ -98,7 +100,7 @@ def lint(configs, fail_on, fmt, manifests, assume_entrypoint, drafter_model_type
             )
         except DataError as exc:
             unreadable = True
-            click.echo(f"invalid data: {exc}", err=True)
+            click.echo(inert(f"invalid data: {exc}"), err=True)
     failed = any(r.at_or_above(fail_on) for r in reports)
     if fmt == "json":
         _emit_json([r.to_dict() for r in reports])
@@ -113,9 +115,9 @@ def lint(configs, fail_on, fmt, manifests, assume_entrypoint, drafter_model_type
                 props += f",title={_gh_escape('qualgate ' + f.rule, prop=True)}"
                 click.echo(f"::{level} {props}::{_gh_escape(f.message)}")
             else:
-                click.echo(f"{_where(path, f.line)}: {f.severity}: {f.message} [{f.rule}]")
+                click.echo(inert(f"{_where(path, f.line)}: {f.severity}: {f.message} [{f.rule}]"))
         for note in r.notes if fmt != "json" else ():
-            click.echo(f"{path}: note: {note}", err=True)
+            click.echo(inert(f"{path}: note: {note}"), err=True)
         if fmt == "text":
             c = r.counts()
             what = (
@@ -124,7 +126,7 @@ def lint(configs, fail_on, fmt, manifests, assume_entrypoint, drafter_model_type
                 else "clean"
             )
             cid = f", config id {r.config_id}" if r.config_id else ""
-            click.echo(f"{path}: {r.config.format}{cid}{', lossy' if r.lossy else ''}: {what}")
+            click.echo(inert(f"{path}: {r.config.format}{cid}{', lossy' if r.lossy else ''}: {what}"))
     if unreadable:
         return ExitCode.DATA
     return ExitCode.FAIL if failed else ExitCode.OK
@@ -205,7 +207,8 @@ def _check_markdown(result) -> str:
     "allow_keys",
     multiple=True,
     help="A speculative_config key outside qualgate's config id that does not change "
-    "outputs (e.g. draft_tensor_parallel_size); repeatable.",
+    "outputs: only draft_tensor_parallel_size, enforce_eager or disable_lookahead_block_hashes "
+    "(a key that can change lossiness is never waived); repeatable.",
 )
 @click.option(
     "--policy-file",
@@ -260,34 +263,37 @@ def check(
 
     from ..ci import check as check_config
     from ..ci import parse_age
+    from .run import stage_progress
 
-    result = check_config(
-        config,
-        evidence,
-        max_margin=max_margin,
-        max_alpha=max_alpha,
-        max_age=parse_age(max_age),
-        allow_keys=tuple(allow_keys),
-        records=records,
-        trust_unsigned=trust_unsigned,
-        allow_missing_dependence=allow_missing_dependence,
-        suite_policy=read_policy(policy_file) if policy_file else None,
-        manifests=tuple(manifests),
-        assume_entrypoint=assume_entrypoint,
-        drafter_model_type=drafter_model_type,
-        against_target=against_target,
-    )
+    with stage_progress("qualgate check") as bar:  # (lines only when it takes a while)
+        result = check_config(
+            config,
+            evidence,
+            max_margin=max_margin,
+            max_alpha=max_alpha,
+            max_age=parse_age(max_age),
+            allow_keys=tuple(allow_keys),
+            records=records,
+            trust_unsigned=trust_unsigned,
+            allow_missing_dependence=allow_missing_dependence,
+            suite_policy=read_policy(policy_file) if policy_file else None,
+            manifests=tuple(manifests),
+            assume_entrypoint=assume_entrypoint,
+            drafter_model_type=drafter_model_type,
+            against_target=against_target,
+            progress=None if bar is None else bar.at,
+        )
     if fmt == "json":
         _emit_json(result.to_dict())
     else:
         head = "allowed" if result.allowed else "refused"
         kind = "lossy" if result.lossy else "lossless"
-        click.echo(f"{result.config.path}: {head} ({result.method}, {kind}; config id {result.config_id})")
+        _say(f"{result.config.path}: {head} ({result.method}, {kind}; config id {result.config_id})")
         ev = result.evidence
         if ev and ev.get("candidate"):
             c = ev["candidate"]
             how = ", ".join(ev["verified"]) or "not verified"
-            click.echo(
+            _say(
                 f"  evidence {ev['path']}: candidate {c['name']} {c['verdict']}, policy "
                 f"{ev['policy']}, margin {ev['margin']}, created {ev['created_at']}; "
                 f"verified by: {how}"
@@ -301,13 +307,18 @@ def check(
                 f"{', '.join(chain['verified']) or 'not verified'})"
             )
         for reason in result.reasons:
-            click.echo(f"  refused: {reason}")
+            _say(f"  refused: {reason}")
         for note in result.notes:
-            click.echo(f"  note: {note}")
+            _say(f"  note: {note}")
     from qualgate.formatting import append_step_summary
 
     append_step_summary(_check_markdown(result))
     return ExitCode.OK if result.allowed else ExitCode.FAIL
+
+
+def _say(line: str) -> None:
+    """One line of the check's text output; a newline inside it (a file name) is escaped."""
+    click.echo(inert(line.replace("\n", "\\n")))
 
 
 # --------------------------------------------------------------------------- audit-log

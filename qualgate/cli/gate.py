@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import os
+
 import click
 
 from qualgate.config.options import (
@@ -14,11 +17,12 @@ from qualgate.config.options import (
     POLICIES,
     WEIGHTINGS,
 )
+from qualgate.formatting import inert
 
-from . import FiniteFloatRange
+from . import FiniteFloatRange, Fraction
 from .importing import import_options, options_from
 
-_FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
+_FRACTION = Fraction()
 _ALPHA = FiniteFloatRange(0, 0.5, min_open=True, max_open=True)
 _PATH = click.Path(exists=True, path_type=str)
 _OUT = click.Path(dir_okay=False, path_type=str)
@@ -84,7 +88,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 
     # a gate report is written as evidence: signed when QUALGATE_EVIDENCE_KEY is set
     doc = to_json(report.evidence().signed() if hasattr(report, "evidence") else report)
-    click.echo(doc if fmt == "json" else text(report), nl=fmt == "json")
+    click.echo(doc if fmt == "json" else inert(text(report)), nl=fmt == "json")
     if output:
         write_atomic(output, doc + "\n")
     page = md(report)
@@ -158,7 +162,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 )
 @click.option(
     "--max-questions",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=10**15),  # the most a gate report holds
     default=None,
     help="With --sequential: question budget per candidate.",
 )
@@ -175,7 +179,8 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
     default="worst-case",
     show_default=True,
     help="Which verdict decides when pairs are incomplete (--on-missing drop, --max-errors): with "
-    "candidate-side gaps and errors on baseline-correct questions counted as lost, or with them "
+    "the gaps and errors that may hide a loss (a candidate gap where the baseline was correct, a "
+    "baseline gap where the candidate is not) counted as lost, or with them "
     "dropped. Both are reported; qualgate check refuses a PASS that needs 'drop'.",
 )
 @click.option(
@@ -193,6 +198,7 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 )
 @_records_options
 @click.option("--html", type=_OUT, help="Also write a self-contained HTML page (plots, flips) to this file.")
+@click.option("--wide", is_flag=True, help="Every column of the text table (p-values, interval); default: 100 columns.")
 def gate(
     baseline,
     candidates,
@@ -220,6 +226,7 @@ def gate(
     output,
     markdown,
     html,
+    wide,
     **kwargs,
 ):
     """Decide whether each CANDIDATE loses quality against BASELINE.
@@ -238,6 +245,13 @@ def gate(
     """
     if (margin is None) == (policy_file is None):
         raise click.UsageError("give --margin or --policy-file (one of them)")
+    for cand in candidates:
+        if _same_file(baseline, cand):
+            click.echo(
+                f"warning: candidate {cand} is the baseline itself: every pair agrees, so it passes "
+                "whatever the configuration (qualgate run refuses such a plan)",
+                err=True,
+            )
     from qualgate.judge import judged_gate
 
     judged = judged_gate(baseline, candidates, margin, alpha, judge_units=judge_units)
@@ -292,20 +306,32 @@ def gate(
     from qualgate.verdict.fixed import run_gate
     from qualgate.verdict.policy import read_policy
 
+    from .run import stage_progress
+
     suite_policy = read_policy(policy_file) if policy_file else None
-    report = run_gate(
-        baseline,
-        list(candidates),
-        policy=policy,
-        margin=margin,
-        alpha=alpha,
-        weighting=weighting,
-        inconclusive=inconclusive,
-        suite_policy=suite_policy,
-        **records,
-        **foreign,
-    )
-    return _emit(report, fmt, output, markdown, render_text, render_markdown, html)
+    with stage_progress("qualgate gate") as bar:  # (lines only when it takes a while)
+        report = run_gate(
+            baseline,
+            list(candidates),
+            policy=policy,
+            margin=margin,
+            alpha=alpha,
+            weighting=weighting,
+            inconclusive=inconclusive,
+            suite_policy=suite_policy,
+            progress=bar.at,
+            **records,
+            **foreign,
+        )
+    text = functools.partial(render_text, wide=wide)
+    return _emit(report, fmt, output, markdown, text, render_markdown, html)
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _describe(path):

@@ -9,7 +9,7 @@ import click
 from qualgate.config.options import POLICIES
 
 from ..errors import ExitCode
-from . import FiniteFloatRange
+from . import FiniteFloatRange, Fraction
 
 # library argument name (first word of its ValueError) -> the option that set it
 _OPTION_OF = {
@@ -63,7 +63,7 @@ class _NumberList(click.ParamType):
         return out
 
 
-_PROBABILITY = FiniteFloatRange(0, 1, min_open=True, max_open=True)
+_PROBABILITY = Fraction()
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -16,16 +16,83 @@ from . import FiniteFloatRange
 __all__ = ["merge", "report", "run"]
 
 
-def progress_factory(quiet: bool):
-    """``progress(label, total)`` for :func:`qualgate.run.runner.run_plan`: a bar with ETA on
-    stderr (click prints only the label when stderr is not a terminal), or nothing."""
+#: seconds between progress lines when stderr is not a terminal (a CI log); the environment
+#: variable QUALGATE_PROGRESS_EVERY_S overrides it
+PROGRESS_EVERY_S = 5.0
+
+
+def progress_every_s() -> float:
+    """Seconds between progress lines: ``QUALGATE_PROGRESS_EVERY_S``, else :data:`PROGRESS_EVERY_S`."""
+    value = os.environ.get("QUALGATE_PROGRESS_EVERY_S")
+    try:
+        return float(value) if value else PROGRESS_EVERY_S
+    except ValueError:
+        raise click.UsageError(f"QUALGATE_PROGRESS_EVERY_S must be a number of seconds, got {value!r}") from None
+
+
+class LineProgress:
+    """Progress of one step as periodic lines on ``file`` (stderr not a terminal: a CI log).
+
+    While the step runs, a line ``label: done/total (pct), elapsed s`` is written every
+    ``every_s`` seconds, whether or not work finished in between (a batch can take longer
+    than that), so that a log never goes quiet for longer during a long step.
+    """
+
+    def __init__(self, label: str, total: int, *, file=None, every_s: float | None = None):
+        import threading
+
+        self.label, self.total, self.every_s = label, total, every_s or progress_every_s()
+        self.stage = ""  #: with ``total`` 0: what the step is doing now (:meth:`at`)
+        self.file = file or sys.stderr
+        self.done = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"progress-{label}", daemon=True)
+
+    def __enter__(self):
+        import time
+
+        self.t0 = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
+
+    def update(self, n: int) -> None:
+        self.done += n
+
+    def at(self, stage: str) -> None:
+        """The hook a step without a count calls as it goes (``run_gate``'s, ``check``'s)."""
+        self.stage = stage
+
+    def line(self) -> str:
+        import time
+
+        elapsed = f"{time.perf_counter() - self.t0:.0f} s"
+        if not self.total:
+            return f"{self.label}: {self.stage or 'working'}, {elapsed}"
+        return f"{self.label}: {self.done}/{self.total} ({self.done / self.total:.0%}), {elapsed}"
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every_s):
+            click.echo(self.line(), file=self.file)
+
+
+def progress_factory(quiet: bool, *, every_s: float | None = None):
+    """``progress(label, total)`` for :func:`qualgate.run.runner.run_plan`: on stderr, a bar
+    with ETA on a terminal, else a :class:`LineProgress` line every ``every_s`` seconds
+    (default :data:`PROGRESS_EVERY_S`); None with ``quiet``."""
     if quiet:
         return None
 
     def progress(label, total):
+        if not sys.stderr.isatty():
+            return LineProgress(label, total, every_s=every_s)
         return click.progressbar(
             length=total,
-            label=f"{label:<16}" if sys.stderr.isatty() else label,
+            label=f"{label:<16}",
             file=sys.stderr,
             show_eta=True,
             show_pos=True,
@@ -33,6 +100,17 @@ def progress_factory(quiet: bool):
         )
 
     return progress
+
+
+def stage_progress(label: str, quiet: bool = False):
+    """A :class:`LineProgress` for a step without a count (a gate, ``check``'s recomputation),
+    in both modes: a line every :func:`progress_every_s` seconds from then on, saying which
+    stage the step is at (its ``at`` is the hook the library calls); nothing with ``quiet``."""
+    import contextlib
+
+    if quiet:
+        return contextlib.nullcontext(None)
+    return LineProgress(label, 0)
 
 
 def emit_report(out, fmt: str, markdown: str | None, html: str | None = None) -> None:
@@ -104,6 +182,12 @@ def _shard_option(ctx, param, value):
     "--resume", is_flag=True, help="Continue the run in OUT: skip records already written, retry 'error' records."
 )
 @click.option("--keep-errors", is_flag=True, help="With --resume: keep 'error' records instead of retrying them.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Run only the first N questions of each suite (in the suite's order; a smaller limit of the plan stays).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or diagnostics on stderr.")
 @click.option(
     "--max-errors",
@@ -127,7 +211,7 @@ def _shard_option(ctx, param, value):
 )
 @click.option(
     "--max-questions",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=10**15),  # the most a gate report holds
     default=None,
     help="With --sequential: question budget per candidate (INCONCLUSIVE when reached).",
 )
@@ -202,6 +286,7 @@ def run(
     out,
     resume,
     keep_errors,
+    limit,
     quiet,
     max_errors,
     sequential,
@@ -241,7 +326,7 @@ def run(
                 3 invalid data or configuration, records the gate refuses,
                 or an engine that stopped the run (continue it with --resume).
     """
-    from qualgate.config.decoding import load_plan
+    from qualgate.config.decoding import load_plan, with_limit
     from qualgate.run.runner import run_plan
     from qualgate.run.sequential import SequentialSettings
     from qualgate.run.speed import SpeedSettings
@@ -269,7 +354,7 @@ def run(
                     RayCluster(ray_address or None, actors=ray_actors, threads=threads, log=log)
                 ).open
             result = run_plan(
-                load_plan(plan),
+                with_limit(load_plan(plan), limit),
                 out,
                 resume=resume,
                 progress=progress_factory(quiet),
@@ -388,6 +473,17 @@ def _records_written(out) -> int:
 def report(out, fmt, markdown, html):
     """Print the report of run directory OUT: per config, accuracy per suite, no-answer rate,
     mean acceptance length, tokens/s, speed-up over the baseline, and the gate's verdict with
-    the loss bound. With --html, also a self-contained page with plots and the flipped questions."""
+    the loss bound. With --html, also a self-contained page with plots and the flipped questions.
+
+    \b
+    Exit codes: the run's gate's, 0 PASS, 1 FAIL, 4 INCONCLUSIVE, 3 when the gate refused the
+                records or the run has no gate yet (unfinished); 2 usage error.
+    """
+    from qualgate.run.manifest import read_manifest
+
     emit_report(out, fmt, markdown, html)
-    return ExitCode.OK
+    code = (read_manifest(out).get("gate") or {}).get("exit_code")
+    if code is None:
+        click.echo(f"{out}: the run has no gate yet (continue it with qualgate run --resume)", err=True)
+        return ExitCode.DATA
+    return ExitCode(code)

@@ -71,6 +71,30 @@ __all__ = ["sweep"]
     help="Records of a pilot or a stored A/A run of the design (e.g. FLy against standard): state the "
     "questions a fixed design needs at their discordance, and warn when the budget is smaller.",
 )
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Use only the first N questions of each suite (pilot and tests together).",
+)
+@click.option(
+    "--order",
+    type=click.Choice(["declared", "acceptance"]),
+    default=None,
+    help="Order of the points (overrides the grid file's): as declared, or by a pilot's acceptance length.",
+)
+@click.option(
+    "--pilot-questions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With order acceptance: questions of the pilot (overrides the grid file's).",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="torch CPU threads of the reference engine (tiny models run fastest on 1).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Also write the result as markdown to this file.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or diagnostics on stderr.")
@@ -86,6 +110,10 @@ def sweep(
     speed_rounds,
     speed_questions,
     discordance_from,
+    limit,
+    order,
+    pilot_questions,
+    threads,
     fmt,
     markdown,
     quiet,
@@ -102,15 +130,23 @@ def sweep(
     Exit codes: 0 a config was chosen, 1 none passes, 2 usage error,
                 3 invalid plan, grid or records.
     """
-    from qualgate.config.decoding import load_plan
+    import dataclasses
+
+    from qualgate.config.decoding import load_plan, with_limit
     from qualgate.formatting import to_json, write_atomic
     from qualgate.run.speed import SpeedSettings
     from qualgate.run.sweep import load_grid, render_markdown, render_text, run_sweep
 
     from .run import progress_factory
 
-    p = load_plan(plan)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    p = with_limit(load_plan(plan), limit)
     grid = load_grid(grid_path, p)
+    overrides = {"order": order, "pilot_questions": pilot_questions}
+    grid = dataclasses.replace(grid, **{k: v for k, v in overrides.items() if v is not None})
     log = None if quiet else (lambda msg: click.echo(msg, err=True))
     pilot = None
     if discordance_from is not None:

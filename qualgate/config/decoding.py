@@ -19,8 +19,9 @@ block (``max_tokens`` required: vLLM's default of 16 silently truncates reasonin
 
 The **config id** (:func:`config_id`) identifies what a serving engine is asked to run: the
 target model, the resolved speculative config (vLLM's defaults filled in, e.g. FLy's window
-``min(6, K - 1)``) and the options that change numerics (``dtype``, ``quantization``,
-``kv_cache_dtype``). It is computed the same way from a harness config and from a vLLM
+``min(6, K - 1)``) and every argument that can change an output (``dtype``, ``quantization``,
+``kv_cache_dtype``, ``max_model_len``, and the output-changing vLLM arguments of
+:mod:`qualgate.vllm033.arguments`). It is computed the same way from a harness config and from a vLLM
 serving config (``qualgate check``), so evidence binds to exactly the configuration that is
 deployed. Sampling settings are chosen per request by the client, not by the server: they
 belong to the evaluation, are stored in the run manifest and the gate report, and do not
@@ -86,6 +87,7 @@ __all__ = [
     "DecodingConfig",
     "IDENTITY_OPTIONS",
     "Chain",
+    "check_model_sources",
     "Plan",
     "SuiteRef",
     "config_id",
@@ -96,7 +98,8 @@ __all__ = [
 ]
 
 #: Engine options that change the numerics of the served model and so enter the config id.
-IDENTITY_OPTIONS = ("dtype", "quantization", "kv_cache_dtype")
+#: (Every output-changing vLLM argument enters it too: :mod:`qualgate.vllm033.arguments`.)
+IDENTITY_OPTIONS = ("dtype", "quantization", "kv_cache_dtype", "max_model_len")
 SAMPLING_KEYS = (
     "temperature",
     "top_p",
@@ -118,7 +121,6 @@ ENGINE_OPTION_KEYS = (
     "max_num_seqs",
     "max_num_batched_tokens",
     "gpu_memory_utilization",
-    "max_model_len",
     "chat_template_kwargs",
     "seed",
     "batch_invariant",
@@ -304,13 +306,23 @@ def config_id(
         A raw ``speculative_config``; it is resolved first, so an unset FLy window and an
         explicit ``min(6, K - 1)`` give the same id.
     **numerics
-        ``dtype``, ``quantization``, ``kv_cache_dtype``; ``None`` values are ignored.
+        ``dtype``, ``quantization``, ``kv_cache_dtype``, ``max_model_len`` and every other
+        output-changing vLLM 0.33 argument (:mod:`qualgate.vllm033.arguments`, by its
+        destination: ``revision``, ``tokenizer``, ``hf_overrides``, ...); ``None`` values are
+        ignored. Text that is JSON counts as its value (``"40960"`` is ``40960``), so a
+        command line and a YAML mapping give one id; a config that sets none of the newer
+        keys keeps the id it always had.
     """
-    unknown = set(numerics) - set(IDENTITY_OPTIONS)
+    from qualgate.vllm033.arguments import ARGUMENTS, SEPARATE, identity_arguments
+
+    allowed = set(IDENTITY_OPTIONS) | {k for k, a in ARGUMENTS.items() if a.klass == "output"} - SEPARATE
+    unknown = set(numerics) - allowed
     if unknown:
-        raise ValueError(f"config_id takes only {list(IDENTITY_OPTIONS)}, got {sorted(unknown)}")
+        raise ValueError(
+            f"config_id takes only {list(IDENTITY_OPTIONS)} and output-changing vLLM arguments, got {sorted(unknown)}"
+        )
     ident = {"model": str(model), "speculative_config": resolve_speculative(speculative)}
-    ident.update({k: v for k, v in sorted(numerics.items()) if v is not None})
+    ident.update(identity_arguments({k: v for k, v in numerics.items() if v is not None}))
     blob = json.dumps(ident, sort_keys=True, separators=(",", ":"))
     return "cfg-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -370,6 +382,47 @@ def _check_parallel(options: Mapping, *, path) -> None:
         )
 
 
+#: engines that read the model as a name only (the test double)
+_NAMES_ONLY = ("toy",)
+#: a Hugging Face hub id: ``name`` or ``org/name`` of letters, digits, ``-``, ``_``, ``.``
+_HUB_ID = re.compile(r"^(?!.*(?:--|\.\.))[A-Za-z0-9][\w.-]{0,95}(?:/[A-Za-z0-9][\w.-]{0,95})?$")
+
+
+def _check_model_source(model: str, *, path, key: str) -> None:
+    """A model is a directory holding ``config.json`` (a path, relative to the config file or
+    absolute) or a hub id; a file, a device (``/dev/zero``) or a path that does not exist is a
+    config error here, before any engine or hub client is started."""
+    local = Path(model).expanduser()
+    if not local.is_absolute() and path is not None:
+        local = Path(path).parent / local
+    looks_like_path = model.startswith(("/", "./", "../", "~")) or "\\" in model
+    if local.exists() or looks_like_path:
+        if not local.is_dir():
+            what = (
+                "does not exist" if not local.exists() else "is not a directory (a model is a folder with config.json)"
+            )
+            raise _err(f"the model path {local} {what}", path=path, key=key, value=model)
+        if not (local / "config.json").is_file():
+            raise _err(f"the model folder {local} has no config.json", path=path, key=key, value=model)
+        return
+    if not _HUB_ID.match(model):
+        raise _err(
+            "neither an existing model folder nor a Hugging Face hub id (org/name)", path=path, key=key, value=model
+        )
+
+
+def check_model_sources(config: DecodingConfig) -> None:
+    """Refuse a target or drafter that is neither a model folder nor a hub id (a
+    :class:`DataError` naming the config file, line and field), before an engine or the hub
+    client starts; the test double (``engine: toy``) reads names only."""
+    if config.engine in _NAMES_ONLY:
+        return
+    _check_model_source(config.model, path=config.path, key="model")
+    drafter = (config.speculative or {}).get("model")
+    if isinstance(drafter, str):
+        _check_model_source(drafter, path=config.path, key="speculative.model")
+
+
 def parse_config(data: Any, *, path: str | Path | None = None, name: str | None = None) -> DecodingConfig:
     """Validate a decoding config mapping and resolve its defaults."""
     at = _where(path)
@@ -379,8 +432,8 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
         data, "engine", at.at("engine")
     )
     model = _MODEL.get(data, "model", at.at("model"))
-
     raw_spec = data.get("speculative")
+
     try:
         speculative = resolve_speculative(raw_spec)
     except ValueError as exc:
@@ -703,3 +756,17 @@ def _plan_roles(data, configs: Mapping[str, DecodingConfig], path: Path) -> tupl
             )
         gated[cid] = c
     return baseline, tuple(candidates)
+
+
+def with_limit(plan, limit: int | None):
+    """``plan`` with each suite cut to its first ``limit`` questions (a suite's own smaller
+    limit stays): ``qualgate run --limit`` and ``qualgate sweep --limit``, for a small run
+    without writing a new plan."""
+    import dataclasses
+
+    if limit is None:
+        return plan
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    suites = tuple(dataclasses.replace(s, limit=limit if s.limit is None else min(s.limit, limit)) for s in plan.suites)
+    return dataclasses.replace(plan, suites=suites)

@@ -30,8 +30,8 @@ POLICIES = ("noninferiority", "mcnemar")
 WEIGHTINGS = ("pooled", "equal")
 #: ``inconclusive``: the exit code of an INCONCLUSIVE verdict: its own (4), FAIL's or PASS's.
 INCONCLUSIVE_AS = ("inconclusive", "fail", "pass")
-#: ``missing``: which verdict decides when pairs are incomplete: with the candidate-side gaps
-#: on baseline-correct questions counted as lost, or with them dropped.
+#: ``missing``: which verdict decides when pairs are incomplete: with the gaps that may hide
+#: a loss (either side) counted as lost, or with them dropped.
 MISSING = ("worst-case", "drop")
 #: ``on_missing``: keys present on one side only: refuse, or drop them (:mod:`qualgate.verdict.pairing`).
 ON_MISSING = ("error", "drop")

@@ -154,7 +154,13 @@ def load_model(spec, device, dtype, kind) -> Model:
         from transformers import AutoModelForCausalLM
 
         kwargs = {} if dtype is None else {"dtype": dtype}
-        model = AutoModelForCausalLM.from_pretrained(os.fspath(spec), **kwargs)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(os.fspath(spec), **kwargs)
+        except (OSError, ValueError) as exc:  # a hub id that does not exist, no network, a bad folder
+            from qualgate.errors import DataError
+
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DataError(f"the {kind} model cannot be loaded: {first}", field=kind, value=os.fspath(spec)) from exc
         name = os.fspath(spec)
     elif isinstance(spec, torch.nn.Module):
         model = spec

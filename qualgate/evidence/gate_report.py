@@ -69,6 +69,7 @@ __all__ = [
     "canonical",
     "decide_exit",
     "describe_config",
+    "evidence_key",
     "names",
     "now",
 ]
@@ -101,6 +102,25 @@ _SETTINGS = {design: cls.keys() for design, cls in SETTINGS.items()}
 
 class ReportError(DataError):
     """A gate report that the writer would not have written (see the module docstring)."""
+
+
+def evidence_key(key: str | None = None) -> str | None:
+    """The HMAC key: ``key`` when given, else ``$QUALGATE_EVIDENCE_KEY``; ``None`` when unset.
+
+    A key that is set but empty (``QUALGATE_EVIDENCE_KEY=""``, e.g. a CI secret that does not
+    exist in a fork) is a configuration error, never "no key": reading it as unset would turn
+    off the signature checks the workflow asked for.
+    """
+    if key is None:
+        key = os.environ.get(KEY_ENV)
+        if key is None:
+            return None
+    if not key.strip():
+        raise DataError(
+            f"{KEY_ENV} is set but empty: unset it to work without a key, or set the secret",
+            field=KEY_ENV,
+        )
+    return key
 
 
 def now() -> str:
@@ -249,8 +269,8 @@ class Evidence:
 
     def signed(self, key: str | None = None) -> Evidence:
         """This report with an HMAC under ``key`` (default: ``$QUALGATE_EVIDENCE_KEY``; unsigned when unset)."""
-        key = key if key is not None else os.environ.get(KEY_ENV) or None
-        if not key:
+        key = evidence_key(key)
+        if key is None:
             return dataclasses.replace(self, signature=None)
         doc = dataclasses.replace(self, signature=None).to_dict()
         return dataclasses.replace(self, signature={"algorithm": _ALGORITHM, "value": _hmac(doc, key)})

@@ -124,17 +124,56 @@ def _methods(report: GateReport) -> list[str]:
     ]
 
 
-def render_text(report: GateReport) -> str:
+#: the columns of the default (100-column) table; ``wide=True`` shows every one of :func:`_headers`
+NARROW = ("candidate", "suite", "tier", "margin", "pairs", "acc B", "acc C", "lost", "gained", "no-ans B/C")
+
+
+def _narrow(report: GateReport, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
+    """The columns that fit 100 characters: the counts, the loss bound and the verdict (the
+    p-values and the two-sided interval are in ``--wide``, the JSON and the markdown); the
+    suite column only when there are several suites or a policy file."""
+    keep = set(NARROW) | {headers[-2], headers[-1]}
+    single = report.suite_policy is None and all(len(c.suites) <= 1 for c in report.comparisons)
+    if single:
+        keep.discard("suite")
+    idx = [i for i, h in enumerate(headers) if h in keep]
+    return [headers[i] for i in idx], [[row[i] for i in idx] for row in rows]
+
+
+def _gain_note(c) -> str | None:
+    """The sentence a PASS with a bound below zero needs: the candidate gained."""
+    a = c.pooled
+    ub = a.loss_upper_bound
+    if c.verdict != "PASS" or ub is None or ub >= 0:
+        return None
+    return (
+        f"the bound is below zero because the candidate gained ({a.gained} gained against {a.lost} lost): "
+        "the gate tests for a loss larger than the margin, and a gain is not a loss, so it passes"
+    )
+
+
+def render_text(report: GateReport, *, wide: bool = False) -> str:
     """The aligned text table, the share decided by each extractor, one sentence per candidate
-    and any notes."""
-    out = [_header(report), "", text_table(_rows(report), _headers(report))]
-    out += _decided_by(report) + _methods(report) + [""]
+    and any notes. The table fits 100 columns (see :func:`_narrow`) unless ``wide``."""
+    headers, rows = _headers(report), _rows(report)
+    if not wide:
+        headers, rows = _narrow(report, headers, rows)
+    scope = ""
+    if not wide and "suite" not in headers and report.comparisons:
+        scope = f"suite: {report.comparisons[0].pooled.scope}; "
+    table = text_table(rows, headers)
+    out = [_header(report), "", table]
+    if not wide:
+        out.append(f"({scope}p-values and the two-sided interval: --wide or --format json)")
+    out += _decided_by(report) + (_methods(report) if wide else []) + [""]
     for c in report.comparisons:
         a = c.pooled
         unit = (
             f"; {a.pairs_per_question} pairs per question, design effect {a.design_effect:.2f}" if a.clustered else ""
         )
         out.append(f"{c.name}: {c.verdict}: {c.reason}{unit}.")
+        gain = _gain_note(c)
+        out += [f"  note: {gain}"] if gain else []
         out += [f"  note: {n}" for n in c.notes]
     if report.suite_policy is not None:
         out.append(
@@ -161,6 +200,8 @@ def render_markdown(report: GateReport) -> str:
     items = list(_decided_by(report)) + _methods(report)
     for c in report.comparisons:
         items.append(f"**{c.name}**: {c.verdict}: {c.reason}.")
+        gain = _gain_note(c)
+        items += [f"  note: {gain}"] if gain else []
         items += [f"  note: {n}" for n in c.notes]
     items += _divergence(report)
     page = markdown_section(f"qualgate gate: {report.verdict}", _header(report), _rows(report), _headers(report), items)

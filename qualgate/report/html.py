@@ -28,18 +28,30 @@ same public test, and the A/A discordance with :func:`qualgate.verdict.calibrati
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from qualgate.evidence.contract import FixedCandidate, SequentialCandidate
+from qualgate.evidence.contract import FixedCandidate, SequentialCandidate, Verdict
 from qualgate.evidence.gate_report import Evidence
 from qualgate.formatting import fmt_points
 from qualgate.report.divergence import audit_rows
 from qualgate.report.page import MAX_OUTPUT_CHARS, HtmlReport, PageFlip, render_html
 from qualgate.verdict.divergence import divergence_audit
 
-__all__ = ["MAX_OUTPUT_CHARS", "HtmlReport", "PageFlip", "collect_flips", "gate_html", "render_html", "run_html"]
+__all__ = [
+    "MAX_OUTPUT_CHARS",
+    "HtmlReport",
+    "PageFlip",
+    "collect_flips",
+    "gate_html",
+    "headline",
+    "natural_key",
+    "render_html",
+    "run_html",
+]
 
 #: flips listed per candidate; more are counted in the page but not listed
 MAX_FLIPS_PER_CANDIDATE = 2000
@@ -48,6 +60,11 @@ SEQUENTIAL_LOOKS = 40
 
 
 # ----------------------------------------------------------------------------- flips
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key reading digit runs as numbers: ``test-0-2`` before ``test-0-13`` before ``test-0-100``."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", str(text)))
 
 
 def collect_flips(baseline, candidate, name: str, prompts: Mapping | None = None) -> list[PageFlip]:
@@ -63,7 +80,13 @@ def collect_flips(baseline, candidate, name: str, prompts: Mapping | None = None
         PageFlip(name, f, (prompts or {}).get((f.suite, f.question_id))) for f in find_flips(baseline, candidate).flips
     ]
     flips.sort(
-        key=lambda p: (p.flip.kind != "lost", p.flip.suite, p.flip.question_id, p.flip.seed, p.flip.sample_index)
+        key=lambda p: (
+            p.flip.kind != "lost",
+            p.flip.suite,
+            natural_key(p.flip.question_id),
+            p.flip.seed,
+            p.flip.sample_index,
+        )
     )
     return flips
 
@@ -102,8 +125,22 @@ def _loss(c) -> float | None:
     return c.loss
 
 
-def _verdict_rows(gate: Evidence, summaries: Mapping[str, Any]) -> list[dict]:
+def _verdict_rows(gate: Evidence, summaries: Mapping[str, Any], baseline: Mapping | None = None) -> list[dict]:
+    """One row per candidate, after the baseline's (``baseline``: its name and accuracy)."""
     rows = []
+    if baseline is not None:
+        rows.append(
+            {
+                "name": baseline["name"],
+                "mode": gate.baseline.mode,
+                "verdict": "baseline",
+                "loss": None,
+                "loss_upper": None,
+                "accuracy": baseline["accuracy"],
+                "speedup": None,
+                "reason": "the configuration every candidate is compared with",
+            }
+        )
     for c in gate.candidates:
         s = summaries.get(c.name)
         rows.append(
@@ -119,6 +156,31 @@ def _verdict_rows(gate: Evidence, summaries: Mapping[str, Any]) -> list[dict]:
             }
         )
     return rows
+
+
+def _accuracy(records) -> float | None:
+    """Correct among the graded records (``error`` ones left out), as the run report counts it."""
+    graded = [r for r in records if r.outcome not in ("error", "judge_error")]
+    return sum(r.outcome == "correct" for r in graded) / len(graded) if graded else None
+
+
+def headline(gate: Evidence) -> str:
+    """The page's first line: the verdict and the worst candidate (FAIL before INCONCLUSIVE
+    before PASS, then the highest loss upper bound)."""
+    rank = {Verdict.FAIL: 0, Verdict.INCONCLUSIVE: 1, Verdict.PASS: 2}
+    if not gate.candidates:
+        return f"Verdict {gate.verdict}: no candidates."
+
+    def key(c):
+        ub = c.loss_upper_bound
+        return rank.get(c.verdict, 1), -(ub if ub is not None and math.isfinite(ub) else math.inf)
+
+    worst = min(gate.candidates, key=key)
+    bound = "" if worst.loss_upper_bound is None else f", loss at most {fmt_points(worst.loss_upper_bound)} points"
+    return (
+        f"Verdict {gate.verdict}. Worst candidate: {worst.name} ({worst.verdict}{bound}; "
+        f"margin {fmt_points(gate.settings.margin)} points)."
+    )
 
 
 def _sequential_paths(gate: Evidence, pairings: Mapping[str, Any]) -> list[dict]:
@@ -267,8 +329,9 @@ def run_html(out: str | Path) -> str:
         HtmlReport(
             title=f"qualgate run {report.run_id}",
             subtitle=subtitle,
+            headline=headline(gate),
             margin=100 * report.margin,
-            verdicts=_verdict_rows(gate, summaries),
+            verdicts=_verdict_rows(gate, summaries, {"name": base, "accuracy": summaries[base].accuracy}),
             forest=_forest(gate),
             speed=_speed_points(gate, summaries),
             acceptance=[(c.name, c.acceptance_length) for c in report.configs if c.acceptance_length],
@@ -320,8 +383,9 @@ def gate_html(gate: Evidence | Mapping, baseline, candidates: Sequence, **read) 
         HtmlReport(
             title="qualgate gate",
             subtitle=subtitle,
+            headline=headline(gate),
             margin=100 * s.margin,
-            verdicts=_verdict_rows(gate, {}),
+            verdicts=_verdict_rows(gate, {}, {"name": "baseline", "accuracy": _accuracy(base.records)}),
             forest=_forest(gate),
             speed=[],
             acceptance=[],
@@ -342,7 +406,7 @@ def _provenance(manifest: Mapping) -> list[tuple[str, str]]:
         ("run id", manifest.get("run_id", "?")),
         ("status", manifest.get("status", "?")),
         ("started", str(manifest.get("started_at"))),
-        ("finished", str(manifest.get("finished_at"))),
+        ("finished", str(manifest.get("ended_at") or "not yet")),
         ("seeds", ", ".join(map(str, plan.get("seeds", [])))),
         ("samples", str(plan.get("samples"))),
     ]

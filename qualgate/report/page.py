@@ -50,6 +50,7 @@ class HtmlReport:
     notes: list[str] = field(default_factory=list)
     #: the divergence audit's rows (:func:`qualgate.report.divergence.audit_rows`)
     divergence: list[list[str]] = field(default_factory=list)
+    headline: str = ""  #: the verdict and the worst candidate, above the verdicts
 
 
 _CSS = """
@@ -94,11 +95,14 @@ _JS = """
         var box=el('div'); box.appendChild(el('strong',s[0])); box.appendChild(marked(s[1],s[2])); pair.appendChild(box);});
       d.appendChild(pair);});
     return d;}
+  function answer(a, outcome){  // a no_answer's recorded answer is the lenient extractor's reading
+    if(outcome==='no_answer'){return 'no answer (strict)'+(a===null?'':'; lenient extractor read '+a);}
+    return (a===null?'—':a)+' ('+outcome+')';}
   function row(f){
     var tr=el('tr',undefined,'flip'); tr.dataset.candidate=f[0]; tr.dataset.direction=f[1]; tr.dataset.suite=f[2];
     [f[0],f[2],f[3],f[4]+'/'+f[5]].forEach(function(v){tr.appendChild(el('td',String(v)));});
     tr.appendChild(el('td',f[1],f[1]==='lost'?'FAIL':'PASS')); tr.appendChild(el('td',f[6]===null?'—':f[6]));
-    tr.appendChild(el('td',(f[9]===null?'—':f[9])+' ('+f[7]+')')); tr.appendChild(el('td',(f[10]===null?'—':f[10])+' ('+f[8]+')'));
+    tr.appendChild(el('td',answer(f[9],f[7]))); tr.appendChild(el('td',answer(f[10],f[8])));
     var td=el('td'); td.appendChild(detail(f)); tr.appendChild(td); return tr;}
   function render(){
     var want={candidate:'*',direction:'*',suite:'*'}; sel.forEach(function(s){want[s.name]=s.value;});
@@ -151,8 +155,9 @@ def _verdict_section(r: HtmlReport) -> str:
         ]
         for v in r.verdicts
     ]
-    headers = ["candidate", "mode", "verdict", "accuracy", "loss (pts)", "loss upper bound (pts)", "speed-up", "reason"]
-    return f'<section id="verdicts"><h2>Verdicts</h2>{_table(headers, rows, num=(3, 4, 5, 6))}</section>'
+    headers = ["config", "mode", "verdict", "accuracy", "loss (pts)", "loss upper bound (pts)", "speed-up", "reason"]
+    lead = f'<p class="headline"><strong>{html.escape(r.headline)}</strong></p>' if r.headline else ""
+    return f'<section id="verdicts"><h2>Verdicts</h2>{lead}{_table(headers, rows, num=(3, 4, 5, 6))}</section>'
 
 
 def _divergence_section(r: HtmlReport) -> str:
@@ -260,8 +265,10 @@ def _calibration_section(r: HtmlReport) -> str:
     )
 
 
-def _options(name: str, label: str, values: Sequence[str]) -> str:
-    opts = '<option value="*">all</option>' + "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+def _options(name: str, label: str, values: Sequence[str], texts: Sequence[str] | None = None) -> str:
+    opts = '<option value="*">all</option>' + "".join(
+        f'<option value="{_e(v)}">{_e(t)}</option>' for v, t in zip(values, texts or values)
+    )
     return f'<label>{html.escape(label)} <select name="{name}">{opts}</select></label>'
 
 
@@ -280,7 +287,12 @@ def _flips_section(r: HtmlReport) -> str:
         [
             _options("candidate", "candidate", sorted({f.candidate for f in r.flips})),
             _options("suite", "suite", sorted({f.flip.suite for f in r.flips})),
-            _options("direction", "direction", ["lost", "gained"]),
+            _options(
+                "direction",
+                "direction",
+                ["lost", "gained"],
+                [f"{d} ({sum(v[d] for v in r.flip_counts.values()):,})" for d in ("lost", "gained")],
+            ),
         ]
     )
     data = [

@@ -8,8 +8,9 @@ recomputes statistics (the verdicts come from ``gate.json``). Per config:
 - the no-answer rate (nothing could be extracted; counted as incorrect in accuracy),
 - the mean acceptance length, ``1 + accepted / drafting steps`` (speculative configs),
 - output tokens per second of engine time and the speed-up over the baseline's: with the
-  run's interleaved speed rounds (``run --speed-rounds``), the median of per-round ratios with
-  its confidence interval (:mod:`qualgate.run.speed`); otherwise the ratio of the two configs'
+  run's interleaved speed rounds (``run --speed-rounds``), each config's median tokens/s over
+  the rounds and the median of per-round ratios with its confidence interval
+  (:mod:`qualgate.run.speed`), so both columns come from one measurement; otherwise the ratio of the two configs'
   tokens/s over the whole run, timed at different moments (``speedup_ci`` is then ``None``),
 - for candidates: the gate's verdict and the upper confidence bound of the loss;
 - below the table, each candidate's divergence audit against the baseline
@@ -116,6 +117,17 @@ def _scan(path: Path):
     return suites, steps, accepted, records, errors
 
 
+def _interleaved_tps(measured: dict, name: str, baseline: str) -> float | None:
+    """``name``'s median output tokens/s over the interleaved speed rounds (None: not timed)."""
+    import statistics
+
+    if name in measured:
+        values = measured[name].get("tokens_per_s")
+    else:
+        values = next((r.get("baseline_tokens_per_s") for r in measured.values()), None) if name == baseline else None
+    return float(statistics.median(values)) if values else None
+
+
 def _interval(speed: dict | None) -> tuple[float, float] | None:
     """The interleaved speed-up's interval; ``None`` when unmeasured or unbounded (too few rounds)."""
     ci = (speed or {}).get("confidence_interval") or (None, None)
@@ -162,6 +174,8 @@ def summarize(out: str | Path) -> RunReport:
         }
         n = sum(c["n"] for c in suites.values())
         tps = (entry.get("throughput") or {}).get("tokens_per_s")
+        if measured:  # one measure in the column: the interleaved rounds' median tokens/s
+            tps = _interleaved_tps(measured, name, baseline)
         cmp_ = comparisons.get(name)
         rows.append(
             ConfigSummary(
@@ -321,7 +335,7 @@ def fmt_speedup(speedup: float | None, ci: tuple[float, float] | None) -> str:
 def _title(report: RunReport) -> str:
     interleaved = any(c.speedup_ci is not None for c in report.configs)
     how = (
-        "median of interleaved per-round tok/s ratios [confidence interval]"
+        "median of interleaved per-round tok/s ratios [confidence interval]; tok/s: median over those rounds"
         if interleaved
         else "tok/s over the baseline's, each config timed on its own (no interval: --speed-rounds measures one)"
     )

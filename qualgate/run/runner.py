@@ -376,6 +376,10 @@ def run_plan(
         check_chain_plan(
             plan, sequential, suites, {"packages": package_versions(*PACKAGES), "seed_derivation": SEED_DERIVATION}
         )
+        from qualgate.config.decoding import check_model_sources
+
+        for config in plan.configs.values():  # after the plan's and the suites' own checks
+            check_model_sources(config)
         if out.exists() and not out.is_dir():
             raise DataError("the output path exists and is not a directory", file=str(out))
         out.mkdir(parents=True, exist_ok=True)
@@ -584,7 +588,8 @@ def _run_locked(
     if sequential is None:
         for name in plan.configs:
             runner.run(name, work)
-            runner.close(name)
+            if speed is None:  # (else the speed rounds reuse the loaded models)
+                runner.close(name)
         report, summary = (
             (
                 None,
@@ -595,14 +600,25 @@ def _run_locked(
                 },
             )
             if shard is not None
-            else evaluate_gate(plan, out, max_errors=max_errors)
+            else _timed(evaluate_gate, plan, out, max_errors=max_errors)
         )
     else:
         report, summary = _run_sequential(plan, out, work, runner, sequential, order_seed, max_errors, log)
     if speed is not None:
         from qualgate.run.speed import measure_speed
 
-        manifest["speed"] = measure_speed(plan, work, speed, backend_factory=backend_factory, log=log)
+        try:
+            manifest["speed"] = measure_speed(
+                plan,
+                work,
+                speed,
+                backend_factory=backend_factory,
+                log=log,
+                progress=progress,
+                open_backends=runner.backends,
+            )
+        finally:
+            runner.close_all()
         write_json_atomic(manifest_path, manifest)
     gate_path = out / "gate.json"
     if report is not None:  # signed when QUALGATE_EVIDENCE_KEY is set; with the plan's chain (run.chain)
@@ -767,6 +783,13 @@ class _ConfigRunner:
 def _greedy(config) -> bool:
     """Whether a config decodes greedily (temperature 0: the engines ignore the seed)."""
     return float(config.sampling.get("temperature", 1.0)) == 0.0
+
+
+def _timed(evaluate, *args, **kwargs):
+    """``evaluate(...)``'s ``(report, summary)``, with the wall seconds it took in the summary."""
+    t0 = time.perf_counter()
+    report, summary = evaluate(*args, **kwargs)
+    return report, {**summary, "wall_s": round(time.perf_counter() - t0, 3)}
 
 
 def evaluate_gate(plan, out: str | Path, *, max_errors: int = 0):

@@ -22,6 +22,7 @@ config's backend open at once, each round's work items decoded under each config
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -148,6 +149,7 @@ def interleaved_speed(
     confidence_level: float = 0.95,
     max_relative_width: float = 0.2,
     clock: Callable[[], float] = time.perf_counter,
+    step: Callable[[int], None] | None = None,
 ) -> dict[str, SpeedResult]:
     """Measure every config's speed-up over ``baseline`` in interleaved rounds.
 
@@ -159,6 +161,8 @@ def interleaved_speed(
     rounds : sequence of request batches
         Round ``r`` sends ``rounds[r]`` to every config, in the order of the names rotated by
         ``r`` (so that no config always goes first, or always follows the same one).
+    step : callable, optional
+        ``step(n)`` after each config's part of a round, with the part's requests (progress).
 
     Returns
     -------
@@ -176,6 +180,8 @@ def interleaved_speed(
             seconds = clock() - t0
             tokens = sum(g.output_tokens or 0 for g in gens)
             tps[name].append(tokens / seconds if seconds > 0 else math.inf)
+            if step is not None:
+                step(len(requests))
     return {
         name: speed_summary(
             name,
@@ -229,12 +235,16 @@ def measure_speed(
     names: Sequence[str] | None = None,
     backend_factory: Callable = open_backend,
     log: Callable[[str], None] | None = None,
+    progress: Callable | None = None,
+    open_backends: Mapping | None = None,
 ) -> dict:
     """Interleaved speed of ``names`` (default: every config) against the plan's baseline.
 
     Every config's backend is open at once, so that round ``r`` can send the same requests to
     each config back to back; a backend that must hold the accelerator alone cannot take part
-    (``DataError``). Returns the manifest's ``speed`` entry: the settings and, per candidate,
+    (``DataError``). ``progress(label, total)`` (as :func:`qualgate.run.runner.run_plan`'s)
+    follows the rounds' requests. ``open_backends`` (name -> backend) are used instead of new
+    ones, and left open (the quality run's, whose models are loaded and warm). Returns the manifest's ``speed`` entry: the settings and, per candidate,
     :meth:`qualgate.run.speed.SpeedResult.to_dict`.
     """
     log = log or (lambda msg: None)
@@ -244,10 +254,12 @@ def measure_speed(
         per_round = max(1, len(work) // settings.rounds)
     rounds = [work[r * per_round : (r + 1) * per_round] for r in range(settings.rounds)]
     rounds = [r for r in rounds if r]
+    t0 = time.perf_counter()
+    opened = dict(open_backends or {})
     backends = {}
     try:
         for name in names:
-            backend = backend_factory(plan.configs[name])
+            backend = opened.get(name) or backend_factory(plan.configs[name])
             backends[name] = backend
             if getattr(backend, "exclusive", False):
                 raise DataError(
@@ -263,16 +275,21 @@ def measure_speed(
 
         for name in names:  # one warm-up batch each: lazy initialisation is not speed
             generate_for(name)(rounds[0][:1])
-        results = interleaved_speed(
-            {n: generate_for(n) for n in names},
-            rounds,
-            baseline=plan.baseline,
-            confidence_level=settings.confidence_level,
-            max_relative_width=settings.max_relative_width,
-        )
+        total = sum(len(r) for r in rounds) * len(names)
+        label = f"speed: {len(rounds)} interleaved rounds"
+        with progress(label, total) if progress else contextlib.nullcontext() as bar:
+            results = interleaved_speed(
+                {n: generate_for(n) for n in names},
+                rounds,
+                baseline=plan.baseline,
+                confidence_level=settings.confidence_level,
+                max_relative_width=settings.max_relative_width,
+                step=bar.update if bar is not None else None,
+            )
     finally:
-        for backend in backends.values():
-            backend.close()
+        for name, backend in backends.items():
+            if name not in opened:
+                backend.close()
     for r in results.values():
         log(
             f"{r.config}: speed-up {r.speedup:.2f}x ({r.confidence_level:.0%} CI {r.confidence_interval[0]:.2f}"
@@ -286,5 +303,6 @@ def measure_speed(
         "questions_per_round": per_round,
         "confidence_level": settings.confidence_level,
         "max_relative_width": settings.max_relative_width,
+        "wall_s": round(time.perf_counter() - t0, 3),  #: opening the backends, warm-up and rounds
         "results": {name: r.to_dict() for name, r in results.items()},
     }

@@ -187,16 +187,27 @@ class SweepResult:
         return {"kind": "qualgate.sweep_report", "version": 1, **out, "exit_code": self.exit_code}
 
 
-def _pilot_order(plan: Plan, names, work, pilot_questions, per_question, backend_factory, log):
+def _pilot_order(plan: Plan, names, work, pilot_questions, per_question, backend_factory, log, progress=None):
     """Mean acceptance length of each candidate on the pilot questions (then discarded)."""
+    import contextlib
+
     from qualgate.run.speed import batch_generator
 
     items = work[-pilot_questions * per_question :]
     acceptance = {}
     for name in names:
         cfg = plan.configs[name]
-        with backend_factory(cfg) as backend:
-            gens = batch_generator(cfg, backend)(items)
+        with (
+            backend_factory(cfg) as backend,
+            progress(f"pilot {name}", len(items)) if progress else contextlib.nullcontext() as bar,
+        ):
+            generate = batch_generator(cfg, backend)
+            size = max(1, int(backend.batch_size))
+            gens = []
+            for start in range(0, len(items), size):  # (a batch at a time, for the progress)
+                gens += generate(items[start : start + size])
+                if bar is not None:
+                    bar.update(len(items[start : start + size]))
         steps = sum(g.spec_steps or 0 for g in gens)
         accepted = sum(g.accepted_tokens or 0 for g in gens)
         acceptance[name] = 1 + accepted / steps if steps else 1.0
@@ -280,7 +291,7 @@ def run_sweep(
                 value=grid.pilot_questions,
             )
         test_questions = min(test_questions, available - grid.pilot_questions)
-        pilot = _pilot_order(full, names, work, grid.pilot_questions, per_question, backend_factory, log)
+        pilot = _pilot_order(full, names, work, grid.pilot_questions, per_question, backend_factory, log, progress)
         names.sort(key=lambda n: pilot[n])
         full = dataclasses.replace(full, candidates=tuple(names))
     sizing = None
@@ -318,7 +329,13 @@ def run_sweep(
     if passed:
         speed = speed or SpeedSettings()
         manifest["speed"] = measure_speed(
-            full, work[: test_questions * per_question], speed, names=passed, backend_factory=backend_factory, log=log
+            full,
+            work[: test_questions * per_question],
+            speed,
+            names=passed,
+            backend_factory=backend_factory,
+            log=log,
+            progress=progress,
         )
         speeds = manifest["speed"]["results"]
     rows = []

@@ -148,8 +148,15 @@ def _normal_power(n, loss, discordant, tail):
     return special.ndtr(arg)
 
 
+_MAX_N = 1e15  #: the most questions a design is computed for (a gate report holds at most as many)
+
+
 def _smallest_n(approx, power_of, target):
     """Smallest integer n >= 1 with power_of(n) >= target, given a real approximation."""
+    if not approx <= _MAX_N:  # inf or NaN from a loss so small that its square underflows
+        raise ValueError(
+            f"the design needs more than {_MAX_N:.0e} questions (about {approx:.3g}): the loss is too small to detect"
+        )
     n = max(1, math.ceil(approx))
     while n > 1 and power_of(n - 1) >= target:  # at most a step or two: float rounding only
         n -= 1
@@ -159,6 +166,8 @@ def _smallest_n(approx, power_of, target):
 
 
 def _normal_n_real(loss, discordant, tail, target):
+    if loss * loss == 0:  # a loss whose square underflows: no finite design detects it
+        return math.inf
     z_a, z_p = -special.ndtri(tail), special.ndtri(target)
     return (z_a * math.sqrt(discordant) + z_p * math.sqrt(discordant - loss**2)) ** 2 / loss**2
 
@@ -450,7 +459,9 @@ def noninferiority_sample_size(margin, discordant, *, expected_loss=0.0, alpha=0
     def power_of(k):
         return _ni_power(k, margin, expected_loss, alpha, sd0, sd1)
 
-    n = _smallest_n(((z_a * sd0 + z_p * sd1) / (margin - expected_loss)) ** 2, power_of, target)
+    with np.errstate(over="ignore", divide="ignore"):  # a margin too small: inf, refused by _smallest_n
+        approx = ((z_a * sd0 + z_p * sd1) / (margin - expected_loss)) ** 2
+    n = _smallest_n(approx, power_of, target)
     achieved, stable, checked = float(power_of(n)), n, None
     if method == "exact":
         n, achieved, stable, checked = _ni_exact_sample_size(n, margin, discordant, expected_loss, alpha, target)

@@ -213,7 +213,7 @@ def _paths(d, *, margin, alpha, beta, prior, weight, max_questions, pairs=None, 
     # the budgeted design's final test is at the budget, not where the data end: a harness
     # that feeds the gate round by round must neither test "finally" at every round nor
     # judge futility against a horizon that is only the current round's
-    final_at = max_questions if budgeted else None
+    final_at = float(max_questions) if budgeted else None  # a float: a budget of 10**30 stays a number
     at_budget = budgeted and max_questions <= n
     log_pass = np.zeros(reps)
     log_fail = np.zeros(reps)

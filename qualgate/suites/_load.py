@@ -230,6 +230,13 @@ def _load_rows(spec: SuiteSpec, data_files, revision, cache_dir) -> tuple[list[d
     rev = revision or src["revision"]
     resolved = {k: src.get(k) for k in ("dataset", "config", "split")} | {"revision": rev}
     label = f"{src['dataset']}@{rev[:12]}"
+    unreachable = None if _offline() else _hub_unreachable()
+    if unreachable:  # (datasets would retry for ~25 s before saying so)
+        raise DataError(
+            f"cannot reach the Hugging Face Hub ({unreachable}); with the dataset in the local cache, "
+            "set HF_HUB_OFFLINE=1 to load it from there; else pass data_files (CLI: --data-file) with a local copy",
+            file=label,
+        )
     import datasets
 
     try:
@@ -243,6 +250,36 @@ def _load_rows(spec: SuiteSpec, data_files, revision, cache_dir) -> tuple[list[d
             file=label,
         ) from exc
     return ds.to_list(), resolved, label
+
+
+def _offline() -> bool:
+    """Offline mode asked for (``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE``): datasets then reads
+    its local cache only, and fails at once when the dataset is not there."""
+    return any(os.environ.get(k, "").strip().lower() in ("1", "true", "yes", "on") for k in HUB_OFFLINE_VARS)
+
+
+#: environment variables that put the Hub libraries in offline mode
+HUB_OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+#: seconds to wait for a TCP connection to the Hub before calling it unreachable
+HUB_CONNECT_S = 3.0
+
+
+def _hub_unreachable() -> str | None:
+    """Why the Hub (``HF_ENDPOINT``, default https://huggingface.co) cannot be reached, from one
+    TCP connection; None when it connects (or a proxy is configured: the proxy decides)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")):
+        return None
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    url = urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=HUB_CONNECT_S).close()
+    except OSError as exc:
+        return f"{endpoint}: {type(exc).__name__}: {exc}"
+    return None
 
 
 # --- questions --------------------------------------------------------------------------------

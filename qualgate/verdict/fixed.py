@@ -46,14 +46,15 @@ Exit codes: PASS 0, FAIL 1, INCONCLUSIVE 4 (``inconclusive='fail'|'pass'`` maps 
 with several candidates the worst verdict decides (:func:`qualgate.evidence.gate_report.decide_exit`).
 
 Incomplete pairs (``--on-missing drop``, ``--max-errors``): by default (``missing='worst-case'``)
-a candidate-side gap on a question the baseline answered correctly counts as lost; the verdict
+a pair that may hide a loss counts as lost (a candidate-side gap where the baseline was correct,
+a baseline-side gap where the candidate is not correct); the verdict
 with those pairs dropped is reported beside it (:mod:`qualgate.verdict.pairing`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -70,7 +71,7 @@ from qualgate.stats import (
     holm,
 )
 from qualgate.verdict.flips import Flips, find_flips
-from qualgate.verdict.pairing import Pairing, Side, pair_records
+from qualgate.verdict.pairing import IMPUTED_BASELINE, Pairing, Side, pair_records
 from qualgate.verdict.policy import Policy
 from qualgate.verdict.result import GateResult
 
@@ -89,7 +90,7 @@ class Comparison:
 
     ``verdict`` is the pooled verdict after Holm's adjustment across candidates
     (``verdict_unadjusted`` before it; ``pvalue_holm`` the adjusted decisive p-value).
-    ``missing``: the verdict with incomplete candidate-side pairs counted as lost
+    ``missing``: the verdict with the incomplete pairs that may hide a loss counted as lost
     (``verdict_worst_case``) and with them dropped (``verdict_dropped``), and what was
     incomplete, by side and by the baseline's outcome (:mod:`qualgate.verdict.pairing`).
     :meth:`to_candidate` is its part of the report file.
@@ -341,15 +342,16 @@ def gate(
         notes = _reading_notes(p) + list(p.notes) + list(a.warnings) + list(decided.notes)
         if a.no_answer_candidate > a.no_answer_baseline:
             notes.append(
-                f"the candidate gave no answer on {a.no_answer_candidate} pairs, the baseline on "
+                f"the candidate gave no answer on {a.no_answer_candidate} pair"
+                f"{'' if a.no_answer_candidate == 1 else 's'}, the baseline on "
                 f"{a.no_answer_baseline}: a candidate that stops answering is a finding"
             )
         if p.dropped and p.dropped["pairs"]:
-            notes.append(_incomplete_note(p.dropped, w.verdict, d.verdict))
+            notes.append(_incomplete_note(p, w.verdict, d.verdict))
         if w.verdict != d.verdict:
             notes.append(
-                f"the verdict depends on incomplete pairs: {w.verdict} with the {p.n_imputed} candidate-side gaps on "
-                f"baseline-correct questions counted as lost, {d.verdict} with them dropped"
+                f"the verdict depends on incomplete pairs: {w.verdict} with the {p.n_imputed} {_imputed_what(p)} "
+                f"counted as lost, {d.verdict} with them dropped"
                 + (
                     ""
                     if missing == "worst-case"
@@ -400,14 +402,27 @@ def gate(
     )
 
 
-def _incomplete_note(dropped: dict, worst: str, without: str) -> str:
+def _imputed_what(p: Pairing) -> str:
+    """What the imputed pairs are, in words (the candidate's gaps, or the baseline's too)."""
+    if p.imputed is not None and (p.imputed == IMPUTED_BASELINE).any():
+        return "gaps or errors that may hide a loss (either side)"
+    return "candidate-side gaps on baseline-correct questions"
+
+
+def _incomplete_note(p: Pairing, worst: str, without: str) -> str:
     def part(counts):
         return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v)
 
+    dropped = p.dropped
+    what = (
+        "gaps or errors that may hide a loss (either side)"
+        if p.imputed is not None and (p.imputed == IMPUTED_BASELINE).any()
+        else "candidate-side ones on baseline-correct questions"
+    )
     return (
         f"{dropped['pairs']} incomplete pairs (by side: {part(dropped['by_side'])}; by the baseline's outcome: "
-        f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} candidate-side "
-        f"ones on baseline-correct questions counted as lost: {worst}, with all of them dropped: {without}"
+        f"{part(dropped['by_baseline_outcome'])}); verdict with the {dropped['imputed_as_lost']} {what} "
+        f"counted as lost: {worst}, with all of them dropped: {without}"
     )
 
 
@@ -436,6 +451,7 @@ def run_gate(
     import_options=None,
     on_prompt_mismatch: str = "error",
     greedy: Sequence[bool | None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> GateReport:
     """Read, pair and gate: ``baseline`` and each of ``candidates`` is a record file or directory,
     or another tool's log (``input_format``, detected per path by default; see
@@ -447,6 +463,8 @@ def run_gate(
     (harness runs). Both are written into the report for ``qualgate check``. Each comparison
     carries its divergence audit (:func:`qualgate.verdict.divergence.divergence_audit`;
     ``greedy``: per candidate, whether both sides decoded greedily, when known).
+    (harness runs). Both are written into the report for ``qualgate check``. ``progress(stage)``
+    is called as each stage starts (reading, pairing each candidate, testing), for a progress line.
 
     Raises :class:`~qualgate.errors.DataError` for invalid or unpairable records and
     ``ValueError`` for invalid settings. See :func:`gate` and :func:`~qualgate.verdict.pairing.pair_records`.
@@ -457,11 +475,14 @@ def run_gate(
     from qualgate.records.importers import load_records
 
     opts = dict(drop_truncated=drop_truncated, allow_unknown=allow_unknown)
+    progress = progress or (lambda stage: None)
+    progress("reading the baseline's records")
     base = load_records(baseline, fmt=input_format, options=import_options, **opts)
     from qualgate.verdict.divergence import divergence_audit
 
     pairings, flips, audits = [], [], []
     for i, c in enumerate(candidates):
+        progress(f"reading and pairing candidate {i + 1} of {len(candidates)}")
         cand = load_records(c, fmt=input_format, options=import_options, **opts)
         pairings.append(
             pair_records(
@@ -471,6 +492,7 @@ def run_gate(
         flips.append(find_flips(base, cand))
         audits.append(divergence_audit(base.records, cand.records, greedy=greedy[i] if greedy else None))
     _check_baseline_config(baseline_config, pairings[0].baseline)
+    progress(f"testing {len(pairings)} candidate(s)")
     report = gate(
         pairings,
         names=names(candidates),

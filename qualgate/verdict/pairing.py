@@ -22,10 +22,13 @@
 Missingness that cannot hide a loss: a pair whose candidate side is missing or an ``error``
 while the baseline answered correctly is kept as a *lost* pair (baseline correct, candidate
 not), flagged in :attr:`Pairing.imputed` (the worst case for the candidate: a config that
-fails exactly where it would have been wrong cannot pass by failing).
+fails exactly where it would have been wrong cannot pass by failing). The same worst case is
+taken on the baseline side: a pair whose baseline side is missing (a key only in the
+candidate, with ``on_missing='drop'``) or an ``error`` while the candidate is not correct is
+kept as lost too (a baseline made to fail where the candidate lost cannot hide the losses).
 :meth:`Pairing.without_imputed` drops them, for the verdict without imputation. Every other
-incomplete pair (baseline side missing or ``error``, or a candidate-side gap on a question the
-baseline got wrong) is dropped. :attr:`Pairing.dropped` counts all of them by side and by the
+incomplete pair (a candidate-side gap on a question the baseline got wrong, a baseline-side
+gap where the candidate is correct) is dropped. :attr:`Pairing.dropped` counts all of them by side and by the
 baseline's outcome.
 
 The result, :class:`Pairing`, holds per-pair arrays (correctness on each side, the suite, the
@@ -51,9 +54,11 @@ from qualgate.records import Record, RecordSet, read_records, record_files
 from qualgate.records.files import gc_paused
 from qualgate.records.strict import LIMITS
 
-__all__ = ["IMPUTED_ERROR", "IMPUTED_MISSING", "Pairing", "Side", "load_side", "pair_records"]
+__all__ = ["IMPUTED_BASELINE", "IMPUTED_ERROR", "IMPUTED_MISSING", "Pairing", "Side", "load_side", "pair_records"]
 
-IMPUTED_ERROR, IMPUTED_MISSING = 1, 2  #: codes of :attr:`Pairing.imputed`
+#: codes of :attr:`Pairing.imputed`: the candidate side an error or missing (baseline correct),
+#: the baseline side an error or missing (candidate not correct)
+IMPUTED_ERROR, IMPUTED_MISSING, IMPUTED_BASELINE = 1, 2, 3
 _EXAMPLES = 3
 
 
@@ -89,7 +94,7 @@ class Side:
 class Pairing:
     """Paired outcomes of one baseline and one candidate, one entry per pair.
 
-    Pairs are in the baseline's record order. ``question`` numbers the (suite, question_id)
+    Pairs are in the baseline's record order, then the candidate-only keys counted as lost. ``question`` numbers the (suite, question_id)
     clusters from 0; ``suite`` indexes :attr:`suites`.
     """
 
@@ -105,7 +110,7 @@ class Pairing:
     notes: tuple[str, ...] = ()  #: what was dropped, in sentences
     dropped: dict | None = None  #: counts of what was dropped (JSON-ready)
     question_keys: tuple[tuple[str, str], ...] = ()  #: (suite, question_id) of each cluster id
-    imputed: np.ndarray | None = None  #: int8 per pair: 0, IMPUTED_ERROR or IMPUTED_MISSING
+    imputed: np.ndarray | None = None  #: int8 per pair: 0, IMPUTED_ERROR, IMPUTED_MISSING or IMPUTED_BASELINE
 
     @property
     def n_imputed(self) -> int:
@@ -378,30 +383,52 @@ def _pair(
 
     # every baseline key: kept, imputed as lost (worst case) or dropped
     ball = np.array(bcols["outcome"], dtype=object)
-    status = np.zeros(len(bkeys), dtype=np.int8)  # 0 kept, IMPUTED_*, 3 dropped
+    status = np.zeros(len(bkeys), dtype=np.int8)  # 0 kept, IMPUTED_*, _DROPPED
     cout = np.full(len(bkeys), "missing", dtype=object)
     cout[bi] = co
     b_ok = ball == "correct"
     status[(cout == "missing")] = np.where(b_ok[cout == "missing"], IMPUTED_MISSING, _DROPPED)
     c_err = (cout == "error") & (ball != "error")
     status[c_err] = np.where(b_ok[c_err], IMPUTED_ERROR, _DROPPED)
-    status[ball == "error"] = _DROPPED
+    # the worst case on the baseline side too: a baseline error where the candidate is not
+    # correct may hide a loss, so it counts as one (baseline correct); else it is dropped
+    b_err = ball == "error"
+    status[b_err] = np.where(cout[b_err] == "correct", _DROPPED, IMPUTED_BASELINE)
     dropped = _dropped_counts(ball, cout, len(ckeys) - len(bi)) | prompt_diffs
+    # keys only in the candidate (with on_missing='drop'): lost when the candidate is not correct
+    keys = list(bkeys)
+    if len(ckeys) > len(bi):
+        call = np.array(ccols["outcome"], dtype=object)
+        only = [j for j, k in enumerate(ckeys) if k not in bindex and call[j] != "correct"]
+        if only:
+            keys += [ckeys[j] for j in only]
+            ball = np.concatenate([ball, np.full(len(only), "correct", dtype=object)])
+            cout = np.concatenate([cout, call[only]])
+            status = np.concatenate([status, np.full(len(only), IMPUTED_BASELINE, dtype=np.int8)])
+    ball = np.where(status == IMPUTED_BASELINE, "correct", ball)
+    n_imputed = int(np.count_nonzero((status > 0) & (status < _DROPPED)))
+    dropped["imputed_as_lost"] = n_imputed
     if not problems and not (status == 0).any():
         problems.append("no pairs left to compare")
     if problems:
         sep = " " if len(problems) == 1 else "\n  - "
         raise DataError(f"cannot pair {bpath} with {cpath}:{sep}" + "\n  - ".join(problems))
-    if dropped["imputed_as_lost"]:
+    n_base = int(np.count_nonzero(status == IMPUTED_BASELINE))
+    if n_imputed - n_base:
         notes.append(
-            f"{dropped['imputed_as_lost']} pairs whose candidate side is missing or an error on a question the "
+            f"{n_imputed - n_base} pairs whose candidate side is missing or an error on a question the "
             "baseline answered correctly count as lost (worst case)"
+        )
+    if n_base:
+        notes.append(
+            f"{n_base} pairs whose baseline side is missing or an error where the candidate is not correct "
+            "count as lost (worst case)"
         )
 
     rows = np.flatnonzero(status < _DROPPED)
     bo, co = ball[rows], cout[rows]
     qids: dict = {}
-    question = np.array([qids.setdefault(bkeys[i][:2], len(qids)) for i in rows.tolist()], dtype=np.intp)
+    question = np.array([qids.setdefault(keys[i][:2], len(qids)) for i in rows.tolist()], dtype=np.intp)
     # suites numbered in sorted order, through the (few) questions
     suites = {suite: 0 for suite, _ in qids}
     suites = {suite: i for i, suite in enumerate(sorted(suites))}
@@ -423,7 +450,7 @@ def _pair(
     )
 
 
-_DROPPED = 3
+_DROPPED = 9
 
 
 def _failures(outcomes: list) -> list:

@@ -13,7 +13,8 @@ The report is written by the same writer as the fixed gate's
 sequential PASS as evidence.
 
 Incomplete pairs: as in the fixed gate, a candidate-side ``error`` or gap on a question the
-baseline answered correctly counts as lost (``missing='worst-case'``), except gaps on
+baseline answered correctly, or a baseline-side one where the candidate is not correct, counts
+as lost (``missing='worst-case'``), except candidate gaps on
 questions after the last one the candidate has any record for in the arrival order: those
 were never asked (a sequential run stops each candidate early).
 """
@@ -360,7 +361,11 @@ def _rows(report: SequentialReport):
 
 def _header(report: SequentialReport) -> str:
     b = report.baseline
-    order = f"seeded order (seed {report.order_seed})" if report.order == "seeded" else "record order"
+    order = (
+        f"seeded order (seed {report.order_seed})"
+        if report.order == "seeded"
+        else "record order (for analysis only: not evidence, qualgate check refuses it)"
+    )
     budget = f", budget {report.max_questions:,} questions" if report.max_questions else ""
     split = f", alpha split over {len(report.comparisons)} candidates" if len(report.comparisons) > 1 else ""
     return (

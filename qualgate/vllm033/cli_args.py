@@ -21,6 +21,7 @@ from typing import Any
 
 from qualgate.errors import DataError
 from qualgate.records.strict import compose_yaml, loads_yaml, read_text
+from qualgate.vllm033.arguments import ARGUMENTS, dest_of
 from qualgate.vllm033.rules import cite, rule
 from qualgate.vllm033.serving_config import _NUMERIC_KEYS, SERVING_OPTIONS, ServingConfig, _key_lines
 
@@ -187,7 +188,7 @@ def _serve_args(words: list[tuple[str, int]]):
 def _scalar(text: str):
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number over Python's 4,300 digits: kept as written
         return text
 
 
@@ -195,7 +196,7 @@ def _dotted_value(text: str):
     """A dotted option's value as vLLM reads it (rule ``cli-dotted``)."""
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:
         m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
         if m:
             n, suf = m.groups()
@@ -205,7 +206,7 @@ def _dotted_value(text: str):
                 return int(n) * 2 ** (10 * "KMGT".index(suf) + 10)
         try:
             return int(text.strip())
-        except ValueError:
+        except ValueError:  # not a number, or one over 4,300 digits
             return text
 
 
@@ -434,7 +435,14 @@ def parse_command_line(
     _serve_model(r, serve)
     spec = _cli_spec_flags_merge(r)
     return ServingConfig(
-        path=path, format=fmt, model=r.model, speculative=spec, options=r.options, lines=r.lines, notes=tuple(r.notes)
+        path=path,
+        format=fmt,
+        model=r.model,
+        speculative=spec,
+        options=r.options,
+        lines=r.lines,
+        notes=tuple(r.notes),
+        arguments=r.arguments,
     )
 
 
@@ -472,6 +480,7 @@ class _Reading:
     model_line: int | None = None
     positional: tuple[str, int] | None = None
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
     lines: dict[str, int] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
 
@@ -531,6 +540,8 @@ def _read_option(r: _Reading) -> None:
             token=name,
             rule_id="cli-spec-flags",
         )
+    else:
+        _other_argument(r, name, value, line)
 
 
 def _positional(r: _Reading, word: str, line: int) -> None:
@@ -599,10 +610,9 @@ def _cli_sc_alias(r: _Reading, name: str, value, line: int, value_line) -> None:
         return
     try:
         r.spec_value = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            f"not valid JSON: {exc.msg} (column {exc.colno})", file=r.path, line=line, field=name, value=value
-        ) from exc
+    except ValueError as exc:
+        why = f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise DataError(f"not valid JSON: {why}", file=r.path, line=line, field=name, value=value) from exc
     r.spec_line = line
     if not isinstance(r.spec_value, dict):
         raise DataError(
@@ -664,6 +674,25 @@ def _numeric_option(r: _Reading, name: str, key: str, value, line: int) -> None:
 
     key = "quantization" if name == "-q" else key
     r.options[key] = _scalar(value) if key in SERVING_OPTIONS else value
+    if key in SERVING_OPTIONS and isinstance(value, str) and value.strip().isdigit() and r.options[key] == value:
+        raise DataError(
+            f"{len(value.strip())} digits: over the 4,300 that Python's int() (and so vLLM's parser) reads",
+            file=r.path,
+            line=line,
+            field=name,
+            value=value,
+        )
+    r.lines[key] = line
+
+
+def _other_argument(r: _Reading, name: str, value, line: int) -> None:
+    """Any other option, by its destination (:mod:`qualgate.vllm033.arguments`): a flag is
+    ``True`` (``--no-X``: ``False``); one vLLM 0.33 does not register keeps its name."""
+    dest = dest_of(name)
+    if value is None:
+        value = not (name.startswith("--no-") and dest is not None and "--" + name[5:] in ARGUMENTS[dest].options)
+    key = dest if dest is not None else name
+    r.arguments[key] = value
     r.lines[key] = line
 
 

@@ -44,6 +44,7 @@ import yaml
 
 from qualgate.errors import DataError
 from qualgate.records.strict import compose_yaml, loads_yaml, read_text
+from qualgate.vllm033.arguments import ARGUMENTS
 from qualgate.vllm033.cli_args import (
     _ENTRY_SERVE,
     _SPECULATIVE_WORD,
@@ -71,7 +72,10 @@ def _from_decoding(data: Mapping, *, path: str, lines: dict[str, int]) -> Servin
     from qualgate.config.decoding import parse_config
 
     parse_config(data, path=path)  # unknown keys, sampling ranges, ... exit 3 like `run`
-    options = {str(k): v for k, v in (data.get("engine_options") or {}).items() if k in _NUMERIC_KEYS}
+    engine_options = {str(k): v for k, v in (data.get("engine_options") or {}).items()}
+    options = {k: v for k, v in engine_options.items() if k in _NUMERIC_KEYS}
+    # the engine options that are vLLM arguments (not the harness's own: batch_size, ...)
+    arguments = {k: v for k, v in engine_options.items() if k in ARGUMENTS and k not in _NUMERIC_KEYS}
     spec = data.get("speculative")
     lines = {
         ("speculative_config" + k[len("speculative") :] if k.split(".")[0] == "speculative" else k): v
@@ -86,6 +90,7 @@ def _from_decoding(data: Mapping, *, path: str, lines: dict[str, int]) -> Servin
         options=options,
         sampling=dict(data.get("sampling") or {}),
         lines=lines,
+        arguments=arguments,
     )
 
 

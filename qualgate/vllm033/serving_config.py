@@ -35,6 +35,9 @@ class ServingConfig:
     sampling: dict[str, Any] | None = None
     lines: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  #: how a spelling was read (e.g. a --config=FILE vLLM ignores)
+    #: every other argument given, by destination (:mod:`qualgate.vllm033.arguments`; an option
+    #: vLLM 0.33 does not register is kept under its name, ``--like-this``)
+    arguments: dict[str, Any] = field(default_factory=dict)
 
     def line_of(self, key: str | None) -> int | None:
         """The line of ``key``, or of its nearest parent that has one."""
@@ -46,7 +49,23 @@ class ServingConfig:
 
     @property
     def numerics(self) -> dict[str, Any]:
-        return {k: self.options[k] for k in IDENTITY_OPTIONS if self.options.get(k) is not None}
+        """What enters the config id besides the model and the speculative config: the
+        identity options and every output-changing argument given."""
+        from qualgate.vllm033.arguments import identity_arguments
+
+        ident = identity_arguments(self.arguments)
+        ident.update({k: self.options[k] for k in IDENTITY_OPTIONS if self.options.get(k) is not None})
+        return ident
+
+    def arguments_by_class(self) -> dict[str, list[str]]:
+        """The arguments given, by class (``output``, ``transport``, ``unknown``; an option
+        vLLM 0.33 does not register is ``unknown``)."""
+        from qualgate.vllm033.arguments import ARGUMENTS
+
+        out: dict[str, list[str]] = {"output": [], "transport": [], "unknown": []}
+        for k in sorted(self.arguments):
+            out[ARGUMENTS[k].klass if k in ARGUMENTS else "unknown"].append(k)
+        return out
 
     def config_id(self, *, drop: tuple[str, ...] = ()) -> str:
         """:func:`qualgate.config.decoding.config_id` of this config; ``drop``: speculative keys left out.
@@ -76,6 +95,7 @@ class ServingConfig:
             "model": self.model,
             "speculative_config": self.speculative,
             "options": self.options,
+            "arguments": self.arguments,
             "notes": list(self.notes),
         }
 

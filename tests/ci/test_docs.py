@@ -84,3 +84,56 @@ def test_every_lint_rule_is_documented():
 
     documented = set(re.findall(r"^\| `([a-z-]+)` \|", DOC.read_text().split("## Lint rules")[1], flags=re.M))
     assert documented == set(RULES)
+
+
+def test_every_job_installs_qualgate_from_the_repository_at_a_pinned_commit():
+    wf = workflow()
+    spec = wf["env"]["QUALGATE_PIP"]
+    assert re.fullmatch(r"git\+https://\S+@[0-9a-f]{40}", spec), spec
+    for name, job in wf["jobs"].items():
+        installs = [s["run"] for s in job["steps"] if "pip install" in s.get("run", "")]
+        assert installs, f"job {name} installs nothing"
+        for cmd in installs:
+            (requirement,) = shlex.split(cmd)[2:]
+            # a direct reference (PEP 508 name @ url), not a name a package index must serve
+            assert re.fullmatch(r"qualgate(\[[a-z,]+\])? @ \$QUALGATE_PIP", requirement), cmd
+
+
+SERVE = """#!/usr/bin/env bash
+exec vllm serve Qwen/Qwen3-8B --port 8000 \\
+  --speculative-config '{"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8,
+  "rejection_sample_method": "fly", "fly_window_size": 2, "fly_entropy_threshold": 0.3, "fly_entropy_top_k": 3}'
+"""
+
+
+@pytest.mark.slow
+def test_the_lint_and_check_jobs_steps_run_and_check_refuses_missing_evidence(tmp_path):
+    """The lint and check jobs' run steps (after the install), as the runner would run them
+    (bash -e, the job's env with the secret empty), on a project whose serving config is FLy
+    and which has no evidence yet: lint passes with its FLy warning, check exits 3 naming the
+    missing evidence (continue-on-error then sends the workflow to evaluate)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "serve.sh").write_text(SERVE)
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", "NO_COLOR": "1"}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    results = {}
+    for name in ("lint", "check"):
+        job = workflow()["jobs"][name]
+        for step in job["steps"]:
+            script = step.get("run")
+            if script is None or "pip install" in script:
+                continue  # actions, and the install (no network here; the package is installed)
+            step_env = {k: re.sub(r"\$\{\{.*?\}\}", "", str(v)) for k, v in (step.get("env") or {}).items()}
+            r = subprocess.run(
+                ["bash", "-e", "-c", script], cwd=tmp_path, env={**env, **step_env}, capture_output=True, text=True
+            )
+            results[name] = r
+            if not step.get("continue-on-error"):
+                assert r.returncode == 0, (name, r.stdout, r.stderr)
+    assert "FLy" in results["lint"].stdout + results["lint"].stderr
+    assert results["check"].returncode == 3
+    assert "evidence/gate.json" in results["check"].stdout + results["check"].stderr

@@ -1,5 +1,6 @@
 """The gate report file (qualgate.evidence.gate_report): one writer, one reader, and what binds it."""
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -56,7 +57,9 @@ def test_the_signature_is_an_hmac_of_the_canonical_json(files):
     assert doc["signature"] == {"algorithm": "hmac-sha256", "value": hmac.new(b"k", blob, hashlib.sha256).hexdigest()}
     assert ev.signature_problem("k") == ""
     assert "does not match" in ev.signature_problem("other")
-    assert ev.signed("").signature is None and ev.signed("").signature_problem("k") == "the report is not signed"
+    assert dataclasses.replace(ev, signature=None).signature_problem("k") == "the report is not signed"
+    with pytest.raises(DataError, match="set but empty"):  # an empty key is not "no key" (issue 34)
+        ev.signed("")
 
 
 def test_the_writer_signs_with_the_key_in_the_environment(files, tmp_path, monkeypatch):

@@ -23,10 +23,15 @@ def report(*args):
     return CliRunner().invoke(cli, ["report", *map(str, args)])
 
 
+def gate_exit(out) -> int:
+    """The exit code ``qualgate report OUT`` must return: the run's gate's."""
+    return json.loads((out / "manifest.json").read_text())["gate"]["exit_code"]
+
+
 @pytest.mark.slow
 def test_text_report_has_one_row_per_config_with_the_verdicts(out):
     r = report(out)
-    assert r.exit_code == 0
+    assert r.exit_code == gate_exit(out) == 4  # 6 pairs: INCONCLUSIVE
     gate = json.loads((out / "gate.json").read_text())
     rows = {
         line.split()[0]: line
@@ -69,7 +74,7 @@ def test_markdown_report_is_written_and_appended_to_the_step_summary(out, tmp_pa
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     md = tmp_path / "report.md"
     r = report(out, "--markdown", md)
-    assert r.exit_code == 0
+    assert r.exit_code == gate_exit(out)
     text = md.read_text()
     assert text.startswith("### qualgate run") and "| config | mode |" in text
     assert "| fly |" in text and summary.read_text() == text + "\n"
@@ -87,7 +92,8 @@ def test_report_of_an_incomplete_run_says_the_gate_is_not_evaluated(out, tmp_pat
     (copy / "manifest.json").write_text(json.dumps(m))
     (copy / "gate.json").unlink()
     r = report(copy)
-    assert r.exit_code == 0 and "not evaluated yet" in r.stdout
+    # (no gate: never a PASS's exit 0)
+    assert r.exit_code == 3 and "not evaluated yet" in r.stdout and "no gate yet" in r.stderr
 
 
 def test_report_of_a_directory_without_manifest_is_a_data_error(tmp_path):

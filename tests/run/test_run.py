@@ -249,7 +249,7 @@ def test_a_missing_engine_package_is_a_data_error(plan_factory, tmp_path):
 def test_run_and_report_print_the_same_table(finished):
     _, out, result = finished
     report = CliRunner().invoke(cli, ["report", str(out)])
-    assert report.exit_code == 0
+    assert report.exit_code == result.exit_code  # the gate's
     assert report.stdout == result.stdout
 
 

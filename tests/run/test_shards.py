@@ -105,7 +105,8 @@ def test_three_shards_merged_are_the_one_machine_run(runs, tmp_path):
     assert sum(s["configs"]["fly"]["records"] for s in manifest["shards"]) == 14
     assert manifest["configs"]["fly"]["throughput"]["requests"] == 14
     report = invoke("report", merged)
-    assert report.exit_code == 0 and "gate:" in report.output
+    gate_code = json.loads((merged / "manifest.json").read_text())["gate"]["exit_code"]
+    assert report.exit_code == gate_code and "gate:" in report.output
 
 
 @pytest.mark.slow

@@ -23,7 +23,9 @@ def pilot(tmp_path, both_correct=150, lost=12, gained=8, both_wrong=30):
 
 
 def power(*args):
-    return CliRunner().invoke(cli, ["power", *map(str, args)])
+    # the normal approximation, as noninferiority_sample_size's default: the exact default of
+    # the command scans exact power (minutes at n ~ 1,500) and is tested in test_cli_power.py
+    return CliRunner().invoke(cli, ["power", "--method", "normal", *map(str, args)])
 
 
 def test_the_pilots_discordance_sizes_the_gate_as_the_same_discordance_given(tmp_path):

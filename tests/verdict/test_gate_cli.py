@@ -303,6 +303,14 @@ def test_calibrate_text_table(write, table):
     assert "questions (non-inferiority)" in r.output and "0.01" not in r.output.split("questions (McNemar)")[1]
 
 
+def test_calibrate_with_a_loss_too_small_to_detect_reports_no_size(write, table):
+    # issue 34 item 11: --loss 1e-300 raised OverflowError (its square underflows to 0)
+    b, c = table(700, 30, 28, 242)
+    r = run("calibrate", write("a.jsonl", b), write("b.jsonl", c, config="c"), "--loss", "0.02,1e-300")
+    assert r.exit_code == 0, r.output
+    assert "Traceback" not in r.output and "—" in r.output
+
+
 def test_calibrate_with_seeds_uses_the_question_as_unit(write):
     base = ["correct"] * 600
     cand = ["incorrect"] * 6 + ["correct"] * 594  # 2 questions lost on all 3 seeds

@@ -61,6 +61,7 @@ def test_the_issues_nine_pairs_show_one_interval_and_name_each_columns_test(writ
 
     b, c = table(6, 3, 0, 0)
     args = ["gate", str(write("b.jsonl", b)), str(write("c.jsonl", c, config="cfg-c")), "--margin", "0.05"]
+    args.append("--wide")  # the columns the line names (the 100-column table shows counts and the bound)
     out = CliRunner().invoke(cli, args, env={"GITHUB_STEP_SUMMARY": ""}).output
     a = analyze(one_seed(6, 3, 0, 0), margin=0.05)
     assert a.ci_difference[0] == -a.loss_upper_bound  # was -0.6017 against 0.6625

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from qualgate.errors import DataError
-from qualgate.verdict.pairing import IMPUTED_ERROR, IMPUTED_MISSING, pair_records
+from qualgate.verdict.pairing import IMPUTED_BASELINE, IMPUTED_ERROR, IMPUTED_MISSING, pair_records
 
 
 def test_pairs_on_keys_not_row_order(records_of):
@@ -63,6 +63,39 @@ def test_gaps_on_baseline_wrong_questions_and_baseline_side_gaps_are_dropped(rec
         "baseline_error_candidate_missing": 0,
     }
     assert p.dropped["by_baseline_outcome"] == {"correct": 1, "incorrect": 1, "no_answer": 0, "error": 1, "missing": 0}
+
+
+def test_baseline_side_errors_and_gaps_where_the_candidate_is_not_correct_count_as_lost(records_of):
+    # issue 34 item 2: turning the baseline into `error` on the questions the candidate lost
+    # must not drop the losses; q0..q2 baseline error (candidate wrong, no answer, error),
+    # q3 baseline error with the candidate correct (dropped), q4 complete
+    base = records_of(["error", "error", "error", "error", "correct"])
+    cand = records_of(["incorrect", "no_answer", "error", "correct", "correct", "incorrect"], config="c")
+    p = pair_records(base, cand, on_missing="drop", max_errors=4)  # q5: only in the candidate, wrong
+    assert p.imputed.tolist() == [IMPUTED_BASELINE] * 3 + [0, IMPUTED_BASELINE]
+    assert p.baseline_correct.tolist() == [True, True, True, True, True]
+    assert p.candidate_correct.tolist() == [False, False, False, True, False]
+    assert p.dropped["imputed_as_lost"] == 4 == p.n_imputed
+    assert [k[1] for k in p.question_keys] == ["q0", "q1", "q2", "q4", "q5"]
+    assert p.without_imputed().n_pairs == 1
+
+
+@pytest.mark.slow
+def test_a_gate_cannot_pass_by_turning_the_baselines_losses_into_errors(tmp_path):
+    from click.testing import CliRunner
+
+    from qualgate.cli import cli
+
+    import support
+
+    base, cand = support.table_outcomes(370, 26, 0, 4)
+    # the baseline is made to fail exactly where the candidate lost
+    base = ["error" if b == "correct" and c != "correct" else b for b, c in zip(base, cand)]
+    b = support.write_records(tmp_path / "b.jsonl", base, config="cfg-b")
+    c = support.write_records(tmp_path / "c.jsonl", cand, config="cfg-c")
+    r = CliRunner().invoke(cli, ["gate", str(b), str(c), "--margin", "0.02", "--max-errors", "28"])
+    assert r.exit_code == 1, r.output
+    assert "FAIL" in r.output
 
 
 def test_prompt_hash_mismatch_is_refused(records_of):
