@@ -38,6 +38,7 @@ from ..errors import DataError
 __all__ = [
     "BACKENDS",
     "Backend",
+    "DeviceParallelBackend",
     "Generation",
     "Request",
     "open_backend",
@@ -217,6 +218,15 @@ def package_versions(*names: str) -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def __getattr__(name):
+    # DeviceParallelBackend (one engine per device, :mod:`._devices`) imports this module
+    if name == "DeviceParallelBackend":
+        from ._devices import DeviceParallelBackend
+
+        return DeviceParallelBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_on_devices(config, *, threads: int | None = None) -> Backend:

@@ -54,14 +54,18 @@ TIMING_FIELDS = ("run_id", "latency_s")
 def comparable_records(out) -> dict:
     """A run's records by (config, suite, question, seed, sample), timing fields left out.
 
-    Two runs of one plan, on one GPU or spread over several, must give equal values.
+    Two runs of one plan, on one GPU or spread over several, must give equal values. The
+    tokens are exact; ``top2_margins`` are left out too: they are floats of the batch's
+    numerics (a request's row shares its matrix products with other rows, so the 6th decimal
+    moves with the batch), and no rounding makes floats that close compare equal. Their
+    values are tested against a full forward pass in ``tests/engines``.
     """
     rows = {}
     for path in sorted((Path(out) / "records").glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
             key = (path.stem, rec["suite"], rec["question_id"], rec["seed"], rec["sample_index"])
-            rows[key] = {k: v for k, v in rec.items() if k not in TIMING_FIELDS}
+            rows[key] = {k: v for k, v in rec.items() if k not in TIMING_FIELDS and k != "top2_margins"}
     return rows
 
 

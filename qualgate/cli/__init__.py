@@ -65,8 +65,11 @@ class Fraction(FiniteFloatRange):
     def convert(self, value, param, ctx):
         try:
             return super().convert(value, param, ctx)
-        except click.BadParameter:
-            number = float(value)
+        except click.BadParameter as exc:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):  # not a number at all: click's own message
+                raise exc from None
             if 1 <= number < 100:
                 self.fail(
                     f"{value} is not in (0, 1): give a fraction, not percentage points "

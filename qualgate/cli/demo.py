@@ -93,7 +93,7 @@ def demo(out, questions, seeds, workers, threads, quiet, wide):
 
     import torch
 
-    from qualgate.backends._devices import DeviceParallelBackend
+    from qualgate.backends import DeviceParallelBackend
     from qualgate.formatting import text_table, write_atomic
     from qualgate.report.gate_text import render_text
     from qualgate.report.html import run_html

@@ -109,9 +109,10 @@ exec vllm serve Qwen/Qwen3-8B --port 8000 \\
 @pytest.mark.slow
 def test_the_lint_and_check_jobs_steps_run_and_check_refuses_missing_evidence(tmp_path):
     """The lint and check jobs' run steps (after the install), as the runner would run them
-    (bash -e, the job's env with the secret empty), on a project whose serving config is FLy
-    and which has no evidence yet: lint passes with its FLy warning, check exits 3 naming the
-    missing evidence (continue-on-error then sends the workflow to evaluate)."""
+    (bash -e, the job's env with the secret set to a test value), on a project whose serving
+    config is FLy and which has no evidence yet: lint passes with its FLy warning, check exits 3
+    naming the missing evidence (continue-on-error then sends the workflow to evaluate). With
+    the secret missing (Actions then sets the variable to ""), check exits 3 naming the key."""
     import os
     import subprocess
     import sys
@@ -127,13 +128,22 @@ def test_the_lint_and_check_jobs_steps_run_and_check_refuses_missing_evidence(tm
             script = step.get("run")
             if script is None or "pip install" in script:
                 continue  # actions, and the install (no network here; the package is installed)
-            step_env = {k: re.sub(r"\$\{\{.*?\}\}", "", str(v)) for k, v in (step.get("env") or {}).items()}
+            raw_env = {k: str(v) for k, v in (step.get("env") or {}).items()}
+            step_env = {k: re.sub(r"\$\{\{ *secrets\..*?\}\}", "a-test-secret", v) for k, v in raw_env.items()}
+            step_env = {k: re.sub(r"\$\{\{.*?\}\}", "", v) for k, v in step_env.items()}
             r = subprocess.run(
                 ["bash", "-e", "-c", script], cwd=tmp_path, env={**env, **step_env}, capture_output=True, text=True
             )
             results[name] = r
+            if name == "check" and "QUALGATE_EVIDENCE_KEY" in raw_env:
+                no_secret = {k: re.sub(r"\$\{\{.*?\}\}", "", v) for k, v in raw_env.items()}
+                results["no secret"] = subprocess.run(
+                    ["bash", "-e", "-c", script], cwd=tmp_path, env={**env, **no_secret}, capture_output=True, text=True
+                )
             if not step.get("continue-on-error"):
                 assert r.returncode == 0, (name, r.stdout, r.stderr)
     assert "FLy" in results["lint"].stdout + results["lint"].stderr
     assert results["check"].returncode == 3
     assert "evidence/gate.json" in results["check"].stdout + results["check"].stderr
+    assert results["no secret"].returncode == 3  # fail closed: a missing secret is no key
+    assert "QUALGATE_EVIDENCE_KEY" in results["no secret"].stderr

@@ -16,7 +16,10 @@ MEDUSA = "medusa-vicuna-7b-v1.3-1-temperature-0.0-posterior_threshold-0.09-poste
 PASS_SCORE = 7
 CASES = {  # baseline, candidate, the verdict at margin 5 points, alpha 0.05
     "medusa-vs-greedy": ("mt_bench_medusa", "vicuna-7b-v1.3-greedy", MEDUSA, "PASS"),
-    "medusa-vs-sampling": ("mt_bench_medusa", "vicuna-7b-v1.3", MEDUSA, "PASS"),
+    # 5 lost, 5 gained of 160 pairs on 80 questions: the loss bound is 5.35 points with the
+    # question-level variance that holds the size when few questions are discordant (issue 36
+    # item 1; 4.74, a PASS at the 5-point margin, with the sandwich variance alone)
+    "medusa-vs-sampling": ("mt_bench_medusa", "vicuna-7b-v1.3", MEDUSA, "INCONCLUSIVE"),
     "h2o-vs-full-cache": ("mt_bench_h2o", "llama-2-chat-7b", "llama-2-chat-7b-0.1-0.1", "INCONCLUSIVE"),
 }
 
