@@ -11,6 +11,8 @@ system) and peak resident memory (``ru_maxrss``, from ``os.wait4``):
   exact unconditional test runs too; three seeds: the clustered path).
 
 A child still running after ``--timeout`` CPU seconds is killed and reported as a cut-off.
+With ``--repeat N`` each step runs N times: "cpu s" is the median run (user + system; "sys s"
+its system part), "least" the least, "peak MiB" the largest peak.
 ``--pythonpath`` measures another copy of the package (the "before").
 
 Run: ``python benchmarks/bench_gate.py --pairs 1000000 --seeds 1 3``.
@@ -19,6 +21,7 @@ Run: ``python benchmarks/bench_gate.py --pairs 1000000 --seeds 1 3``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -38,8 +41,9 @@ print(p.n_pairs, "pairs")
 """
 
 
-def write_pair(directory: Path, pairs: int, seeds: int, rng) -> tuple[Path, Path]:
-    """Two record files as ``qualgate run`` writes them (canonical JSON, one object a line)."""
+def write_pair(directory: Path, pairs: int, seeds: int, rng, fmt: str = "jsonl") -> tuple[Path, Path]:
+    """Two record files as ``qualgate run`` writes them (canonical JSON, one object a line), or
+    the same records as Parquet (``fmt="parquet"``, written by pyarrow from the JSON Lines)."""
     base = rng.random(pairs) < 0.8
     cand = base ^ (rng.random(pairs) < 0.03)
     paths = []
@@ -65,14 +69,22 @@ def write_pair(directory: Path, pairs: int, seeds: int, rng) -> tuple[Path, Path
                     "latency_s": 1.5,
                 }
                 fh.write(json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n")
+        if fmt == "parquet":
+            import pyarrow.json as pj
+            import pyarrow.parquet as pq
+
+            parquet = path.with_suffix(".parquet")
+            pq.write_table(pj.read_json(path), parquet)
+            path.unlink()
+            path = parquet
         paths.append(path)
     return paths[0], paths[1]
 
 
-def measure(argv: list[str], env: dict, timeout: float, cwd) -> tuple[float, float, str]:
-    """(CPU seconds, peak RSS in MiB, status) of one child process, run in ``cwd`` (``-m`` and
-    ``-c`` put the working directory first on the path: never the checkout, so that
-    ``--pythonpath`` decides which package is measured)."""
+def measure(argv: list[str], env: dict, timeout: float, cwd) -> tuple[float, float, float, str]:
+    """(CPU seconds, of them system, peak RSS in MiB, status) of one child process, run in
+    ``cwd`` (``-m`` and ``-c`` put the working directory first on the path: never the checkout,
+    so that ``--pythonpath`` decides which package is measured)."""
     log = tempfile.TemporaryFile()  # never a pipe: a report over the pipe's buffer would block the child
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
     try:
@@ -86,14 +98,16 @@ def measure(argv: list[str], env: dict, timeout: float, cwd) -> tuple[float, flo
     cpu = usage.ru_utime + usage.ru_stime
     code = os.waitstatus_to_exitcode(status)
     state = f"exit {code}" if code >= 0 else f"killed (signal {-code}) at the {int(timeout)} CPU-s cut-off"
-    return cpu, usage.ru_maxrss / 1024, f"{state}: {out[-1][:80] if out else ''}"
+    return cpu, usage.ru_stime, usage.ru_maxrss / 1024, f"{state}: {out[-1][:80] if out else ''}"
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=int, nargs="+", default=[100_000])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 3])
+    ap.add_argument("--formats", nargs="+", default=["jsonl"], choices=["jsonl", "parquet"])
     ap.add_argument("--steps", nargs="+", default=["read+pair", "gate"], choices=["read+pair", "gate"])
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each step: the table shows the median and the least")
     ap.add_argument("--timeout", type=float, default=120, help="CPU seconds before a step is cut off")
     ap.add_argument("--pythonpath", default=None, help="the qualgate package to measure (default: this one)")
     args = ap.parse_args(argv)
@@ -101,23 +115,31 @@ def main(argv=None):
     env["PYTHONPATH"] = args.pythonpath or str(Path(__file__).resolve().parents[1])
     rng = np.random.default_rng(0)
     print(f"qualgate from {env['PYTHONPATH']}")
-    print(f"{'pairs':>9} {'seeds':>5}  {'step':<10} {'cpu s':>7} {'peak MiB':>9}  status")
+    print(
+        f"{'pairs':>9} {'seeds':>5} {'format':>7}  {'step':<10} {'cpu s':>7} {'least':>7} {'sys s':>6} "
+        f"{'peak MiB':>9}  status"
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        for pairs in args.pairs:
-            for seeds in args.seeds:
-                b, c = write_pair(Path(tmp), pairs, seeds, rng)
-                for step in args.steps:
-                    if step == "read+pair":
-                        cmd = [sys.executable, "-c", _READ_PAIR, str(b), str(c)]
-                    else:
-                        cmd = [sys.executable, "-m", "qualgate", "gate", str(b), str(c), "--margin", "0.02"]
-                        cmd += ["--format", "json"]
-                    cpu, rss, state = measure(cmd, env, args.timeout, tmp)
-                    if step == "gate" and state.startswith("exit"):
-                        state = state.split(":")[0]
-                    print(f"{pairs:>9,} {seeds:>5}  {step:<10} {cpu:>7.2f} {rss:>9.0f}  {state}", flush=True)
-                b.unlink()
-                c.unlink()
+        for pairs, seeds, fmt in itertools.product(args.pairs, args.seeds, args.formats):
+            b, c = write_pair(Path(tmp), pairs, seeds, rng, fmt)
+            for step in args.steps:
+                if step == "read+pair":
+                    cmd = [sys.executable, "-c", _READ_PAIR, str(b), str(c)]
+                else:
+                    cmd = [sys.executable, "-m", "qualgate", "gate", str(b), str(c), "--margin", "0.02"]
+                    cmd += ["--format", "json"]
+                runs = sorted(measure(cmd, env, args.timeout, tmp) for _ in range(args.repeat))
+                cpu, sys_s, _, state = runs[len(runs) // 2]
+                least, peak = runs[0][0], max(r[2] for r in runs)
+                if step == "gate" and state.startswith("exit"):
+                    state = state.split(":")[0]
+                print(
+                    f"{pairs:>9,} {seeds:>5} {fmt:>7}  {step:<10} {cpu:>7.2f} {least:>7.2f} {sys_s:>6.2f} "
+                    f"{peak:>9.0f}  {state}",
+                    flush=True,
+                )
+            b.unlink()
+            c.unlink()
 
 
 if __name__ == "__main__":

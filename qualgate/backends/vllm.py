@@ -85,6 +85,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from qualgate.vllm033.rules import rule
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
 
 from ..errors import DataError
@@ -237,6 +238,17 @@ class VLLMBackend(Backend):
                 self.llm = vllm.LLM(**self.kwargs)
         except self._request_errors as exc:  # vLLM's config validation (pydantic or its own)
             self._restore_env()
+            if str(exc).startswith(rule("model-not-found").data["prefix"]):
+                named = re.search(r"specified: '(.*?)'", str(exc))
+                model = named.group(1) if named else self.kwargs.get("model")
+                raise DataError(
+                    f"vLLM cannot load the model {model!r}: it is neither a repository id the Hugging "
+                    "Face hub resolves (is it spelled right, is the hub reachable, is a token needed?) "
+                    "nor a local folder with a config.json",
+                    file=config.path,
+                    field="model" if model == self.kwargs.get("model") else "speculative.model",
+                    value=model,
+                ) from exc
             raise DataError(
                 f"vLLM refused this config: {type(exc).__name__}: {exc}",
                 file=config.path,

@@ -91,7 +91,8 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
     click.echo(doc if fmt == "json" else inert(text(report)), nl=fmt == "json")
     if output:
         write_atomic(output, doc + "\n")
-    page = md(report)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    page = md(report) if markdown or summary else None  # 0.3 s at 30,000 flips: only when written
     if markdown:
         write_atomic(markdown, page)
     if html:
@@ -99,7 +100,8 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
 
         path, build = html
         write_html(path, build(report.to_dict()))
-    append_step_summary(page)
+    if summary:
+        append_step_summary(page)
     return report.exit_code
 
 

@@ -12,7 +12,7 @@ from qualgate.config.options import INPUT_FORMATS, ON_MISSING, ON_PROMPT_MISMATC
 
 _PATH = click.Path(exists=True, path_type=str)
 _OUT = click.Path(dir_okay=False, path_type=str)
-_TOOLS = INPUT_FORMATS[1:]  # the tools whose logs are read
+_TOOLS = INPUT_FORMATS  # qualgate's own records (to Parquet), and the tools whose logs are read
 
 
 def import_options(f):
@@ -75,13 +75,20 @@ def options_from(kwargs: dict):
 @click.command(name="import", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("fmt", metavar="FORMAT", type=click.Choice(_TOOLS))
 @click.argument("paths", nargs=-1, required=True, type=_PATH)
-@click.option("--out", "-o", required=True, type=_OUT, help="Records file to write (JSON Lines; must not exist).")
+@click.option(
+    "--out",
+    "-o",
+    required=True,
+    type=_OUT,
+    help="Records file to write: JSON Lines, or Parquet with a .parquet suffix (must not exist).",
+)
 @import_options
 def import_(fmt, paths, out, **kwargs):
     """Convert another tool's per-sample logs (PATH: files or output folders) into qualgate records.
 
     \b
     FORMAT:
+      qualgate        qualgate's own records (e.g. JSON Lines to --out R.parquet)
       lm-eval         samples_<task>_<time>.jsonl (--log_samples) or the output folder
       inspect         inspect_ai .eval / .json logs (needs the 'inspect' extra)
       nemo-evaluator  results.jsonl with its run bundle, or the run folder
@@ -89,6 +96,8 @@ def import_(fmt, paths, out, **kwargs):
 
     Anything that cannot be mapped is refused (exit 3) naming the file, line and field.
     `qualgate gate` and `calibrate` also read these formats directly (--input-format).
+    A .parquet --out is read by the gate on its columnar path: a million records a side are
+    gated in seconds (benchmarks/bench_gate.py).
     """
     from qualgate.records.importers import check_runs, import_records
 
@@ -98,16 +107,26 @@ def import_(fmt, paths, out, **kwargs):
     target = Path(out)
     if target.exists():
         raise click.UsageError(f"{out} exists: qualgate import writes a new file (records are never overwritten)")
-    located = [x for p in paths for x in import_records(fmt, p, options)]
-    check_runs(fmt, located, ", ".join(paths))  # several paths: still one configuration
-    records = [x.record for x in located]
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with RecordWriter(tmp) as w:
-            w.write_batch(records)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    if fmt == "qualgate":
+        from ..records import read_records
+
+        records = [r for p in paths for r in read_records(p)]
+    else:
+        located = [x for p in paths for x in import_records(fmt, p, options)]
+        check_runs(fmt, located, ", ".join(paths))  # several paths: still one configuration
+        records = [x.record for x in located]
+    if target.suffix == ".parquet":
+        from ..records.columns import write_parquet
+
+        write_parquet(records, target)
+    else:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            with RecordWriter(tmp) as w:
+                w.write_batch(records)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
     suites = sorted({r.suite for r in records})
     configs = sorted({r.config_id for r in records})
     click.echo(f"wrote {len(records):,} records ({', '.join(suites)}; config {', '.join(configs)}) to {out}", err=True)

@@ -58,12 +58,19 @@ class Verdict(enum.StrEnum):
         return cls.FAIL if cls.FAIL in seen else cls.INCONCLUSIVE if cls.INCONCLUSIVE in seen else cls.PASS
 
 
+_SCALARS = frozenset({str, int, float, bool})
+
+
 def _plain(value):
     """A part's value as JSON holds it (verdicts as strings, parts as dicts, tuples as lists)."""
+    if value is None or type(value) in _SCALARS:  # most values of a large report
+        return value
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, _Part):
         return value.to_dict()
+    if type(value) is dict and all(v is None or type(v) in _SCALARS for v in value.values()):
+        return dict(value)  # a flat dict (a flip): no call per value
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -41,6 +41,7 @@ __all__ = [
     "load_json",
     "load_yaml",
     "loads_json",
+    "open_regular",
     "loads_yaml",
     "read_bytes",
     "read_text",
@@ -82,6 +83,33 @@ def read_bytes(path, *, kind: str = "text", follow_links: bool = True) -> bytes:
     """
     limit = LIMITS[kind]
     name = os.fspath(path)
+    fd, st = open_regular(path, kind=kind, follow_links=follow_links)
+    # A buffer of the file's size (plus one byte, to see it grow), never of the limit: a
+    # buffer of LIMITS["records"] failed under a 4 GiB address-space limit (ulimit -v).
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        try:
+            data = fh.read(st.st_size + 1) or b""
+            if len(data) > st.st_size:  # it grew while being read: the rest, in blocks
+                parts = [data]
+                while (block := fh.read(1 << 20)) and (size := sum(map(len, parts)) + len(block)) <= limit:
+                    parts.append(block)
+                if block and size > limit:
+                    raise DataError(f"over the {limit} byte limit for a {kind} file", file=name)
+                data = b"".join(parts)
+        except OSError as exc:
+            raise DataError(f"cannot read: {exc.strerror}", file=name) from None
+    return data
+
+
+def open_regular(path, *, kind: str = "text", follow_links: bool = True) -> tuple[int, os.stat_result]:
+    """A file descriptor of a regular file of at most ``LIMITS[kind]`` bytes, and its ``fstat``.
+
+    The file is opened without blocking (``O_NONBLOCK``: opening a FIFO does not wait for a
+    writer) and checked with ``fstat`` before anything is read; the caller closes the
+    descriptor. ``follow_links=False`` refuses a symbolic link (``O_NOFOLLOW``).
+    """
+    limit = LIMITS[kind]
+    name = os.fspath(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow_links else os.O_NOFOLLOW)
     try:
         fd = os.open(name, flags)
@@ -101,21 +129,7 @@ def read_bytes(path, *, kind: str = "text", follow_links: bool = True) -> bytes:
     except BaseException:
         os.close(fd)
         raise
-    # A buffer of the file's size (plus one byte, to see it grow), never of the limit: a
-    # buffer of LIMITS["records"] failed under a 4 GiB address-space limit (ulimit -v).
-    with os.fdopen(fd, "rb", buffering=0) as fh:
-        try:
-            data = fh.read(st.st_size + 1) or b""
-            if len(data) > st.st_size:  # it grew while being read: the rest, in blocks
-                parts = [data]
-                while (block := fh.read(1 << 20)) and (size := sum(map(len, parts)) + len(block)) <= limit:
-                    parts.append(block)
-                if block and size > limit:
-                    raise DataError(f"over the {limit} byte limit for a {kind} file", file=name)
-                data = b"".join(parts)
-        except OSError as exc:
-            raise DataError(f"cannot read: {exc.strerror}", file=name) from None
-    return data
+    return fd, st
 
 
 # (test, what the file is) of formats mistaken for text

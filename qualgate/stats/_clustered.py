@@ -92,7 +92,7 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from . import checks
 from ._cluster_variance import (
@@ -318,7 +318,7 @@ def clustered_noninferiority(table, *, margin, alpha=0.05, weights=None, design_
     alpha = checks.fraction("alpha", alpha)
     weights = _weights(tables, weights)
     deff = _deffs(tables, design_effect)
-    crit = stats.norm.isf(alpha)
+    crit = -special.ndtri(alpha)
     if design_effect is None:
         f, est = _robust_fn(tables, weights, crit)
         upper = scanned_bound(f, est, crit, upper=True)
@@ -331,7 +331,7 @@ def clustered_noninferiority(table, *, margin, alpha=0.05, weights=None, design_
     pooled_deff = float(deff[0] if weights is None else weights @ deff)
     return ClusteredNoninferiorityResult(
         float(z),
-        float(stats.norm.cdf(z)),
+        float(special.ndtr(z)),
         float(upper),
         bool(z < -crit),
         float(est),
@@ -366,7 +366,7 @@ def clustered_difference_ci(table, *, confidence_level=0.95, weights=None, desig
     tables = _tables(table)
     level = checks.fraction("confidence_level", confidence_level)
     weights = _weights(tables, weights)
-    crit = stats.norm.isf((1 - level) / 2)
+    crit = -special.ndtri((1 - level) / 2)
     if design_effect is None:
         f, est = _robust_fn(tables, weights, crit)
         bound = scanned_bound
@@ -405,6 +405,8 @@ def _signflip_pmf(abs_d: Sequence[int]) -> np.ndarray:
         if not count:
             continue
         spread = np.zeros(j * count + 1)
+        from scipy import stats  # here: scipy.stats takes 0.5 s to import, every gate
+
         spread[::j] = stats.binom.pmf(np.arange(count + 1), count, 0.5)
         if len(pmf) * len(spread) > 4_000_000:
             from scipy import signal  # here, not at import: scipy.signal takes ~0.8 s, every gate
@@ -471,7 +473,7 @@ def stratified_score_test(tables, *, weights, design_effect=None, alternative="t
     else:
         f, _ = _stat_fn(tables, w, _deffs(tables, design_effect))
     t = -float(f(0.0))
-    less, greater = float(stats.norm.cdf(t)), float(stats.norm.sf(t))
+    less, greater = float(special.ndtr(t)), float(special.ndtr(-t))
     p = {"less": less, "greater": greater, "two-sided": min(1.0, 2 * min(less, greater))}[alternative]
     lost, gained = sum(x.lost for x in tables), sum(x.gained for x in tables)
     return ClusteredMcNemarResult(lost, gained, sum(x.clusters for x in tables), t, p, alternative, "score-stratified")

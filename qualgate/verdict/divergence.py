@@ -93,8 +93,7 @@ def _first_difference(a: Sequence, b: Sequence) -> int:
     return n
 
 
-def _margin_at(record, i: int) -> float | None:
-    margins, tokens = getattr(record, "top2_margins", None), getattr(record, "token_ids", None)
+def _margin_at(margins, tokens, i: int) -> float | None:
     if margins is None or tokens is None or len(margins) != len(tokens) or i >= len(margins):
         return None
     return float(margins[i])
@@ -103,38 +102,48 @@ def _margin_at(record, i: int) -> float | None:
 def divergence_audit(
     baseline: Iterable, candidate: Iterable, *, mode: str | None = None, greedy: bool | None = None
 ) -> DivergenceAudit:
-    """Audit ``candidate``'s records against ``baseline``'s (records: :class:`qualgate.records.Record`).
+    """Audit ``candidate``'s records against ``baseline``'s (records: :class:`qualgate.records.Record`,
+    or record sets, read on the columnar path or not).
 
     ``mode``: the candidate's mode (default: its records'); ``greedy``: whether both sides were
     decoded at temperature 0, when known.
     """
-    by_key = {r.key: r for r in baseline}
-    pairs, without, modes = [], 0, set()
-    for c in candidate:
-        b = by_key.get(c.key)
-        if b is None:
-            continue
-        modes.add(c.mode)
-        if b.output is None or c.output is None:
-            without += 1
-            continue
-        pairs.append((b, c))
-    tokens = bool(pairs) and all(b.token_ids is not None and c.token_ids is not None for b, c in pairs)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from qualgate.records.columns import columns_of, key_codes, last_row_of_key
+
+    bt, ct = columns_of(baseline), columns_of(candidate)
+    (bk, ck), _ = key_codes([bt, ct])
+    n_keys = int(max(bk.max(initial=-1), ck.max(initial=-1))) + 1
+    matched = last_row_of_key(bk, n_keys)[ck]  # per candidate record, its baseline record
+    rows = np.flatnonzero(matched >= 0)
+    c_rows, b_rows = pa.array(rows), pa.array(matched[rows])
+    modes = set(pc.unique(ct["mode"].take(c_rows)).to_pylist())
+    with_output = np.asarray(
+        pc.and_(pc.is_valid(bt["output"].take(b_rows)), pc.is_valid(ct["output"].take(c_rows))), dtype=bool
+    )
+    without = int(len(rows) - np.count_nonzero(with_output))
+    b_rows, c_rows = b_rows.filter(pa.array(with_output)), c_rows.filter(pa.array(with_output))
+    b = [bt[name].take(b_rows).to_pylist() for name in ("output", "token_ids", "top2_margins")]
+    c = [ct[name].take(c_rows).to_pylist() for name in ("output", "token_ids", "top2_margins")]
+    n = len(b[0])
+    tokens = n > 0 and all(x is not None for x in b[1]) and all(x is not None for x in c[1])
     identical, positions, margins = 0, [], []
-    for b, c in pairs:
-        if b.output == c.output and (not tokens or b.token_ids == c.token_ids):
+    for (bo, bt_, bm), (co, ct_, cm) in zip(zip(*b), zip(*c)):
+        if bo == co and (not tokens or bt_ == ct_):
             identical += 1
             continue
-        i = _first_difference(b.token_ids, c.token_ids) if tokens else _first_difference(b.output, c.output)
+        i = _first_difference(bt_, ct_) if tokens else _first_difference(bo, co)
         positions.append(i)
         if tokens:
-            m = _margin_at(b, i)
-            m = _margin_at(c, i) if m is None else m
+            m = _margin_at(bm, bt_, i)
+            m = _margin_at(cm, ct_, i) if m is None else m
             if m is not None:
                 margins.append(m)
     mode = mode if mode is not None else (next(iter(modes)) if len(modes) == 1 else None)
     return DivergenceAudit(
-        pairs=len(pairs),
+        pairs=n,
         identical=identical,
         unit="token" if tokens else "character",
         first_difference=tuple(sorted(positions)),

@@ -490,7 +490,7 @@ def run_gate(
             )
         )
         flips.append(find_flips(base, cand))
-        audits.append(divergence_audit(base.records, cand.records, greedy=greedy[i] if greedy else None))
+        audits.append(divergence_audit(base, cand, greedy=greedy[i] if greedy else None))
     _check_baseline_config(baseline_config, pairings[0].baseline)
     progress(f"testing {len(pairings)} candidate(s)")
     report = gate(

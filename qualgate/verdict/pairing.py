@@ -39,18 +39,21 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import operator
+import heapq
 import os
-from collections import Counter
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from qualgate.config.options import ON_MISSING, ON_PROMPT_MISMATCH
 from qualgate.errors import DataError
 from qualgate.records import Record, RecordSet, read_records, record_files
+from qualgate.records.columns import columns_of, factorize, key_codes, read_columns
 from qualgate.records.files import gc_paused
 from qualgate.records.strict import LIMITS
 
@@ -109,7 +112,7 @@ class Pairing:
     candidate_no_answer: np.ndarray  #: bool
     notes: tuple[str, ...] = ()  #: what was dropped, in sentences
     dropped: dict | None = None  #: counts of what was dropped (JSON-ready)
-    question_keys: tuple[tuple[str, str], ...] = ()  #: (suite, question_id) of each cluster id
+    question_keys: Sequence[tuple[str, str]] = ()  #: (suite, question_id) of each cluster id (a QuestionKeys)
     imputed: np.ndarray | None = None  #: int8 per pair: 0, IMPUTED_ERROR, IMPUTED_MISSING or IMPUTED_BASELINE
 
     @property
@@ -120,7 +123,10 @@ class Pairing:
         """The pairs where ``keep`` is true, questions and suites renumbered from 0."""
         keep = np.asarray(keep, dtype=bool)
         qs, question = np.unique(self.question[keep], return_inverse=True)
-        keys = tuple(self.question_keys[q] for q in qs.tolist()) if self.question_keys else ()
+        if isinstance(self.question_keys, QuestionKeys):
+            keys = self.question_keys.take(qs)
+        else:
+            keys = tuple(self.question_keys[q] for q in qs.tolist()) if self.question_keys else ()
         ss, suite = np.unique(self.suite[keep], return_inverse=True)
         imputed = self.imputed[keep] if self.imputed is not None else None
         return dataclasses.replace(
@@ -155,10 +161,24 @@ class Pairing:
 
 
 def load_side(path, *, drop_truncated: bool = False, allow_unknown: bool = False) -> RecordSet:
-    """Read one side (a record file or a directory of them), with the SHA-256 of each file."""
+    """Read one side (a record file or a directory of them), with the SHA-256 of each file.
+
+    Each file is read on the columnar path (:func:`qualgate.records.columns.read_columns`:
+    columns, no Python object per record) when it accepts the file, else by the strict reader;
+    the result is the same. On the columnar path the records themselves are read only when
+    asked for (:class:`LazyRecords`).
+    """
     files = record_files(path)
     if not all(Path(f).is_file() for f in files):  # a FIFO, a device, a directory: never hashed
         read_records(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)  # names it
+    if not allow_unknown:
+        read = [read_columns(f) for f in files]
+        if all(r is not None for r in read):
+            tables, digests = zip(*read)
+            table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+            lines = tuple(range(1, t.num_rows + 1) for t in tables)
+            records = LazyRecords(tuple(map(str, files)), digests, table.num_rows)
+            return ColumnarRecordSet(str(path), records.files, records, (), lines, (), digests, table)
     before = _digests(files)
     records = read_records(path, drop_truncated=drop_truncated, allow_unknown=allow_unknown)
     if _digests(records.files) != before:
@@ -173,6 +193,50 @@ class HashedRecordSet(RecordSet):
     """A :class:`~qualgate.records.RecordSet` with the SHA-256 of each of its files."""
 
     sha256: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class ColumnarRecordSet(HashedRecordSet):
+    """A side read on the columnar path: ``columns`` (an Arrow table of
+    :data:`qualgate.records.columns.KEPT`) for pairing, ``records`` read when asked for."""
+
+    columns: object = None
+
+
+class LazyRecords(Sequence):
+    """The records of files read on the columnar path, read by the strict reader when first
+    asked for; a file that no longer has the SHA-256 it was gated with is refused."""
+
+    def __init__(self, files: tuple[str, ...], sha256: tuple[str, ...], n: int):
+        self.files, self.sha256, self.n = files, sha256, n
+        self._records: tuple | None = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _read(self) -> tuple:
+        if self._records is None:
+            records = []
+            for f, digest in zip(self.files, self.sha256):
+                got = read_records(f).records
+                if sha256_file(f, limit=LIMITS["records"]) != digest or len(got) == 0:
+                    raise DataError("the record file changed since it was read; gate it again", file=f)
+                records.extend(got)
+            if len(records) != self.n:
+                raise DataError("the record files changed since they were read; gate them again", file=self.files[0])
+            self._records = tuple(records)
+        return self._records
+
+    def __getitem__(self, i):
+        return self._read()[i]
+
+    def __iter__(self):
+        return iter(self._read())
+
+    def __eq__(self, other):
+        return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None
 
 
 def sha256_file(path, *, limit: int | None = None) -> str:
@@ -191,30 +255,16 @@ def _digests(files) -> list[str]:
     return [sha256_file(f, limit=LIMITS["records"]) for f in files]
 
 
-_USED = (
-    "suite",
-    "question_id",
-    "seed",
-    "sample_index",
-    "suite_version",
-    "prompt_hash",
-    "outcome",
-    "config_id",
-    "mode",
-    "run_id",
-)
+def _table(records):
+    """The columns of one side: read on the columnar path, or taken from its records."""
+    table = getattr(records, "columns", None)
+    return table if table is not None else columns_of(records)
 
 
-def _columns(records: Sequence[Record]) -> dict[str, tuple]:
-    """The fields pairing reads, as one tuple per field (one pass over the records)."""
-    rows = list(map(operator.attrgetter(*_USED), getattr(records, "records", records)))
-    return dict(zip(_USED, zip(*rows))) if rows else dict.fromkeys(_USED, ())
-
-
-def _describe(records: Sequence[Record], cols: dict, label: str, path) -> Side:
-    if not records:
+def _describe(records, table, label: str, path) -> Side:
+    if not table.num_rows:
         raise DataError(f"{label} has no records", file=str(path))
-    configs, modes = set(cols["config_id"]), set(cols["mode"])
+    configs, modes = set(pc.unique(table["config_id"]).to_pylist()), set(pc.unique(table["mode"]).to_pylist())
     if len(configs) > 1:
         raise DataError(
             f"{label} records carry {len(configs)} config ids ({', '.join(sorted(configs)[:5])}): "
@@ -231,31 +281,43 @@ def _describe(records: Sequence[Record], cols: dict, label: str, path) -> Side:
         )
     files = getattr(records, "files", (str(path),))
     dropped = tuple(t.describe() for t in getattr(records, "dropped", ()))
-    decided = Counter(r.decided_by for r in getattr(records, "records", records) if r.decided_by is not None)
+    counts = pc.value_counts(pc.drop_null(table["decided_by"])).to_pylist()
+    decided = sorted(((c["values"], c["counts"]) for c in counts), key=lambda kv: (-kv[1], kv[0]))
     return Side(
         str(path),
         configs.pop(),
         modes.pop(),
-        tuple(sorted(set(cols["run_id"]))),
+        tuple(sorted(pc.unique(table["run_id"]).to_pylist())),
         tuple(files),
-        len(records),
+        table.num_rows,
         dropped,
         tuple(getattr(records, "sha256", ())),
-        tuple(sorted(decided.items(), key=lambda kv: (-kv[1], kv[0]))),
+        tuple(decided),
     )
 
 
-def _keys(records: Sequence[Record], cols: dict, label: str, path) -> tuple[list, dict]:
-    keys = list(zip(cols["suite"], cols["question_id"], cols["seed"], cols["sample_index"]))
-    index = dict(zip(keys, range(len(keys))))
-    if len(index) == len(keys):
-        return keys, index
-    first: dict = {}
-    duplicates = [(first[k], i) for i, k in enumerate(keys) if first.setdefault(k, i) != i]
+def _key_tuples(table, rows) -> list:
+    """``(suite, question_id, seed, sample_index)`` of the table's ``rows``."""
+    rows = pa.array(np.asarray(rows, dtype=np.int64))
+    return list(zip(*(table[name].take(rows).to_pylist() for name in _KEY_FIELDS)))
+
+
+_KEY_FIELDS = ("suite", "question_id", "seed", "sample_index")
+
+
+def _no_duplicates(records, table, keys: np.ndarray, label: str, path) -> None:
+    unique, first = np.unique(keys, return_index=True)
+    if len(unique) == len(keys):
+        return
+    firsts = first[np.searchsorted(unique, keys)]
+    later = np.flatnonzero(firsts != np.arange(len(keys)))
     where = getattr(records, "origin", lambda k: f"record {k}")
-    shown = "; ".join(f"{_fmt_key(keys[i])} at {where(j)} and {where(i)}" for j, i in duplicates[:_EXAMPLES])
+    shown = "; ".join(
+        f"{_fmt_key(key)} at {where(int(firsts[i]))} and {where(int(i))}"
+        for key, i in zip(_key_tuples(table, later[:_EXAMPLES]), later[:_EXAMPLES].tolist())
+    )
     raise DataError(
-        f"{label}: {len(duplicates)} duplicated keys (suite, question_id, seed, sample_index), e.g. {shown}",
+        f"{label}: {len(later)} duplicated keys (suite, question_id, seed, sample_index), e.g. {shown}",
         file=str(path),
     )
 
@@ -317,38 +379,50 @@ def _pair(
 ) -> Pairing:
     bpath = baseline_path or getattr(baseline, "path", "baseline")
     cpath = candidate_path or getattr(candidate, "path", "candidate")
-    bcols, ccols = _columns(baseline), _columns(candidate)
-    bside = _describe(baseline, bcols, "baseline", bpath)
-    cside = _describe(candidate, ccols, "candidate", cpath)
-    bkeys, bindex = _keys(baseline, bcols, "baseline", bpath)
-    ckeys, cindex = _keys(candidate, ccols, "candidate", cpath)
-
-    # positions of the pairs, in the baseline's order
-    matched = list(map(cindex.get, bkeys))
-    if None in matched:
-        bi = np.flatnonzero(np.array([j is not None for j in matched], dtype=bool))
-        cj = np.array([matched[i] for i in bi], dtype=np.intp)
+    bt, ct = _table(baseline), _table(candidate)
+    bside = _describe(baseline, bt, "baseline", bpath)
+    cside = _describe(candidate, ct, "candidate", cpath)
+    (bk, ck), (bq, cq) = key_codes([bt, ct])
+    _no_duplicates(baseline, bt, bk, "baseline", bpath)
+    nb, nc = len(bk), len(ck)
+    if ck is bk:  # the same keys in the same order (key_codes): every pair in place
+        bi = cj = matched = np.arange(nb)
+        c_only = np.zeros(0, dtype=np.int64)
     else:
-        bi, cj = np.arange(len(matched)), np.array(matched, dtype=np.intp)
+        _no_duplicates(candidate, ct, ck, "candidate", cpath)
+        # positions of the pairs, in the baseline's order
+        n_keys = int(max(bk.max(), ck.max())) + 1
+        where_c = np.full(n_keys, -1, dtype=np.int64)
+        where_c[ck] = np.arange(nc)
+        where_b = np.full(n_keys, -1, dtype=np.int64)
+        where_b[bk] = np.arange(nb)
+        matched = where_c[bk]
+        bi = np.flatnonzero(matched >= 0)
+        cj = matched[bi]
+        c_only = np.flatnonzero(where_b[ck] < 0)
+        del where_b, where_c
 
     problems, notes, prompt_diffs = [], [], {}
-    for label, count, keys, other in (
-        ("baseline", len(bkeys) - len(bi), bkeys, cindex),
-        ("candidate", len(ckeys) - len(bi), ckeys, bindex),
+    for label, table, only in (
+        ("baseline", bt, np.flatnonzero(matched < 0)),
+        ("candidate", ct, c_only),
     ):
-        if count:
-            shown = ", ".join(_fmt_key(k) for k in sorted(k for k in keys if k not in other)[:_EXAMPLES])
-            text = f"{count} keys only in the {label} (e.g. {shown})"
+        if len(only):
+            shown = ", ".join(_fmt_key(k) for k in heapq.nsmallest(_EXAMPLES, _key_tuples(table, only)))
+            text = f"{len(only)} keys only in the {label} (e.g. {shown})"
             if on_missing == "error":
                 problems.append(text + "; pass --on-missing drop to pair the intersection")
             else:
                 notes.append(f"incomplete: {text}")
 
     for name in ("suite_version", "prompt_hash"):
-        bv, cv = np.array(bcols[name], dtype=object)[bi], np.array(ccols[name], dtype=object)[cj]
-        bad = np.flatnonzero(bv != cv)
+        bad = _differing(bt[name], ct[name], bi, cj)
         if len(bad):
-            shown = "; ".join(f"{_fmt_key(bkeys[bi[k]])}: {bv[k]!r} vs {cv[k]!r}" for k in bad[:_EXAMPLES])
+            keys = _key_tuples(bt, bi[bad[:_EXAMPLES]])
+            shown = "; ".join(
+                f"{_fmt_key(key)}: {bt[name][int(bi[k])].as_py()!r} vs {ct[name][int(cj[k])].as_py()!r}"
+                for key, k in zip(keys, bad[:_EXAMPLES].tolist())
+            )
             if on_prompt_mismatch == "report":
                 notes.append(
                     f"{len(bad)} of {len(bi)} pairs differ in {name} (paired by question id as asked: "
@@ -362,13 +436,16 @@ def _pair(
                 "and report the differences, pass --prompt-mismatch report"
             )
     # a judge that failed to grade (judge_error) is a failure like an engine error: same rules
-    judged_failures = "judge_error" in bcols["outcome"] or "judge_error" in ccols["outcome"]
-    bcols["outcome"], ccols["outcome"] = _failures(bcols["outcome"]), _failures(ccols["outcome"])
-    bo, co = np.array(bcols["outcome"], dtype=object)[bi], np.array(ccols["outcome"], dtype=object)[cj]
-    errors = np.flatnonzero((bo == "error") | (co == "error"))
+    (bo_codes, co_codes), _, outcomes = factorize(bt["outcome"], ct["outcome"])
+    outcomes = outcomes.to_pylist()
+    judged_failures = "judge_error" in outcomes
+    code = np.array([_CODE[o] for o in outcomes], dtype=np.int8)
+    ball, call = code[bo_codes], code[co_codes]
+    errors = np.flatnonzero((ball[bi] == _ERROR) | (call[cj] == _ERROR))
     if len(errors):
         shown = "; ".join(
-            f"{_fmt_key(bkeys[bi[k]])}: " + _failed_sides(baseline[bi[k]], candidate[cj[k]]) for k in errors[:_EXAMPLES]
+            f"{_fmt_key(key)}: " + _failed_sides(_failure(bt, bi[k]), _failure(ct, cj[k]))
+            for key, k in zip(_key_tuples(bt, bi[errors[:_EXAMPLES]]), errors[:_EXAMPLES].tolist())
         )
         what = (
             "an 'error' outcome (an engine failure, not a wrong answer)"
@@ -382,30 +459,26 @@ def _pair(
             notes.append(f"incomplete: {text}")
 
     # every baseline key: kept, imputed as lost (worst case) or dropped
-    ball = np.array(bcols["outcome"], dtype=object)
-    status = np.zeros(len(bkeys), dtype=np.int8)  # 0 kept, IMPUTED_*, _DROPPED
-    cout = np.full(len(bkeys), "missing", dtype=object)
-    cout[bi] = co
-    b_ok = ball == "correct"
-    status[(cout == "missing")] = np.where(b_ok[cout == "missing"], IMPUTED_MISSING, _DROPPED)
-    c_err = (cout == "error") & (ball != "error")
+    status = np.zeros(nb, dtype=np.int8)  # 0 kept, IMPUTED_*, _DROPPED
+    cout = np.full(nb, _MISSING, dtype=np.int8)
+    cout[bi] = call[cj]
+    b_ok = ball == _CORRECT
+    missing = cout == _MISSING
+    status[missing] = np.where(b_ok[missing], IMPUTED_MISSING, _DROPPED)
+    c_err = (cout == _ERROR) & (ball != _ERROR)
     status[c_err] = np.where(b_ok[c_err], IMPUTED_ERROR, _DROPPED)
     # the worst case on the baseline side too: a baseline error where the candidate is not
     # correct may hide a loss, so it counts as one (baseline correct); else it is dropped
-    b_err = ball == "error"
-    status[b_err] = np.where(cout[b_err] == "correct", _DROPPED, IMPUTED_BASELINE)
-    dropped = _dropped_counts(ball, cout, len(ckeys) - len(bi)) | prompt_diffs
+    b_err = ball == _ERROR
+    status[b_err] = np.where(cout[b_err] == _CORRECT, _DROPPED, IMPUTED_BASELINE)
+    dropped = _dropped_counts(ball, cout, len(c_only)) | prompt_diffs
     # keys only in the candidate (with on_missing='drop'): lost when the candidate is not correct
-    keys = list(bkeys)
-    if len(ckeys) > len(bi):
-        call = np.array(ccols["outcome"], dtype=object)
-        only = [j for j, k in enumerate(ckeys) if k not in bindex and call[j] != "correct"]
-        if only:
-            keys += [ckeys[j] for j in only]
-            ball = np.concatenate([ball, np.full(len(only), "correct", dtype=object)])
-            cout = np.concatenate([cout, call[only]])
-            status = np.concatenate([status, np.full(len(only), IMPUTED_BASELINE, dtype=np.int8)])
-    ball = np.where(status == IMPUTED_BASELINE, "correct", ball)
+    only = c_only[call[c_only] != _CORRECT]
+    question = np.concatenate([bq, cq[only]])
+    ball = np.concatenate([ball, np.full(len(only), _CORRECT, dtype=np.int8)])
+    cout = np.concatenate([cout, call[only]])
+    status = np.concatenate([status, np.full(len(only), IMPUTED_BASELINE, dtype=np.int8)])
+    ball = np.where(status == IMPUTED_BASELINE, _CORRECT, ball)
     n_imputed = int(np.count_nonzero((status > 0) & (status < _DROPPED)))
     dropped["imputed_as_lost"] = n_imputed
     if not problems and not (status == 0).any():
@@ -427,35 +500,107 @@ def _pair(
 
     rows = np.flatnonzero(status < _DROPPED)
     bo, co = ball[rows], cout[rows]
-    qids: dict = {}
-    question = np.array([qids.setdefault(keys[i][:2], len(qids)) for i in rows.tolist()], dtype=np.intp)
+    # questions numbered in the order they first appear
+    clusters, first, inverse = np.unique(question[rows], return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(clusters), dtype=np.intp)
+    rank[order] = np.arange(len(clusters))
+    firsts = rows[first[order]]  # a row of each question, in question order
+    qkeys = _question_keys(bt, ct, firsts, only, nb)
     # suites numbered in sorted order, through the (few) questions
-    suites = {suite: 0 for suite, _ in qids}
-    suites = {suite: i for i, suite in enumerate(sorted(suites))}
-    suite_of_question = np.array([suites[suite] for suite, _ in qids], dtype=np.intp)
+    suites = sorted(pc.unique(qkeys.suites).to_pylist())
+    suite_of_question = np.asarray(pc.index_in(qkeys.suites, value_set=pa.array(suites, pa.string())), dtype=np.intp)
+    question = rank[inverse.ravel()].astype(np.intp)
     return Pairing(
         bside,
         cside,
         tuple(suites),
         suite_of_question[question],
         question,
-        bo == "correct",
-        co == "correct",
-        bo == "no_answer",
-        co == "no_answer",
+        bo == _CORRECT,
+        co == _CORRECT,
+        bo == _NO_ANSWER,
+        co == _NO_ANSWER,
         tuple(notes),
         dropped,
-        tuple(qids),
+        qkeys,
         status[rows],
     )
 
 
+def _differing(b, c, bi: np.ndarray, cj: np.ndarray) -> np.ndarray:
+    """Positions k of the pairs (bi[k], cj[k]) whose values in ``b`` and ``c`` differ; in
+    blocks, so that no copy of a whole column is made."""
+    if len(bi) == len(b) == len(c) and np.array_equal(bi, cj) and np.array_equal(bi, np.arange(len(bi))):
+        return np.flatnonzero(~np.asarray(pc.equal(b, c), dtype=bool))
+    step, bad = 1 << 18, []
+    for start in range(0, len(bi), step):
+        bv = b.take(pa.array(bi[start : start + step]))
+        cv = c.take(pa.array(cj[start : start + step]))
+        bad.append(start + np.flatnonzero(~np.asarray(pc.equal(bv, cv), dtype=bool)))
+    return np.concatenate(bad) if bad else np.zeros(0, dtype=np.int64)
+
+
+def _question_keys(bt, ct, firsts, only, nb) -> QuestionKeys:
+    """The (suite, question_id) of each question, from the row of its first pair (a baseline
+    row below ``nb``, else candidate row ``only[row - nb]``)."""
+    from_b = firsts < nb
+    taken = [(bt, firsts[from_b]), (ct, only[firsts[~from_b] - nb])]
+    parts = {name: [t[name].take(pa.array(r)).combine_chunks() for t, r in taken if len(r)] for name in _KEY_FIELDS[:2]}
+    columns = {name: pa.concat_arrays(a) if a else pa.array([], pa.string()) for name, a in parts.items()}
+    if from_b.any() and not from_b.all():  # back into question order
+        perm = pa.array(np.argsort(np.concatenate([np.flatnonzero(from_b), np.flatnonzero(~from_b)]), kind="stable"))
+        columns = {name: a.take(perm) for name, a in columns.items()}
+    return QuestionKeys(columns["suite"], columns["question_id"])
+
+
+class QuestionKeys(Sequence):
+    """The ``(suite, question_id)`` of each question of a pairing, as tuples when first asked
+    for (a million questions' tuples cost a tenth of a second and a hundred MB)."""
+
+    def __init__(self, suites, question_ids):
+        self.suites, self.question_ids = suites, question_ids
+        self._keys: tuple | None = None
+
+    def _tuples(self) -> tuple:
+        if self._keys is None:
+            self._keys = tuple(zip(self.suites.to_pylist(), self.question_ids.to_pylist()))
+        return self._keys
+
+    def __len__(self) -> int:
+        return len(self.question_ids)
+
+    def __getitem__(self, i):
+        return self._tuples()[i]
+
+    def __iter__(self):
+        return iter(self._tuples())
+
+    def __eq__(self, other):
+        return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"QuestionKeys({len(self)} questions)"
+
+    def take(self, positions) -> QuestionKeys:
+        positions = pa.array(np.asarray(positions, dtype=np.int64))
+        return QuestionKeys(self.suites.take(positions), self.question_ids.take(positions))
+
+
+#: outcome codes: judge_error is read as error (a failure to grade, like an engine failure)
+_CORRECT, _INCORRECT, _NO_ANSWER, _ERROR, _MISSING = range(5)
+_CODE = {"correct": _CORRECT, "incorrect": _INCORRECT, "no_answer": _NO_ANSWER, "error": _ERROR, "judge_error": _ERROR}
+
+
+def _failure(table, i):
+    """The outcome and error message of row ``i`` (for :func:`_failed_sides`)."""
+    i = int(i)
+    return types.SimpleNamespace(outcome=table["outcome"][i].as_py(), error=table["error"][i].as_py())
+
+
 _DROPPED = 9
-
-
-def _failures(outcomes: list) -> list:
-    """``outcomes`` with ``judge_error`` read as ``error`` (the same list when there is none)."""
-    return ["error" if o == "judge_error" else o for o in outcomes] if "judge_error" in outcomes else outcomes
 
 
 def _failed_sides(base: Record, cand: Record) -> str:
@@ -473,9 +618,9 @@ def _failed_sides(base: Record, cand: Record) -> str:
 
 
 def _dropped_counts(b_outcome, c_outcome, baseline_missing: int) -> dict:
-    """Incomplete pairs by side and by the baseline's outcome (JSON-ready)."""
-    c_missing, c_error = c_outcome == "missing", c_outcome == "error"
-    b_error = b_outcome == "error"
+    """Incomplete pairs by side and by the baseline's outcome (JSON-ready); outcome codes."""
+    c_missing, c_error = c_outcome == _MISSING, c_outcome == _ERROR
+    b_error = b_outcome == _ERROR
     incomplete = c_missing | c_error | b_error
     by_side = {
         "candidate_missing": int(np.count_nonzero(c_missing)),
@@ -486,10 +631,11 @@ def _dropped_counts(b_outcome, c_outcome, baseline_missing: int) -> dict:
         "baseline_error_candidate_missing": int(np.count_nonzero(b_error & c_missing)),
     }
     by_outcome = {
-        o: int(np.count_nonzero(incomplete & (b_outcome == o))) for o in ("correct", "incorrect", "no_answer", "error")
+        o: int(np.count_nonzero(incomplete & (b_outcome == _CODE[o])))
+        for o in ("correct", "incorrect", "no_answer", "error")
     }
     by_outcome["missing"] = int(baseline_missing)
-    imputed = int(np.count_nonzero((c_missing | c_error) & (b_outcome == "correct")))
+    imputed = int(np.count_nonzero((c_missing | c_error) & (b_outcome == _CORRECT)))
     return {
         "pairs": int(np.count_nonzero(incomplete)) + int(baseline_missing),
         "imputed_as_lost": imputed,

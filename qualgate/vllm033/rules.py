@@ -669,6 +669,16 @@ TABLE: tuple[Rule, ...] = (
         },
     ),
     Rule(
+        "model-not-found",
+        "vllm/transformers_utils/config.py:889-923",
+        "LLM() of a model that is neither a repository id the Hugging Face hub resolves nor a "
+        "local directory holding config.json (or params.json) raises ValueError('Invalid "
+        "repository ID or local directory specified: ...'): any error while detecting the "
+        "config's format, the hub client's included, is re-raised as that ValueError.",
+        (_BACK, _DOUBLE),
+        {"prefix": "Invalid repository ID or local directory specified:"},
+    ),
+    Rule(
         "validation-error",
         "vllm/exceptions.py:10-28",
         "VLLMValidationError derives from VLLMClientError and VLLMError, not from ValueError.",

@@ -104,7 +104,14 @@ class RecordingLLM:
     instances: list[RecordingLLM] = []
     fly_logged = False
 
+    #: repository ids the (simulated) hub does not know (rule model-not-found)
+    missing_models: set = set()
+
     def __init__(self, **kwargs):
+        spec = kwargs.get("speculative_config") or {}
+        for model in (kwargs.get("model"), spec.get("model")):
+            if model in self.missing_models:  # rule model-not-found
+                raise ValueError(f"{rule('model-not-found').data['prefix']} '{model}'.\nPlease verify ...")
         self.kwargs = kwargs
         self.env_batch_invariant = os.environ.get("VLLM_BATCH_INVARIANT")
         self.chat_calls: list[dict] = []

@@ -466,3 +466,27 @@ def test_real_sampling_params_are_built_from_each_example_config():
             assert isinstance(p, SamplingParams), name
             assert (p.seed, p.max_tokens) == (r.sampling["seed"], 32768)
             assert (p.temperature, p.top_p, p.top_k) == (0.6, 0.95, 20)
+
+
+@pytest.mark.parametrize(
+    "missing, field", [("Qwen/Qwen3-8B-typo", "model"), ("Qwen/no-such-drafter", "speculative.model")]
+)
+def test_a_model_the_hub_does_not_know_is_a_data_error_naming_it(fake_llm, monkeypatch, missing, field):
+    # vllm/transformers_utils/config.py:889-923 (rule model-not-found)
+    monkeypatch.setattr(fake_llm, "missing_models", {missing})
+    target = missing if field == "model" else "Qwen/Qwen3-8B"
+    drafter = missing if field != "model" else "Qwen/Qwen3-0.6B"
+    cfg = parse_config(
+        {
+            "name": "typo",
+            "engine": "vllm",
+            "model": target,
+            "speculative": {"model": drafter, "num_speculative_tokens": 3},
+            "sampling": {"max_tokens": 64},
+        }
+    )
+    with pytest.raises(DataError, match=f"vLLM cannot load the model '{missing}'") as exc:
+        with open_backend(cfg):
+            pass
+    assert (exc.value.field, exc.value.value) == (field, missing)
+    assert "VLLM_BATCH_INVARIANT" not in os.environ
