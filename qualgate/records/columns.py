@@ -159,7 +159,8 @@ def _jsonl(path, pa, pc):
 
 def _jsonl_block(block: bytes, pa, pj, options):
     """One block of whole lines as a table, or None where the strict reader must decide."""
-    if b"\r" in block or b"\x00" in block or b"\n\n" in block or block[0] != 0x7B:
+    # (no blank line: after every newline but the last comes a "{", checked below)
+    if b"\r" in block or b"\x00" in block or block[0] != 0x7B:
         return None
     if not block.isascii():
         try:
