@@ -38,6 +38,14 @@ class ServingConfig:
     #: every other argument given, by destination (:mod:`qualgate.vllm033.arguments`; an option
     #: vLLM 0.33 does not register is kept under its name, ``--like-this``)
     arguments: dict[str, Any] = field(default_factory=dict)
+    #: the vLLM version the deployment runs (``0.34.0``) where its files state it exactly (an
+    #: image tag, a pinned pip/uv requirement, a version field); ``None``: not stated
+    vllm_version: str | None = None
+    #: where that version was read, for messages (``compose.yaml:4: image vllm/vllm-openai:v0.34.0``)
+    vllm_version_source: str | None = None
+    #: environment variables set for the server process that change what vLLM runs
+    #: (``VLLM_USE_V2_MODEL_RUNNER``, ``VLLM_BATCH_INVARIANT``, ...), by name
+    environment: dict[str, str] = field(default_factory=dict)
 
     def line_of(self, key: str | None) -> int | None:
         """The line of ``key``, or of its nearest parent that has one."""
@@ -97,6 +105,9 @@ class ServingConfig:
             "options": self.options,
             "arguments": self.arguments,
             "notes": list(self.notes),
+            "vllm_version": self.vllm_version,
+            "vllm_version_source": self.vllm_version_source,
+            "environment": self.environment,
         }
 
 
