@@ -10,7 +10,7 @@ nowhere else.
 Each part writes itself (``to_dict``) as version 2 of the file has it, keys in the order the
 writer has always written them, and reads itself back (``from_dict``) from a document that
 :mod:`qualgate.evidence.gate_report` has validated. Keys an earlier version-2 writer did not
-write (``flips`` of a candidate, ``decided_by`` of a side) read as their default and are not
+write (``flips`` of a candidate, ``decided_by`` and ``metric`` of a side) read as their default and are not
 written back, and keys a part does not name are kept as they were (``extra``), so that a
 report read and written again is the same document and its HMAC still holds.
 """
@@ -148,6 +148,9 @@ class ReportSide(_Part):
     records: int | None = None
     dropped_truncated: tuple[str, ...] = dataclasses.field(default=(), metadata=_read(tuple))
     decided_by: Mapping[str, int] = dataclasses.field(default_factory=dict, metadata=_read(_dict))
+    #: suite -> the metric another tool's log was read on (``<tool>:<metric>``, the records'
+    #: ``decided_by``); written only for sides imported from such logs
+    metric: Mapping[str, str] = dataclasses.field(default_factory=dict, metadata=_read(_dict))
 
     @classmethod
     def of(cls, side) -> ReportSide:

@@ -50,7 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qualgate.config.options import ON_MISSING, ON_PROMPT_MISMATCH
+from qualgate.config.options import INPUT_FORMATS, ON_MISSING, ON_PROMPT_MISMATCH
 from qualgate.errors import DataError
 from qualgate.records import Record, RecordSet, read_records, record_files
 from qualgate.records.columns import columns_of, factorize, key_codes, read_columns
@@ -79,6 +79,9 @@ class Side:
     sha256: tuple[str, ...] = ()  #: of each of ``files``, as read
     #: (decided_by, records) for the records that carry ``decided_by``, most frequent first
     decided_by: tuple[tuple[str, int], ...] = ()
+    #: (suite, metric) of records imported from another tool's log: the ``decided_by`` their
+    #: importer wrote (``<tool>:<metric>``), one per suite (:mod:`qualgate.records.importers`)
+    metrics: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -90,7 +93,7 @@ class Side:
             "records": self.n_records,
             "dropped_truncated": list(self.dropped_truncated),
             "decided_by": dict(self.decided_by),
-        }
+        } | ({"metric": dict(self.metrics)} if self.metrics else {})
 
 
 @dataclass(frozen=True, eq=False)
@@ -293,7 +296,24 @@ def _describe(records, table, label: str, path) -> Side:
         dropped,
         tuple(getattr(records, "sha256", ())),
         tuple(decided),
+        _imported_metrics(table, decided),
     )
+
+
+_IMPORTED = tuple(f"{fmt}:" for fmt in INPUT_FORMATS[1:])  # decided_by of imported records: <tool>:...
+
+
+def _imported_metrics(table, decided) -> tuple[tuple[str, str], ...]:
+    """(suite, decided_by) for records an importer wrote, one per suite; several in a suite (two logs
+    of one task read on different metrics) are joined with ' + ' and refused on pairing."""
+    if not any(label.startswith(_IMPORTED) for label, _ in decided):
+        return ()
+    pairs = pc.unique(pa.StructArray.from_arrays([table["suite"], table["decided_by"]], ["s", "d"])).to_pylist()
+    by_suite: dict[str, set] = {}
+    for p in pairs:
+        if p["d"] is not None and p["d"].startswith(_IMPORTED):
+            by_suite.setdefault(p["s"], set()).add(p["d"])
+    return tuple((s, " + ".join(sorted(d))) for s, d in sorted(by_suite.items()))
 
 
 def _key_tuples(table, rows) -> list:
@@ -403,6 +423,14 @@ def _pair(
         del where_b, where_c
 
     problems, notes, prompt_diffs = [], [], {}
+    bm, cm = dict(bside.metrics), dict(cside.metrics)
+    differ = [(s, bm[s], cm[s]) for s in bm if s in cm and (bm[s] != cm[s] or " + " in bm[s])]
+    if differ:
+        shown = "; ".join(f"{s}: baseline {b}, candidate {c}" for s, b, c in differ[:_EXAMPLES])
+        problems.append(
+            f"the two logs were read on different metrics ({shown}): their outcomes are not the same "
+            "measurement; read both on one metric (--metric NAME)"
+        )
     for label, table, only in (
         ("baseline", bt, np.flatnonzero(matched < 0)),
         ("candidate", ct, c_only),

@@ -17,6 +17,13 @@ format              what is read
                     folder of them
 ==================  =========================================================================
 
+No importer guesses the metric that decides a record's outcome (:func:`pick_metric`): it takes
+``--metric``, else the one metric a line or row carries that could be the outcome, else the
+metric the tool itself reports as the task's primary one (inspect_ai's headline metric), and
+otherwise refuses, listing the metrics. The metric read is in each record's ``decided_by``
+(``<tool>:<metric>``; lm-eval ``lm-eval:<filter>:<metric>``), which the gate prints, writes into
+its report and compares between the sides (two logs read on different metrics are not gated).
+
 Each importer maps the tool's question key to a stable ``question_id``, derives ``config_id``
 from the model arguments the tool recorded (:func:`foreign_config_id`), hashes the prompt the
 tool recorded with :func:`qualgate.records.prompts.prompt_hash`, and refuses what it cannot map with a
@@ -46,6 +53,7 @@ __all__ = [
     "foreign_config_id",
     "import_records",
     "load_records",
+    "pick_metric",
 ]
 
 #: format name (:data:`qualgate.config.options.INPUT_FORMATS`) -> module (one per tool)
@@ -62,12 +70,12 @@ class ImportOptions:
     ``suite`` / ``suite_version``: name and version to give the suite (default: the tool's task
     name and version); ``id_field``: a field of the tool's document to use as question id
     instead of the tool's question key; ``filter`` (lm-eval): which filter's extracted answer
-    decides (default: the task's first); ``metric`` (lm-eval, lighteval) / ``scorer``
-    (inspect): which 0/1 score decides (default: the first; ``scorer.key`` picks one value of
-    an inspect scorer that scores a dict); ``config_id`` / ``seed``: override the derived config
-    id and the seed (default 0); ``partial``: read a log that holds fewer samples than its run
-    reports (lm-eval ``n-samples``, an inspect log whose status is not ``success``) instead of
-    refusing it.
+    decides (default: the task's first); ``metric``: which 0/1 metric (lm-eval, lighteval),
+    scorer (inspect; ``scorer.key`` picks one value of a scorer that scores a dict) decides
+    (default: see :func:`pick_metric`, never a guess); ``config_id`` / ``seed``: override the
+    derived config id and the seed (default 0); ``partial``: read a log that holds fewer samples
+    than its run reports (lm-eval ``n-samples`` or a results file listing tasks without their
+    samples files, an inspect log whose status is not ``success``) instead of refusing it.
     """
 
     suite: str | None = None
@@ -196,6 +204,64 @@ def load_records(
 
 
 # --- helpers shared by the importers ------------------------------------------------------------
+
+
+def pick_metric(
+    present,
+    option: str | None,
+    *,
+    lower_is_better=(),
+    primary: str | None = None,
+    primary_from: str = "",
+    tool: str,
+    file,
+    line=None,
+    field: str = "metrics",
+    option_hint: str = "--metric NAME",
+) -> str:
+    """The metric that decides a line's outcome, never a guess.
+
+    ``present``: the metrics the line or row carries, in the tool's order. ``option``
+    (``--metric``) wins and must be present. Else a metric the tool declares lower-is-better
+    (``lower_is_better``: a failure rate such as lighteval's ``extract_fail``, lm-eval's
+    ``perplexity``) cannot be a correctness outcome and is set aside; one metric left is the
+    outcome; else ``primary``, the metric the tool itself reports as the task's primary
+    (``primary_from`` says where it was read), when it is present. Otherwise a
+    :class:`~qualgate.errors.DataError` lists the metrics and how to choose one.
+    """
+    present = list(dict.fromkeys(str(m) for m in present))
+    if option is not None:
+        if option in present:
+            return option
+        raise DataError(
+            f"no metric {option!r} on this line (metrics: {', '.join(present) or 'none'})",
+            file=str(file),
+            line=line,
+            field=field,
+            value=option,
+        )
+    candidates = [m for m in present if m not in set(lower_is_better)]
+    if len(candidates) == 1:
+        return candidates[0]
+    if primary is not None and primary in present:
+        return primary
+    if not candidates:
+        raise DataError(
+            f"no metric that could be the outcome on this line (metrics: {', '.join(present) or 'none'}"
+            + (f"; lower-is-better: {', '.join(m for m in present if m in set(lower_is_better))}" if present else "")
+            + ")",
+            file=str(file),
+            line=line,
+            field=field,
+        )
+    raise DataError(
+        f"{len(candidates)} metrics could be the outcome ({', '.join(candidates)}) and {tool} names none of them "
+        f"as the task's primary metric{f' ({primary_from})' if primary_from else ''}: qualgate does not guess; "
+        f"choose one with {option_hint.replace('NAME', candidates[0])} (or another of them)",
+        file=str(file),
+        line=line,
+        field=field,
+    )
 
 
 def files_in(path: Path, pattern: str, what: str) -> list[Path]:

@@ -13,14 +13,21 @@ suite / version     ``eval.task`` / ``eval.task_version``
 config_id           :func:`~qualgate.records.importers.foreign_config_id` of ``eval.model``,
                     ``eval.model_args`` and the set fields of ``eval.model_generate_config``
 seed                ``eval.model_generate_config.seed`` (default 0)
-outcome             the score (``metric`` names the scorer, default the first; ``scorer.key``
-                    one value of a scorer whose value is a dict, e.g. ifeval's): ``C`` / ``I``
+outcome             the score of the scorer ``metric`` names (``scorer.key``: one value of a
+                    scorer whose value is a dict, e.g. ifeval's), else of the eval's headline
+                    metric, which inspect_ai itself reports as the eval's primary number:
+                    ``results.headline`` (0.3.285), else the task's declared
+                    ``eval.headline_metric``, else inspect_ai's documented convention, the
+                    first score of ``results.scores`` (``EvalResults.headline`` in
+                    ``inspect_ai/log/_log.py``, 0.3.285); a log with several scorers and no
+                    results is refused without ``metric``: ``C`` / ``I``
                     (or 1 / 0, True / False) correct / incorrect, ``N`` no_answer; a sample
                     ``error`` is ``error`` with its message
 prompt_hash         :func:`~qualgate.records.prompts.prompt_hash` of ``sample.input`` (text, or the chat
                     messages' role and text)
 answer_strict       ``score.answer``;  gold: ``sample.target``;  output: ``output.completion``
 output_tokens       ``output.usage.output_tokens``;  latency_s: ``sample.total_time``
+decided_by          ``inspect:<scorer>`` (``inspect:<scorer>.<key>``), unless ``no_answer``
 ==================  ===========================================================================
 
 Refused: a log inspect_ai cannot read, a log without samples (``--no-log-samples``), a log
@@ -129,6 +136,7 @@ def _records(log, f: Path, options: ImportOptions) -> list[Located]:
     seed = options.seed if options.seed is not None else generate.get("seed", 0)
     version = options.suite_version or str(spec.task_version)
     run_id = f"{TOOL}-{spec.run_id or spec.eval_id}"
+    metric = options.metric or _headline(log) or _only_scorer(log.samples, f)
     out = []
     for line, s in enumerate(log.samples, 1):
         qid = s.id
@@ -158,7 +166,7 @@ def _records(log, f: Path, options: ImportOptions) -> list[Located]:
         if s.error is not None:
             data |= {"outcome": "error", "error": s.error.message or "(no message)"}
         else:
-            data |= _score(s.scores or {}, options.metric, f, line)
+            data |= _score(s.scores or {}, metric, f, line)
         out.append(located(data, f, line))
     return out
 
@@ -170,7 +178,7 @@ def _prompt(value):
 
 
 def _score(scores: dict, name, f, line) -> dict:
-    name = name or next(iter(scores), None)
+    # name: --metric, the headline scorer or the only one (never the first of several)
     key = None
     if name is not None and name not in scores and "." in name:  # scorer.key
         scorer, key = name.split(".", 1)
@@ -212,4 +220,39 @@ def _score(scores: dict, name, f, line) -> dict:
     else:
         outcome = binary_outcome(value, f, line, field)
     answer = score.answer if outcome != "no_answer" else None
-    return {"outcome": outcome, "answer_strict": answer}
+    decided = f"{TOOL}:{name}.{key}" if key is not None else f"{TOOL}:{name}"
+    return {"outcome": outcome, "answer_strict": answer, "decided_by": decided if outcome != "no_answer" else None}
+
+
+def _headline(log) -> str | None:
+    """The eval's headline metric as ``scorer`` or ``scorer.key``: the resolved ``results.headline``,
+    else the task's declared ``eval.headline_metric``, else the first of ``results.scores``
+    (inspect_ai's convention for logs that declare none); None without results."""
+    scores = list(getattr(log.results, "scores", None) or [])
+    if not scores:
+        return None
+    head = getattr(log.results, "headline", None) or getattr(log.eval, "headline_metric", None)
+    if head is not None:
+        matched = [
+            x
+            for x in scores
+            if (head.scorer is None or x.scorer == head.scorer)
+            and (head.score is None or x.name == head.score)
+            and (head.metric is None or head.metric in (x.metrics or {}))
+        ]
+        scores = matched or scores  # a declaration that matches nothing: inspect_ai falls back too
+    first = scores[0]
+    return first.scorer if first.name in (None, first.scorer) else f"{first.scorer}.{first.name}"
+
+
+def _only_scorer(samples, f: Path) -> str | None:
+    """Without results (no headline): the one scorer the samples carry, else refused listing them."""
+    names = list(dict.fromkeys(k for s in samples for k in (s.scores or {})))
+    if len(names) <= 1:
+        return names[0] if names else None
+    raise DataError(
+        f"{len(names)} scorers ({', '.join(names)}) and no results naming the eval's headline metric: "
+        f"qualgate does not guess; choose one with --metric {names[0]} (or another of them)",
+        file=str(f),
+        field="results.scores",
+    )

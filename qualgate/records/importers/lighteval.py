@@ -15,8 +15,13 @@ config_id           :func:`~qualgate.records.importers.foreign_config_id` of
                     ``config_general.model_config`` (its set fields)
 seed                ``model_config.generation_parameters.seed`` (default 0)
 sample_index        0 (several generations per document are scored jointly: refused)
-outcome             the metric (``metric``, default the row's first) as 0/1; an empty generated
-                    response is ``no_answer``. Loglikelihood rows (multiple choice:
+outcome             the metric as 0/1: ``metric``, else the row's one metric that the results'
+                    ``config_tasks[<task>].metrics`` do not declare lower-is-better
+                    (``higher_is_better: false``, e.g. ``extract_fail``, ``idk_freq``).
+                    lighteval (0.11 to 0.13) names no primary metric, and its details store a
+                    row's metrics in alphabetical order, not the task's: a row with several
+                    that could be the outcome (``trad_score`` and ``idk_score``) is refused
+                    without ``metric``. An empty generated response is ``no_answer``. Loglikelihood rows (multiple choice:
                     ``doc.sampling_methods`` ``LOGPROBS``; lighteval stores no text for them,
                     ``model_response.text == []``) take the metric as it is
 prompt_hash         :func:`~qualgate.records.prompts.prompt_hash` of ``model_response.input`` (the text or
@@ -26,6 +31,7 @@ prompt_hash         :func:`~qualgate.records.prompts.prompt_hash` of ``model_res
                     examples, instruction and chat template (so two runs that differ only in
                     those have the same hash)
 gold / output       ``doc.choices[doc.gold_index]`` / ``model_response.text[0]``
+decided_by          ``lighteval:<metric>`` (unless ``no_answer``)
 ==================  ===========================================================================
 
 Refused: an unreadable Parquet file, missing ``doc`` / ``model_response`` / ``metric``, a
@@ -48,6 +54,7 @@ from qualgate.records.importers import (
     foreign_config_id,
     json_file,
     located,
+    pick_metric,
     require,
 )
 from qualgate.records.prompts import prompt_hash
@@ -125,7 +132,8 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
         rows = pq.read_table(f).to_pylist()
     except Exception as exc:  # noqa: BLE001 - any reader failure is invalid data
         raise DataError(f"not a readable Parquet file ({exc})", file=str(f)) from None
-    out, seen = [], {}
+    lower = _lower_is_better((results or {}).get("config_tasks") or {}, task)
+    out, seen, chosen = [], {}, None
     for line, row in enumerate(rows, 1):
         doc = require(row, "doc", f, line, kind=dict)
         response = require(row, "model_response", f, line, kind=dict)
@@ -146,14 +154,15 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
                 line=line,
                 field="model_response.text",
             )
-        name = options.metric or next(iter(metric), None)
-        if name is None or name not in metric:
-            raise DataError(
-                f"no metric {name!r} (metrics: {', '.join(metric) or 'none'})",
-                file=str(f),
-                line=line,
-                field=f"metric.{name}" if name else "metric",
-            )
+        name = chosen = pick_metric(
+            [k for k, v in metric.items() if v is not None],
+            options.metric or chosen,
+            lower_is_better=lower,
+            tool="lighteval",
+            file=f,
+            line=line,
+            field="metric",
+        )
         output = texts[0] if texts and isinstance(texts[0], str) else None
         methods = doc.get("sampling_methods") or []
         generative = "GENERATIVE" in methods if methods else bool(texts)
@@ -193,6 +202,22 @@ def _read_file(f: Path, options: ImportOptions) -> list[Located]:
             "prompt_hash": prompt_hash(prompt),
             "gold": gold,
             "output": output or None,
+            "decided_by": f"{TOOL}:{name}" if outcome != "no_answer" else None,
         }
         out.append(located(data, f, line))
+    return out
+
+
+def _lower_is_better(config_tasks: dict, task: str) -> list[str]:
+    """The metrics the task's config (``config_tasks[task].metrics`` of the results) declares
+    lower-is-better: ``higher_is_better`` false, or false for that name of a metric group."""
+    out = []
+    config = config_tasks.get(task) or {}
+    for m in config.get("metrics") or [] if isinstance(config, dict) else []:
+        if not isinstance(m, dict):
+            continue
+        names, up = m.get("metric_name"), m.get("higher_is_better")
+        for n in names if isinstance(names, list) else [names]:
+            if (up.get(n) if isinstance(up, dict) else up) is False:
+                out.append(n)
     return out

@@ -14,8 +14,11 @@ config_id                  :func:`~qualgate.records.importers.foreign_config_id`
                            ``config.model_args`` and ``config.gen_kwargs`` of the results
 seed                       ``config.random_seed`` of the results (default 0)
 sample_index               0 (lm-eval scores repeats jointly: ``repeats`` > 1 is refused)
-outcome                    the metric (``metric``, default the line's first) as 0/1; a filtered
-                           answer ``[invalid]`` (lm-eval's failed extraction) is ``no_answer``
+outcome                    the metric as 0/1 (``metric``; else the line's one metric that the
+                           results' ``higher_is_better`` does not declare lower-is-better; lm-eval
+                           names no primary metric, so a line with several, e.g. ``acc`` and
+                           ``acc_norm``, is refused without ``metric``); a filtered answer
+                           ``[invalid]`` (lm-eval's failed extraction) is ``no_answer``
 prompt_hash                :func:`~qualgate.records.prompts.prompt_hash` of the rendered context
                            ``arguments.gen_args_0.arg_0``; a chat run (an API model with
                            ``--apply_chat_template``) records there a one-element list holding
@@ -25,7 +28,7 @@ prompt_hash                :func:`~qualgate.records.prompts.prompt_hash` of the 
                            a marker of lm-eval's that is not hashed)
 answer_strict / gold       ``filtered_resps[0]`` (none for loglikelihood lines, which hold a
                            log-probability per choice) / ``target``
-decided_by                 ``lm-eval:<filter>`` (unless ``no_answer``)
+decided_by                 ``lm-eval:<filter>:<metric>`` (unless ``no_answer``)
 output                     ``resps[0][0]`` when it is text
 =========================  ====================================================================
 
@@ -34,8 +37,10 @@ Only the lines of one filter are read (``filter``, default the task's first in t
 
 Older layouts are read too: lines without ``filter`` and ``metrics`` (lm-eval 0.4.3 to 0.4.6;
 both appear in 0.4.7) take their filter from their position (the file is cut into equal blocks,
-one per filter of ``filter_list``, each holding every document once) and their metric from the
-task's ``metric_list``; lm-eval 0.4.0 to 0.4.2 wrote ``results.json`` beside one
+one per filter of ``filter_list``, each holding every document once) and their metrics from
+their own keys (every key but the sample's fields ``doc_id``, ``doc``, ``target``,
+``arguments``, ``resps``, ``filtered_resps`` and the hashes: lm-eval 0.4.3 to 0.4.6's
+``evaluator.py`` adds the metrics to the sample dict, whatever the task's ``metric_list`` says); lm-eval 0.4.0 to 0.4.2 wrote ``results.json`` beside one
 ``<model_args>_<task>.jsonl`` per task (the model arguments with ``/`` and ``=`` replaced by
 ``__``) holding a JSON array of the samples; published samples named
 ``samples_<task>_<time>.json`` (JSON lines or one JSON array) are read as ``.jsonl`` files.
@@ -45,7 +50,15 @@ A run is one results file and its samples files: a path may be a samples file, a
 subtasks of a group task) or a folder; a folder holding runs of different models is refused by
 :func:`~qualgate.records.importers.import_records`, naming each run's results file.
 
-Refused: a line that is not JSON, a missing field, a non-0/1 metric, a (document, filter)
+A results file (given, or in a folder) stands for its run: the tasks its ``n-samples`` (else
+``configs``) lists without a ``samples_<task>_<time>.jsonl`` beside it are named and the run is
+refused as partial (``partial`` reads the tasks it holds). lmms-eval logs (lm-eval's results
+layout with ``lmms_eval_version``; ``<date>_results.json`` and ``<date>_samples_<task>.jsonl``
+from lmms-eval 0.3) are recognised and refused: their samples drop the document and the request
+arguments, and keep only the text of multimodal prompts, so no prompt hash can be made.
+
+Refused: a line that is not JSON, a missing field (a line without ``doc_id``: a file cut at the
+front or not written by lm-eval), a non-0/1 metric, a (document, filter)
 twice, an unknown filter, several responses per line (repeats), no results file beside a
 samples file (unless ``config_id`` is given), a samples file holding fewer documents than the
 results' ``n-samples.<task>.effective`` (a truncated or excerpted log; ``partial`` reads it),
@@ -69,6 +82,7 @@ from qualgate.records.importers import (
     json_file,
     json_lines,
     located,
+    pick_metric,
     require,
 )
 from qualgate.records.prompts import prompt_hash
@@ -78,6 +92,12 @@ INVALID = "[invalid]"  # lm-eval's regex filter fallback: nothing extracted
 _TIME = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d+"
 _SAMPLES = re.compile(rf"^samples_(?P<task>.+)_(?P<time>{_TIME})\.jsonl?$")
 _RESULTS = re.compile(rf"^results_(?P<time>{_TIME})\.json$")
+_LMMS = re.compile(r"^\d{8}_\d{6}_(results\.json|samples_.+\.jsonl)$")  # lmms-eval 0.3 on: <date>_results.json
+#: the fields of a samples line that are not metrics (lm-eval 0.4.3 to 0.4.13 ``evaluator.py``)
+_SAMPLE_FIELDS = frozenset(
+    {"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics"}
+    | {"doc_hash", "prompt_hash", "target_hash"}
+)
 LEGACY_RESULTS = "results.json"  # lm-eval 0.4.0 to 0.4.2
 PICK_RUN = (
     "give one run per side: its results_<time>.json (which stands for all its samples files, "
@@ -87,10 +107,38 @@ PICK_RUN = (
 
 def detect(path: Path) -> bool:
     if path.is_file():
-        return bool(_SAMPLES.match(path.name)) or bool(_run_samples(path)) or _legacy_task(path) is not None
-    return any(_SAMPLES.match(p.name) for p in path.rglob("samples_*.json*")) or any(
-        _legacy_files(p) for p in path.rglob(LEGACY_RESULTS)
+        return (
+            bool(_SAMPLES.match(path.name) or _LMMS.match(path.name))
+            or bool(_run_samples(path))
+            or _legacy_task(path) is not None
+        )
+    return (
+        any(_SAMPLES.match(p.name) for p in path.rglob("samples_*.json*"))
+        or any(_legacy_files(p) for p in path.rglob(LEGACY_RESULTS))
+        or any(_LMMS.match(p.name) for p in path.rglob("*_results.json"))
     )
+
+
+def _refuse_lmms(path: Path) -> None:
+    """lmms-eval's logs: recognised by their names (0.3 on) or ``lmms_eval_version``, and refused."""
+    results = [path] if path.is_file() else sorted(path.rglob("*results*.json"))
+    if path.is_file() and _LMMS.match(path.name) and not path.name.endswith("_results.json"):
+        results = [path.with_name(path.name.split("_samples_")[0] + "_results.json")]
+    for r in results:
+        try:
+            version = json.loads(r.read_text(encoding="utf-8")).get("lmms_eval_version")
+        except (OSError, ValueError, AttributeError):
+            version = None
+        if version is not None or _LMMS.match(r.name):
+            raise DataError(
+                f"an lmms-eval log (lmms_eval_version {version or 'unknown'}), not lm-eval's: lmms-eval writes "
+                "lm-eval's layout but its samples drop the document and the request arguments and keep only "
+                "the text of multimodal prompts (no images), so qualgate cannot hash the prompt or map it "
+                "faithfully; lmms-eval logs are not read",
+                file=str(r),
+                field="lmms_eval_version",
+                value=version,
+            )
 
 
 def run_file(file: str) -> str:
@@ -101,8 +149,12 @@ def run_file(file: str) -> str:
 
 
 def read(path: Path, options: ImportOptions) -> list[Located]:
+    _refuse_lmms(path)
     out = []
-    for f, task, time, legacy in _units(path):
+    units = _units(path)
+    if not (path.is_file() and _SAMPLES.match(path.name)):  # a run (results file or folder): all its tasks
+        _check_complete(units, options)
+    for f, task, time, legacy in units:
         out += _read_file(f, task, time, legacy, options)
     return out
 
@@ -131,6 +183,27 @@ def _units(path: Path) -> list[tuple[Path, str, str | None, Path | None]]:
             )
         units.append((f, task, None, f.with_name(LEGACY_RESULTS)))
     return units
+
+
+def _check_complete(units, options: ImportOptions) -> None:
+    """Refuse a run whose results file lists tasks with no samples file beside it (``partial`` reads the rest)."""
+    runs: dict = {}
+    for f, task, time, _ in units:
+        if time is not None:
+            runs.setdefault(f.with_name(f"results_{time}.json"), set()).add(task)
+    for results, tasks in runs.items():
+        data = json_file(results) if results.is_file() else {}
+        listed = data.get("n-samples") or data.get("configs") or {}
+        missing = sorted(t for t in listed if t not in tasks)
+        if missing and not options.partial:
+            raise DataError(
+                f"a partial run: {results.name} lists {len(listed)} tasks with samples but {len(missing)} have no "
+                f"samples_<task>_{results.stem[8:]}.jsonl beside it ({', '.join(missing)}); their questions would be "
+                "missing from the gate without a word: keep the run's samples files together, or pass "
+                "--allow-partial to read the tasks it holds",
+                file=str(results),
+                field="n-samples",
+            )
 
 
 def _run_samples(path: Path) -> list[Path]:
@@ -262,9 +335,24 @@ def _read_file(f: Path, task: str, time: str | None, legacy: Path | None, option
         )
     rows = list(_rows(f))
     tool_version = _version(results, legacy)
+    lacking = [line for line, row in rows if "doc_id" not in row]
+    if lacking:
+        raise DataError(
+            f"{len(lacking)} of {len(rows)} lines have no 'doc_id' (first: line {lacking[0]}): every line lm-eval "
+            "writes starts with its document's doc_id, so the file was cut at the front or not written by lm-eval",
+            file=str(f),
+            line=lacking[0],
+            field="doc_id",
+        )
     if rows and not any("filter" in row for _, row in rows):
         rows = _assign_filters(rows, declared, f, tool_version)
-    listed = [m.get("metric") for m in task_config.get("metric_list") or [] if isinstance(m, dict)]
+    lower = [m for m, up in ((results.get("higher_is_better") or {}).get(task) or {}).items() if up is False]
+    lower += [
+        m.get("metric")
+        for m in task_config.get("metric_list") or []
+        if isinstance(m, dict) and m.get("higher_is_better") is False
+    ]
+    metric = None
     run_id = f"{TOOL}-{time}" if time else f"{TOOL}-{f.parent.name}"
     out, seen, filters = [], {}, []
     for line_no, row in rows:
@@ -284,17 +372,13 @@ def _read_file(f: Path, task: str, time: str | None, legacy: Path | None, option
                 value=doc_id,
             )
         seen[doc_id] = line_no
-        if "metrics" not in row:  # before 0.4.7: the task's metric_list names them
-            row = dict(row, metrics=[m for m in listed if m in row])
-            if not row["metrics"]:
-                raise DataError(
-                    f"no 'metrics' on this line ({tool_version}: lm-eval writes it from 0.4.7) and "
-                    f"none of the task's metric_list ({', '.join(map(str, listed)) or 'none'}) in it",
-                    file=str(f),
-                    line=line_no,
-                    field="metrics",
-                )
-        out.append(_record(row, f, line_no, task, version, config_id, seed, run_id, options))
+        if "metrics" not in row:  # before 0.4.7: the metrics are the line's other keys
+            row = dict(row, metrics=[k for k in row if k not in _SAMPLE_FIELDS])
+        present = [m for m in require(row, "metrics", f, line_no, kind=list) if m in row]
+        metric = pick_metric(
+            present, options.metric or metric, lower_is_better=lower, tool=tool_version, file=f, line=line_no
+        )
+        out.append(_record(row, metric, f, line_no, task, version, config_id, seed, run_id, options))
     if not out:
         raise DataError(
             f"no lines with filter {chosen!r} (filters in the file: {', '.join(filters) or 'none'})",
@@ -340,7 +424,7 @@ def _prompt(context, f, line):
     raise DataError("no rendered prompt (arguments.gen_args_0.arg_0)", file=str(f), line=line, field="arguments")
 
 
-def _record(row, f, line, task, version, config_id, seed, run_id, options) -> Located:
+def _record(row, metric, f, line, task, version, config_id, seed, run_id, options) -> Located:
     if options.id_field:
         doc = require(row, "doc", f, line, kind=dict)
         qid = require(doc, options.id_field, f, line, where="doc.", kind=(str, int))
@@ -352,15 +436,6 @@ def _record(row, f, line, task, version, config_id, seed, run_id, options) -> Lo
         first.get("arg_0") if isinstance(first, dict) else (first[0] if isinstance(first, list) and first else None)
     )
     prompt = _prompt(context, f, line)
-    metrics = require(row, "metrics", f, line, kind=list)
-    metric = options.metric or (metrics[0] if metrics else None)
-    if metric is None or metric not in row:
-        raise DataError(
-            f"no metric value (metrics listed: {', '.join(map(str, metrics)) or 'none'})",
-            file=str(f),
-            line=line,
-            field=str(metric or "metrics"),
-        )
     filtered = row.get("filtered_resps")
     # loglikelihood (multiple choice) lines hold [logprob, is_greedy] per choice: no answer text
     answer = as_text(filtered) if not isinstance(filtered, list) or all(isinstance(x, str) for x in filtered) else None
@@ -389,6 +464,6 @@ def _record(row, f, line, task, version, config_id, seed, run_id, options) -> Lo
         "answer_strict": answer,
         "gold": as_text(row.get("target")),
         "output": output,
-        "decided_by": f"lm-eval:{row['filter']}" if outcome != "no_answer" else None,
+        "decided_by": f"lm-eval:{row['filter']}:{metric}" if outcome != "no_answer" else None,
     }
     return located(data, f, line)

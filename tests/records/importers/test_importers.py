@@ -82,7 +82,7 @@ def test_lm_eval_keeps_one_line_per_question_of_the_first_filter():
         assert r.answer_strict == x["filtered_resps"][0] and r.gold == x["target"]
         assert r.output == x["resps"][0][0]
         assert r.outcome == ("correct" if x["exact_match"] == 1 else "incorrect")
-        assert r.decided_by == "lm-eval:strict"
+        assert r.decided_by == "lm-eval:strict:exact_match"  # filter and metric read
         # the text prompt hash is the sha256 of lm-eval's rendered context (lm-eval's own prompt_hash)
         assert r.prompt_hash == prompt_hash(x["arguments"]["gen_args_0"]["arg_0"]) == x["prompt_hash"]
 

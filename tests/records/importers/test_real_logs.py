@@ -368,7 +368,10 @@ def test_lm_eval_multiple_choice_lines_take_their_metric():
     run = FIXTURES / "lm-eval-mc" / "output" / "target"
     (samples,) = run.glob("samples_*.jsonl")
     lines = _lines(samples)
-    records = _records("lm-eval", run)
+    assert lines[0]["metrics"] == ["acc", "acc_norm"]  # two metrics, and lm-eval names no primary one
+    with pytest.raises(DataError, match=r"2 metrics could be the outcome \(acc, acc_norm\) .* --metric acc"):
+        _records("lm-eval", run)
+    records = _records("lm-eval", run, metric="acc")
     assert len(records) == 10 and len(lines[0]["arguments"]) == 2  # one loglikelihood request per choice
     assert [r.outcome for r in records] == [("correct" if x["acc"] == 1 else "incorrect") for x in lines]
     assert [r.outcome for r in records] == ["correct", "incorrect"] * 5  # lm-eval's results: acc 0.5
