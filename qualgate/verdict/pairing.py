@@ -308,7 +308,8 @@ def _imported_metrics(table, decided) -> tuple[tuple[str, str], ...]:
     of one task read on different metrics) are joined with ' + ' and refused on pairing."""
     if not any(label.startswith(_IMPORTED) for label, _ in decided):
         return ()
-    pairs = pc.unique(pa.StructArray.from_arrays([table["suite"], table["decided_by"]], ["s", "d"])).to_pylist()
+    kept = pa.table({"s": table["suite"], "d": table["decided_by"]}).group_by(["s", "d"]).aggregate([])
+    pairs = kept.to_pylist()
     by_suite: dict[str, set] = {}
     for p in pairs:
         if p["d"] is not None and p["d"].startswith(_IMPORTED):
