@@ -41,7 +41,8 @@ def import_options(f):
                 "--metric",
                 "imp_metric",
                 help="The 0/1 metric (lm-eval, lighteval) or scorer (inspect; scorer.key for a scorer whose "
-                "value is a dict) that decides (default: the first).",
+                "value is a dict) that decides (default: the only one that could be the outcome, or the "
+                "tool's own primary one; never guessed: several are refused, listed).",
             ),
             click.option(
                 "--config-id",
@@ -55,8 +56,8 @@ def import_options(f):
                 "--allow-partial",
                 "imp_partial",
                 is_flag=True,
-                help="Imported logs: read a log holding fewer samples than its run reports (lm-eval n-samples, "
-                "an inspect log cancelled or failed) instead of refusing it.",
+                help="Imported logs: read a log holding fewer samples than its run reports (lm-eval n-samples or "
+                "tasks without samples files, an inspect log cancelled or failed) instead of refusing it.",
             ),
         ]
     ):
@@ -130,6 +131,10 @@ def import_(fmt, paths, out, **kwargs):
     suites = sorted({r.suite for r in records})
     configs = sorted({r.config_id for r in records})
     click.echo(f"wrote {len(records):,} records ({', '.join(suites)}; config {', '.join(configs)}) to {out}", err=True)
+    if fmt != "qualgate":  # the metric each suite was read on (never guessed: qualgate.records.importers)
+        read_on = {(r.suite, r.decided_by.rsplit(":", 1)[-1]) for r in records if r.decided_by}
+        for suite, metric in sorted(read_on):
+            click.echo(f"{suite}: outcome from the metric {metric}", err=True)
     return 0
 
 
