@@ -137,3 +137,54 @@ def test_gate_across_two_logs_read_on_different_metrics_is_refused():
     pairing = pair_records(base, load_records(MC, options=ImportOptions(metric="acc")))
     assert dict(pairing.baseline.metrics) == {"demo_arith_mc": "lm-eval:none:acc"}
     assert pairing.baseline.to_dict()["metric"] == {"demo_arith_mc": "lm-eval:none:acc"}
+
+
+def _two_scorer_log(path, results):
+    """An inspect_ai log whose samples carry two scorers (``match`` and ``judge``) that disagree."""
+    from inspect_ai.log import EvalDataset, EvalLog, EvalSample, EvalSpec, write_eval_log
+    from inspect_ai.model import GenerateConfig
+    from inspect_ai.scorer import Score
+
+    samples = [
+        EvalSample(
+            id=f"q{i}", epoch=1, input="x", target="1", scores={"match": Score(value=m), "judge": Score(value=j)}
+        )
+        for i, (m, j) in enumerate([("C", "I"), ("I", "C"), ("C", "C")])
+    ]
+    spec = EvalSpec(
+        created="2026-12-05T00:00:00+00:00",
+        task="t",
+        dataset=EvalDataset(name="t", samples=3),
+        model="hf/demo",
+        model_generate_config=GenerateConfig(),
+        config={},
+    )
+    write_eval_log(EvalLog(eval=spec, samples=samples, results=results, status="success"), str(path))
+
+
+def _scores(*scorers):
+    from inspect_ai.log import EvalMetric, EvalScore
+
+    return [EvalScore(name=s, scorer=s, metrics={"accuracy": EvalMetric(name="accuracy", value=0.6)}) for s in scorers]
+
+
+@pytest.mark.slow
+def test_inspect_log_with_several_scorers_is_read_on_its_headline_metric(tmp_path):
+    from inspect_ai.log import EvalResults, HeadlineMetric
+
+    outcomes = lambda path, **o: [x.record.outcome for x in import_records("inspect", path, ImportOptions(**o))]
+    _two_scorer_log(tmp_path / "none.json", None)  # no results: nothing names the headline
+    with pytest.raises(DataError, match=r"2 scorers \(match, judge\) and no results naming .*--metric match"):
+        outcomes(tmp_path / "none.json")
+    assert outcomes(tmp_path / "none.json", metric="judge") == ["incorrect", "correct", "correct"]
+    # inspect_ai's convention without a declaration: the first score of results.scores
+    _two_scorer_log(
+        tmp_path / "first.json", EvalResults(total_samples=3, completed_samples=3, scores=_scores("judge", "match"))
+    )
+    recs = [x.record for x in import_records("inspect", tmp_path / "first.json")]
+    assert [r.outcome for r in recs] == ["incorrect", "correct", "correct"] and recs[1].decided_by == "inspect:judge"
+    # a resolved headline names the scorer
+    headline = HeadlineMetric(scorer="match", metric="accuracy")
+    results = EvalResults(total_samples=3, completed_samples=3, scores=_scores("judge", "match"), headline=headline)
+    _two_scorer_log(tmp_path / "head.json", results)
+    assert outcomes(tmp_path / "head.json") == ["correct", "incorrect", "correct"]
