@@ -188,3 +188,13 @@ def test_inspect_log_with_several_scorers_is_read_on_its_headline_metric(tmp_pat
     results = EvalResults(total_samples=3, completed_samples=3, scores=_scores("judge", "match"), headline=headline)
     _two_scorer_log(tmp_path / "head.json", results)
     assert outcomes(tmp_path / "head.json") == ["correct", "incorrect", "correct"]
+
+
+def test_the_metric_a_side_was_read_on_is_in_the_gate_reports_side():
+    from qualgate.evidence.contract import ReportSide
+
+    pairing = pair_records(*(load_records(MC, options=ImportOptions(metric="acc_norm")) for _ in range(2)))
+    side = ReportSide.of(pairing.baseline)
+    assert side.metric == {"demo_arith_mc": "lm-eval:none:acc_norm"}
+    assert side.to_dict()["metric"] == {"demo_arith_mc": "lm-eval:none:acc_norm"}
+    assert ReportSide.from_dict(side.to_dict()).to_dict() == side.to_dict()  # read back unchanged
