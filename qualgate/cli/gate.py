@@ -256,7 +256,7 @@ def gate(
             )
     from qualgate.judge import judged_gate
 
-    judged = judged_gate(baseline, candidates, margin, alpha, judge_units=judge_units)
+    judged = judged_gate(baseline, candidates, margin, alpha, judge_units=judge_units, max_errors=max_errors)
     if judged is not None:  # records of qualgate judge: the margin in judged loss, the level less the bound's
         click.echo(judged.note, err=True)
         margin, alpha = judged.margin, judged.alpha

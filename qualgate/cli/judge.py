@@ -51,6 +51,13 @@ _PATH = click.Path(exists=True, path_type=str)
     "(then gate only with --judge-units). Default: 200, or as many as the baseline has answers of 60+ characters.",
 )
 @click.option("--sensitivity-seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--max-judge-errors",
+    type=click.FloatRange(0, 1),
+    default=0.1,
+    show_default=True,
+    help="Exit 3 (records still written) when more than this share of the judged pairs are judge errors.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def judge(
     baseline,
@@ -64,6 +71,7 @@ def judge(
     cache,
     sensitivity,
     sensitivity_seed,
+    max_judge_errors,
     fmt,
 ):
     """Judge CANDIDATE's outputs against BASELINE's (record files or directories), pair by pair.
@@ -108,6 +116,25 @@ def judge(
     from pathlib import Path
 
     sens = json.loads((Path(out) / "judge.json").read_text(encoding="utf-8"))["sensitivity"]
+    if summary.judged and summary.judge_error > max_judge_errors * summary.judged:
+        from qualgate.errors import DataError
+
+        first = next(
+            (
+                v.get("error")
+                for row in map(json.loads, (Path(out) / "pairs.jsonl").read_text(encoding="utf-8").splitlines())
+                if row.get("outcome") == "judge_error"
+                for v in row.get("verdicts", ())
+                if v.get("error")
+            ),
+            "unknown",
+        )
+        raise DataError(
+            f"{summary.judge_error} of {summary.judged} judged pairs are judge errors (more than "
+            f"--max-judge-errors {max_judge_errors:g}); the first: {str(first)[:300]}. The records are written; "
+            "fix the judge and run again (the cache answers what was read)",
+            file=str(Path(out) / "pairs.jsonl"),
+        )
     if fmt == "json":
         click.echo(to_json(summary.to_dict() | {"sensitivity": sens}))
         return 0

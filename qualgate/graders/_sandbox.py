@@ -13,7 +13,8 @@ for the sandbox's report.
 Limits (:class:`Limits`), set on the program's process and inherited by its children:
 
 - CPU time: ``RLIMIT_CPU`` (soft ``cpu_s``, hard ``cpu_s + 1``, which is a ``SIGKILL``);
-- memory: ``RLIMIT_AS``, the address space (``memory_mb``);
+- memory: ``RLIMIT_AS``, the address space (``memory_mb``) of each process, and the sum over
+  all of them (below);
 - files: ``RLIMIT_FSIZE`` (``disk_mb`` per file; Python ignores ``SIGXFSZ``, so the write
   fails with ``EFBIG``), ``RLIMIT_NOFILE`` (``nofile``), ``RLIMIT_CORE`` 0;
 - processes and threads: ``RLIMIT_NPROC`` (``nproc``), only where it counts this sandbox's
@@ -41,6 +42,22 @@ Isolation, where util-linux ``unshare`` and unprivileged user namespaces are ava
   later); as root the sandbox's real uid is ``nobody`` (``setpriv --ruid``), since the
   kernel exempts real uid 0 from that limit; file access keeps the effective uid.
 
+- the program's process is under a seccomp filter (x86-64 and arm64): ``socket(AF_UNIX)``
+  fails (so no Unix socket of the host is reachable, on a path, bind-mounted or abstract),
+  and so do ``io_uring_setup`` (its requests open sockets past seccomp), ``unshare``,
+  ``setns`` and ``clone`` with a ``CLONE_NEW*`` flag (``clone3`` is ``ENOSYS``: glibc falls
+  back to ``clone``); another syscall ABI (i386, x32) kills the process;
+- an IPC and a UTS namespace: no System V IPC with the host, and ``/dev/shm`` is fresh;
+- the sandbox's user: as root, where user ``nobody`` can run the interpreter, the whole
+  sandbox runs as ``nobody`` (its root is the host's ``nobody``); where it cannot (Python in
+  ``/root``), the sandbox's root is the host's root with no capability (real uid ``nobody``),
+  and :func:`isolation` says so;
+- memory: the bootstrap, the namespace's init, sums the resident memory of all the
+  program's processes every :data:`MEMORY_POLL_S` seconds and kills them all past
+  ``memory_mb`` (``memory_limit``); ``RLIMIT_AS`` bounds each process in between. The
+  sandboxes of one grading process together hold at most :func:`memory_budget` in limits
+  (each waits for its share).
+
 Reading is **not** prevented: the program can read every file its effective user can read
 outside the hidden temp folders (as root: what root can read). With no network, what it
 reads can leave only through its output, of which callers keep a short tail.
@@ -51,6 +68,9 @@ program runs with the same limits but ``RLIMIT_NPROC``, in a new session, an emp
 folder as its working directory, without capabilities, with no network isolation, writable
 wherever its user can write, and a process that calls ``setsid`` can outlive the kill of
 the group; :func:`isolation` says so.
+
+One module over 500 lines: the bootstrap is a program text that must not import qualgate,
+and the host side that starts, watches and reads it shares its protocol and limits.
 """
 
 from __future__ import annotations
@@ -67,17 +87,19 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Limits", "Run", "cpu_count", "isolation", "run_parallel", "run_python"]
+__all__ = ["Limits", "Run", "cpu_count", "isolation", "memory_budget", "reserve_memory", "run_parallel", "run_python"]
 
 #: What the sandbox can end as (:attr:`Run.status`).
-STATUSES = ("exited", "timeout", "output_limit", "sandbox_error")
+STATUSES = ("exited", "timeout", "output_limit", "memory_limit", "stopped", "sandbox_error")
 #: Seconds the bootstrap may take to be ready before the sandbox counts as failed.
 STARTUP_S = 30.0
 #: Seconds given to read the last output after the program ended.
 _DRAIN_S = 1.0
 _TAIL = 8192  # bytes of stdout and of stderr kept
 _NOBODY = 65534
-_NAMESPACES = ["unshare", "-rnm", "--pid", "--fork", "--kill-child", "--mount-proc"]
+_NAMESPACES = ["unshare", "-rnmiu", "--pid", "--fork", "--kill-child", "--mount-proc"]
+#: Seconds between two sums of the sandbox's resident memory.
+MEMORY_POLL_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -120,7 +142,10 @@ class Run:
     ``sandbox_error`` (the sandbox itself failed; ``error`` says how; the program may not
     have run). ``stdout``/``stderr`` are the last 8 KiB of each (decoded with
     replacement), ``output_bytes`` all that was read; ``cpu_s`` the program's CPU time when
-    it exited, ``wall_s`` the time from the ready bootstrap to the end.
+    it exited, ``wall_s`` the time from the ready bootstrap to the end. ``memory_limit``: the
+    resident memory of all the program's processes together passed ``memory_mb`` and the
+    supervisor killed them all; ``peak_mb`` is the largest sum it saw (``None`` where it did
+    not supervise: no namespaces). ``stopped``: the caller's ``stop_fd`` ended the run.
     """
 
     status: str
@@ -131,6 +156,7 @@ class Run:
     stderr: str = ""
     output_bytes: int = 0
     error: str | None = None
+    peak_mb: float | None = None
     setup: dict = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
@@ -183,7 +209,7 @@ def isolate(disk_mb):
     os.mkdir("/tmp/work", 0o700)
     return "/tmp/work", {"read_only": len(done), "read_only_failed": failed, "tmpfs": tmpfs}
 try:
-    with open(cfg["program"], encoding="utf-8") as f:
+    with os.fdopen(cfg["program_fd"], encoding="utf-8") as f:
         source = f.read()
     if cfg["namespaces"]:
         workdir, setup = isolate(cfg["disk_mb"])
@@ -212,6 +238,42 @@ def drop_privileges():
         cap += 1
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+def deny_syscalls():
+    # seccomp: no AF_UNIX socket (none to the host's sockets, on a path or abstract), no
+    # io_uring (it opens sockets past seccomp), no new namespace (unshare, setns, clone with a
+    # CLONE_NEW* flag; clone3's flags are out of reach, so ENOSYS: glibc falls back to clone),
+    # no other syscall ABI (i386, x32); needs PR_SET_NO_NEW_PRIVS (set before)
+    import ctypes, struct
+    arch = SECCOMP.get(os.uname().machine)
+    if arch is None:
+        return False
+    audit, nr_socket, nr_unshare, nr_setns, nr_clone, x32 = arch
+    allow, kill, eperm, enosys = 0x7FFF0000, 0x80000000, 0x00050001, 0x00050026
+    prog = [(0x20, 0, 0, 4), (0x15, 1, 0, audit), (0x06, 0, 0, kill), (0x20, 0, 0, 0)]
+    if x32:
+        prog.append((0x35, "deny", 0, 0x40000000))
+    prog += [
+        (0x15, 0, 2, nr_socket), (0x20, 0, 0, 16), (0x15, "deny", "allow", 1),
+        (0x15, "deny", 0, 425), (0x15, "deny", 0, nr_unshare), (0x15, "deny", 0, nr_setns),
+        (0x15, "enosys", 0, 435), (0x15, 0, "allow", nr_clone), (0x20, 0, 0, 16),
+        (0x45, "deny", "allow", 0x7E020000),
+    ]
+    labels = {"allow": len(prog), "deny": len(prog) + 1, "enosys": len(prog) + 2}
+    prog += [(0x06, 0, 0, allow), (0x06, 0, 0, eperm), (0x06, 0, 0, enosys)]
+    rel = lambda j, i: labels[j] - i - 1 if isinstance(j, str) else j
+    blob = b"".join(struct.pack("HBBI", c, rel(t, i), rel(f, i), k) for i, (c, t, f, k) in enumerate(prog))
+    buf = ctypes.create_string_buffer(blob)
+    fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(buf))
+    fbuf = ctypes.create_string_buffer(fprog)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(22, ctypes.c_ulong(2), ctypes.c_void_p(ctypes.addressof(fbuf)), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), "seccomp")
+    return True
+SECCOMP = {  # machine: AUDIT_ARCH, socket, unshare, setns, clone, x32 syscalls exist
+    "x86_64": (0xC000003E, 41, 272, 308, 56, True),
+    "aarch64": (0xC00000B7, 198, 97, 268, 220, False),
+}
 child = os.fork()
 if child == 0:
     try:
@@ -220,17 +282,49 @@ if child == 0:
         drop_privileges()
         for name, value in cfg["limits"].items():
             resource.setrlimit(getattr(resource, name), tuple(value))
+        if not deny_syscalls() and cfg["require_seccomp"]:
+            raise OSError(f"no seccomp filter for machine {os.uname().machine}")
     except Exception as exc:
         report({"error": f"limits failed: {type(exc).__name__}: {exc}"})
         os._exit(125)
     os.close(status)
-    del status, report, isolate, drop_privileges
+    del status, report, isolate, drop_privileges, deny_syscalls
     main = {"__name__": "__main__", "__builtins__": __builtins__}
     code = compile(source, "<program>", "exec")
     del source, cfg
     exec(code, main)
     sys.exit(0)
-_, st, ru = os.wait4(child, 0)
+for fd in cfg["pass_fds"]:
+    os.close(fd)
+def resident(page=os.sysconf("SC_PAGE_SIZE")):
+    # the resident memory of every process of the namespace but this one (shared pages count
+    # once per process: an overestimate, never an underestimate)
+    total = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit() and name != "1":
+            try:
+                with open(f"/proc/{name}/statm", "rb") as f:
+                    total += int(f.read().split()[1]) * page
+            except (OSError, ValueError, IndexError):
+                pass
+    return total
+peak, over = 0, None
+if os.getpid() == 1 and cfg["memory_bytes"]:  # the namespace's init: supervise the sum
+    import time
+    while True:
+        pid, st, ru = os.wait4(child, os.WNOHANG)
+        if pid:
+            break
+        total = resident()
+        peak = max(peak, total)
+        if total > cfg["memory_bytes"]:
+            over = total
+            os.kill(-1, 9)
+            _, st, ru = os.wait4(child, 0)
+            break
+        time.sleep(0.01)
+else:
+    _, st, ru = os.wait4(child, 0)
 if os.getpid() == 1:  # the namespace's init: end what the program left, then report
     try:
         os.kill(-1, 9)
@@ -241,7 +335,7 @@ if os.getpid() == 1:  # the namespace's init: end what the program left, then re
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
-report({"exit": os.waitstatus_to_exitcode(st), "cpu_s": ru.ru_utime + ru.ru_stime})
+report({"exit": os.waitstatus_to_exitcode(st), "cpu_s": ru.ru_utime + ru.ru_stime, "peak_bytes": peak, "memory_over": over})
 os._exit(0)
 """
 
@@ -250,13 +344,39 @@ _probed: dict | None = None
 
 
 def _prefix(namespaces: bool) -> list[str]:
-    """Commands run before the bootstrap: real uid ``nobody`` as root, then the namespaces."""
+    """Commands run before the bootstrap: as root, uid ``nobody`` (the real uid only, where
+    ``nobody`` cannot run this interpreter), then the namespaces."""
     if not namespaces:
         return []
     cmd = []
     if os.geteuid() == 0 and shutil.which("setpriv"):
-        cmd = [shutil.which("setpriv"), f"--ruid={_NOBODY}", f"--rgid={_NOBODY}", "--clear-groups"]
+        who = "--reuid={0} --regid={0}" if _nobody_runs_python() else "--ruid={0} --rgid={0}"
+        cmd = [shutil.which("setpriv"), *who.format(_NOBODY).split(), "--clear-groups"]
     return cmd + [shutil.which("unshare") or "unshare", *_NAMESPACES[1:]]
+
+
+_nobody_probe: list = []
+
+
+def _nobody_runs_python() -> bool:
+    """Whether user ``nobody`` can run this interpreter (it cannot where Python lies in a
+    folder only root may enter, such as ``/root/.pyenv``): then the sandbox runs as ``nobody``
+    (its root is the host's ``nobody``); else its root is the host's root without capabilities."""
+    if not _nobody_probe:
+        try:
+            done = subprocess.run(
+                [shutil.which("setpriv") or "setpriv", f"--reuid={_NOBODY}", f"--regid={_NOBODY}", "--clear-groups"]
+                + [shutil.which("unshare") or "unshare", "-r", sys.executable, "-I", "-c", "pass"],
+                cwd="/",
+                env={"PATH": os.defpath},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=30,
+            )
+            _nobody_probe.append(done.returncode == 0)
+        except (OSError, subprocess.SubprocessError):
+            _nobody_probe.append(False)
+    return _nobody_probe[0]
 
 
 def _nproc_per_sandbox() -> bool:
@@ -273,9 +393,10 @@ def _nproc_per_sandbox() -> bool:
 def isolation() -> dict:
     """What the sandbox enforces on this machine, probed once by running a trivial program.
 
-    Returns a dict: ``namespaces`` (bool: user, network, mount and PID namespaces are in
-    use), ``network``, ``processes``, ``nproc``, ``filesystem``, ``reads`` (one-line
-    statements of what holds), and ``reason`` (why namespaces are not in use, or ``None``).
+    Returns a dict: ``namespaces`` (bool: user, network, mount, IPC, UTS and PID namespaces
+    are in use), ``network``, ``processes``, ``nproc``, ``filesystem``, ``reads``, ``user``,
+    ``sockets``, ``ipc``, ``memory`` (one-line statements of what holds), and ``reason`` (why
+    namespaces are not in use, or ``None``).
     """
     global _probed
     with _probe_lock:
@@ -296,6 +417,17 @@ def _probe() -> dict:
     ns = reason is None
     writable = run.setup.get("read_only_failed") if run is not None and ns else None
     root = os.geteuid() == 0
+    as_nobody = ns and root and bool(shutil.which("setpriv")) and _nobody_runs_python()
+    filtered = os.uname().machine in ("x86_64", "aarch64")
+    if not root:
+        user = "the invoking user's (no capabilities)"
+    elif as_nobody:
+        user = "nobody: the sandbox's root is the host's nobody"
+    else:
+        user = (
+            "the host's root WITHOUT capabilities (real uid nobody): user nobody cannot run "
+            f"{sys.executable} (install Python where nobody can read it to run the sandbox as nobody)"
+        )
     if not ns:
         nproc = "not enforced: RLIMIT_NPROC would count every process of the user"
     elif not _nproc_per_sandbox():
@@ -321,52 +453,100 @@ def _probe() -> dict:
         else "NOT isolated: writable wherever the user can write; cwd an empty temp folder",
         "reads": (
             "not prevented: files the sandbox's effective user"
-            + (" (root)" if root else "")
+            + (" (root)" if root and not as_nobody else " (nobody)" if as_nobody else "")
             + " can read"
             + (", outside the hidden /tmp, /var/tmp and /dev/shm" if ns else "")
         ),
+        "user": user,
+        "sockets": "no Unix socket (seccomp refuses socket(AF_UNIX)), no io_uring, no new namespace"
+        if filtered
+        else f"NOT filtered: no seccomp filter for machine {os.uname().machine}",
+        "ipc": "a new IPC namespace (no System V IPC with the host); fresh /dev/shm"
+        if ns
+        else "NOT isolated: System V IPC and /dev/shm are the host's",
+        "memory": (
+            "all the program's processes together: their resident memory summed every "
+            f"{MEMORY_POLL_S * 1000:g} ms, all killed past memory_mb (a burst between two sums is bounded by "
+            "RLIMIT_AS, memory_mb per process); the sandboxes of this process together hold at most "
+            f"memory_budget() = {memory_budget()} MiB in limits"
+        )
+        if ns
+        else "per process only (RLIMIT_AS): no sum over the program's processes without a PID namespace",
         "reason": reason,
     }
 
 
-def run_python(source: str, limits: Limits | None = None, *, isolate: bool | None = None) -> Run:
+def run_python(
+    source: str,
+    limits: Limits | None = None,
+    *,
+    isolate: bool | None = None,
+    pass_fds: tuple[int, ...] = (),
+    stop_fd: int | None = None,
+    budget: bool = True,
+) -> Run:
     """Run the Python program ``source`` in a sandbox and return how it ended.
 
     ``isolate``: ``None`` (default) uses namespaces where :func:`isolation` found them
     working; ``True`` demands them (a ``sandbox_error`` where they are not available);
     ``False`` runs without them (limits, new session and temp working directory only).
+    ``pass_fds``: file descriptors the program keeps (pipes of a channel), closed in this
+    process once the sandbox has started (or failed to). ``stop_fd``: when it becomes readable
+    (data or end of file) the sandbox is killed and the run is ``stopped``. ``budget``: wait
+    for ``limits.memory_mb`` of the grading memory budget (:func:`memory_budget`) first;
+    ``False`` when the caller reserved it (:func:`reserve_memory`).
     Never raises for anything the program does; a failure of the sandbox itself is a
     ``sandbox_error`` run.
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be a str, got {type(source).__name__}")
     limits = limits or Limits()
-    if isolate is None or isolate:
-        available = isolation()["namespaces"]
-        if isolate and not available:
-            return Run("sandbox_error", error=f"namespaces unavailable: {isolation()['reason']}")
-        isolate = available
-    return _run(source, limits, namespaces=isolate)
+    pass_fds = list(pass_fds)  # emptied by whoever closes them first
+    try:
+        if isolate is None or isolate:
+            available = isolation()["namespaces"]
+            if isolate and not available:
+                return Run("sandbox_error", error=f"namespaces unavailable: {isolation()['reason']}")
+            isolate = available
+        if not budget:
+            return _run(source, limits, namespaces=isolate, pass_fds=pass_fds, stop_fd=stop_fd)
+        with reserve_memory(limits.memory_mb):
+            return _run(source, limits, namespaces=isolate, pass_fds=pass_fds, stop_fd=stop_fd)
+    finally:
+        _close(pass_fds)
 
 
-def _run(source: str, limits: Limits, *, namespaces: bool) -> Run:
+def _close(fds: list) -> None:
+    """Close each fd of ``fds`` and empty the list (so that no fd is closed twice: its number
+    may be another thread's by then)."""
+    while fds:
+        try:
+            os.close(fds.pop())
+        except OSError:
+            pass
+
+
+def _run(source: str, limits: Limits, *, namespaces: bool, pass_fds: list | None = None, stop_fd=None) -> Run:
+    pass_fds = [] if pass_fds is None else pass_fds
     try:
         tmp = tempfile.mkdtemp(prefix="qualgate-sandbox-")
     except OSError as exc:
         return Run("sandbox_error", error=f"cannot create a temp folder: {exc}")
     try:
-        return _run_in(tmp, source, limits, namespaces)
+        return _run_in(tmp, source, limits, namespaces, pass_fds, stop_fd)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run_in(tmp: str, source: str, limits: Limits, namespaces: bool) -> Run:
+def _run_in(tmp: str, source: str, limits: Limits, namespaces: bool, pass_fds: list, stop_fd=None) -> Run:
     program, workdir = os.path.join(tmp, "program.py"), os.path.join(tmp, "work")
     os.mkdir(workdir, 0o700)
-    try:
+    try:  # handed over open: the sandbox's user (nobody, as root) cannot open the private folder
         with open(program, "w", encoding="utf-8", errors="surrogatepass") as f:
             f.write(source)
+        program_fd = os.open(program, os.O_RDONLY)
     except OSError as exc:
+        _close(pass_fds)
         return Run("sandbox_error", error=f"cannot write the program: {exc}")
     mb = 1 << 20
     rlimits = {
@@ -381,11 +561,14 @@ def _run_in(tmp: str, source: str, limits: Limits, namespaces: bool) -> Run:
     status_r, status_w = os.pipe()
     cfg = {
         "status_fd": status_w,
-        "program": program,
+        "program_fd": program_fd,
+        "pass_fds": list(pass_fds),
         "workdir": workdir,
         "namespaces": namespaces,
         "disk_mb": limits.disk_mb,
         "limits": rlimits,
+        "memory_bytes": limits.memory_mb * mb if namespaces else 0,
+        "require_seccomp": namespaces,
     }
     cmd = _prefix(namespaces) + [sys.executable, "-I", "-c", _BOOTSTRAP, json.dumps(cfg)]
     env = {"PATH": os.defpath, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": workdir}
@@ -395,7 +578,7 @@ def _run_in(tmp: str, source: str, limits: Limits, namespaces: bool) -> Run:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(status_w,),
+            pass_fds=(status_w, program_fd, *pass_fds),
             cwd=workdir,
             env=env,
             start_new_session=True,
@@ -404,9 +587,10 @@ def _run_in(tmp: str, source: str, limits: Limits, namespaces: bool) -> Run:
         os.close(status_r)
         return Run("sandbox_error", error=f"cannot start the sandbox: {exc}")
     finally:
-        os.close(status_w)
+        _close([status_w, program_fd])
+        _close(pass_fds)
     try:
-        return _watch(proc, status_r, limits)
+        return _watch(proc, status_r, limits, stop_fd)
     finally:
         _kill_group(proc)
         os.close(status_r)
@@ -438,11 +622,13 @@ def _kill_group(proc: subprocess.Popen) -> None:
         stream.close()
 
 
-def _watch(proc: subprocess.Popen, status_r: int, limits: Limits) -> Run:
+def _watch(proc: subprocess.Popen, status_r: int, limits: Limits, stop_fd: int | None = None) -> Run:
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
     sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
     sel.register(status_r, selectors.EVENT_READ, "status")
+    if stop_fd is not None:
+        sel.register(stop_fd, selectors.EVENT_READ, "stop")
     tails = {"stdout": bytearray(), "stderr": bytearray()}
     status_buf = bytearray()
     cap, total = limits.output_kb * 1024, 0
@@ -458,6 +644,9 @@ def _watch(proc: subprocess.Popen, status_r: int, limits: Limits) -> Run:
             ended = "timeout" if ready_at is not None else "startup"
             break
         for key, _ in sel.select(timeout=deadline - now):
+            if key.data == "stop":
+                ended = "stopped"
+                break
             fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
             chunk = os.read(fd, 65536)
             if not chunk:
@@ -488,6 +677,7 @@ def _watch(proc: subprocess.Popen, status_r: int, limits: Limits) -> Run:
         if ended:
             break
     wall = time.monotonic() - (ready_at or started)
+    mb = 1 << 20
     _kill_group(proc)
     out = {k: v.decode("utf-8", "replace") for k, v in tails.items()}
     common = dict(wall_s=wall, output_bytes=total, setup=setup or {}, **out)
@@ -498,13 +688,79 @@ def _watch(proc: subprocess.Popen, status_r: int, limits: Limits) -> Run:
     if ended == "timeout":
         return Run("timeout", **common)
     if final is not None:
-        return Run("exited", exit_code=int(final["exit"]), cpu_s=float(final["cpu_s"]), **common)
+        common |= dict(exit_code=int(final["exit"]), cpu_s=float(final["cpu_s"]), peak_mb=final["peak_bytes"] / mb)
+        return Run("memory_limit" if final.get("memory_over") else "exited", **common)
+    if ended == "stopped":
+        return Run("stopped", **common)
     if ended == "startup":
         error = f"the sandbox did not start within {STARTUP_S:g} s"
     else:
         last = out["stderr"].strip().splitlines()[-1:] or [""]
         error = f"the sandbox ended without a report (exit code {proc.returncode}) {last[0][:200]}"
     return Run("sandbox_error", error=error.strip(), **common)
+
+
+class _Budget:
+    """Megabytes of sandbox memory limits granted at once, across all threads of this process."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.used = 0
+        self.total: int | None = None
+
+    def limit(self) -> int:
+        if self.total is None:
+            self.total = _default_budget_mb()
+        return self.total
+
+
+_budget = _Budget()
+
+
+def _default_budget_mb() -> int:
+    """Half of the machine's memory (``/proc/meminfo``'s MemTotal), at least 1024 MiB."""
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 4096
+    return max(1024, kib // 1024 // 2)
+
+
+def memory_budget(mb: int | None = None) -> int:
+    """The memory all sandboxes of this process may hold at once (MiB), set to ``mb`` when given.
+
+    Each sandbox waits until its ``memory_mb`` fits in what the running ones leave (a limit
+    larger than the whole budget runs alone), so the grading workers together never hold more
+    than the budget in limits. Default: half of the machine's memory.
+    """
+    if mb is not None:
+        if isinstance(mb, bool) or not isinstance(mb, int) or mb < 64:
+            raise ValueError(f"the memory budget must be an int of at least 64 MiB, got {mb!r}")
+        with _budget.cond:
+            _budget.total = mb
+            _budget.cond.notify_all()
+    return _budget.limit()
+
+
+class reserve_memory:  # noqa: N801 (a context manager, used as a function)
+    """``with reserve_memory(mb):`` holds ``mb`` of the budget (:func:`memory_budget`),
+    waiting until it is free; ``mb`` larger than the budget waits until nothing else runs."""
+
+    def __init__(self, mb: int):
+        self.mb = mb
+
+    def __enter__(self):
+        with _budget.cond:
+            self.held = min(self.mb, _budget.limit())
+            _budget.cond.wait_for(lambda: _budget.used + self.held <= _budget.limit())
+            _budget.used += self.held
+        return self
+
+    def __exit__(self, *exc):
+        with _budget.cond:
+            _budget.used -= self.held
+            _budget.cond.notify_all()
 
 
 def cpu_count() -> int:

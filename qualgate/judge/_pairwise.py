@@ -19,7 +19,8 @@ Every reply is cached in an append-only JSON Lines file under the SHA-256 of the
 identity and the exact messages sent (so the prompt and both outputs, in their order): a
 rerun, or a sweep that judges a new candidate against the same baseline, asks only about
 requests not asked before. A transport failure is not cached (it is asked again next time);
-an unreadable reply is (the same reply would come again at temperature 0).
+an unreadable reply is stored but not final: the next run (a resume into the same cache) asks
+again, up to :data:`MAX_ASKS` replies per request, and the last reply decides.
 
 Written into ``DIR`` (each file atomically; the cache by appending):
 
@@ -60,6 +61,8 @@ from ._sensitivity import DEFAULT_CONFIDENCE, Sensitivity, planted_pairs
 __all__ = ["JudgeSummary", "VerdictCache", "judge_pairs", "judged_reasons", "load_questions", "questions_from_suite"]
 
 CACHE_NAME = "verdict_cache.jsonl"
+#: replies asked for one request at most: an unreadable one is asked again on the next run
+MAX_ASKS = 3
 #: a pair's verdict per order, from the side's point of view
 _SIDE = {
     "baseline_first": {"A": "baseline", "B": "candidate", "tie": "tie"},
@@ -106,6 +109,7 @@ class VerdictCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.entries: dict[str, str] = {}
+        self.asked: dict[str, int] = {}  #: replies stored per key (an unreadable one is asked again)
         self._tail_cut = 0
         if self.path.exists():
             data = self.path.read_bytes()
@@ -122,6 +126,7 @@ class VerdictCache:
                         'not a judge cache entry ({"key", "judge_id", "text"})', file=str(self.path), line=i
                     ) from None
                 self.entries[key] = text
+                self.asked[key] = self.asked.get(key, 0) + 1
 
     @staticmethod
     def key(judge_id: str, messages) -> str:
@@ -146,6 +151,8 @@ class VerdictCache:
             fh.flush()
             os.fsync(fh.fileno())
         self.entries.update(new)
+        for k in new:
+            self.asked[k] = self.asked.get(k, 0) + 1
 
 
 def load_questions(path: str | Path) -> dict[tuple[str, str], tuple[list, Any]]:
@@ -466,9 +473,17 @@ def _requests(judge: Judge, jid: str, vcache: VerdictCache, asks: dict, messages
         msgs = judge.template.render(judge.template.variant(turns, "reference" in var), var)
         h = VerdictCache.key(jid, msgs)
         requests[order] = h
-        if h not in vcache.entries:
+        if h not in vcache.entries or (_unreadable(judge, vcache.entries[h]) and vcache.asked.get(h, 0) < MAX_ASKS):
             asks[h] = msgs
     return requests
+
+
+def _unreadable(judge: Judge, text: str) -> bool:
+    try:
+        judge.template.parse(text)
+    except Unreadable:
+        return True
+    return False
 
 
 def _planted_verdicts(planted, replies, vcache, judge, confidence):

@@ -252,12 +252,23 @@ class JudgedGate:
     sensitivity: Sensitivity | None = None
 
 
-def judged_gate(baseline, candidates: Sequence, margin: float | None, alpha: float, *, judge_units: bool = False):
+def judged_gate(
+    baseline,
+    candidates: Sequence,
+    margin: float | None,
+    alpha: float,
+    *,
+    judge_units: bool = False,
+    max_errors: int = 0,
+):
     """The gate's margin and level for records ``qualgate judge`` wrote, or None for others.
 
     The margin is meant in true loss: it becomes ``lower_bound * margin`` of judged loss and the
     level ``alpha - (1 - confidence_level)`` (module docstring). ``judge_units``: the margin is
-    meant in the judge's own verdicts (no correction; the note says so). Refused (DataError):
+    meant in the judge's own verdicts (no correction; the note says so), refused when the
+    measured sensitivity is 0 or less. ``max_errors``: the gate's ``--max-errors`` (judge errors
+    it counts as lost: the note says how many; refused when they outnumber the pairs the judge
+    decided). Refused (DataError):
     judged records mixed with others, several candidates, baseline and candidate from different
     ``qualgate judge`` runs, a missing or changed ``judge.json``, no sensitivity measured, a
     lower bound at or below 0, a bound whose level leaves no alpha.
@@ -290,13 +301,43 @@ def judged_gate(baseline, candidates: Sequence, margin: float | None, alpha: flo
     _check_digests(root, doc, doc_path)
     if margin is None:
         raise DataError("judged records are gated at one --margin (no --policy-file)", file=str(doc_path))
-    if judge_units:
-        return JudgedGate(
-            margin,
-            alpha,
-            f"judge {judge_id}: the margin is in the judge's own verdicts (--judge-units): a judge that is "
-            "noisy on every pair sees less than the true loss, so this bounds the loss as the judge sees it",
+    counts = doc.get("counts") or {}
+    errors, lost, gained = (counts.get(k, 0) for k in ("judge_error", "lost", "gained"))
+    if max_errors and errors and errors > lost + gained:
+        raise DataError(
+            f"{errors} of {counts.get('pairs')} pairs are judge errors, more than the {lost + gained} pairs the "
+            "judge decided: counted as lost they would decide the gate (a judge that never ran would FAIL the "
+            "candidate); fix the judge and run qualgate judge again (it re-asks only what failed)",
+            file=str(doc_path),
+            field="counts.judge_error",
+            value=errors,
         )
+    counted = (
+        f"; {errors} of {counts.get('pairs')} pairs are judge errors, counted as lost (--max-errors)"
+        if max_errors and errors
+        else ""
+    )
+    if judge_units:
+        note = (
+            f"judge {judge_id}: the margin is in the judge's own verdicts (--judge-units): a judge that is "
+            "noisy on every pair sees less than the true loss, so this bounds the loss as the judge sees it"
+        )
+        if doc.get("sensitivity"):
+            s = Sensitivity.from_dict(doc["sensitivity"], file=str(doc_path))
+            if s.estimate is None or s.estimate <= 0:
+                raise DataError(
+                    f"the judge detected {s.detected} and inverted {s.inverted} of {s.pairs} planted pairs "
+                    f"(sensitivity {s.estimate if s.estimate is not None else 'unmeasured'}): it does not tell an "
+                    "answer from a degraded copy of it, so a gate in its own verdicts would pass any loss",
+                    file=str(doc_path),
+                    field="sensitivity",
+                )
+            note += (
+                f"; measured sensitivity {s.estimate:.2f} ({s.detected} of {s.pairs} planted pairs detected, "
+                f"{s.inverted} inverted): a true loss of L shows as about {s.estimate:.2f} L in its verdicts"
+                + (", so a loss much larger than the margin can pass" if s.estimate < 0.5 else "")
+            )
+        return JudgedGate(margin, alpha, note + counted)
     if not doc.get("sensitivity"):
         raise DataError(
             "the judge's sensitivity was not measured: the loss it reports may be a fraction of the true "
@@ -327,7 +368,7 @@ def judged_gate(baseline, candidates: Sequence, margin: float | None, alpha: flo
         f"floored; {s.detected} of "
         f"{s.pairs} planted pairs detected, {s.inverted} inverted): a margin of {margin:.2%} true loss is "
         f"{a * margin:.2%} of judged loss, gated at alpha {alpha - gamma:.4g} (alpha {alpha:g} less "
-        f"{gamma:.4g} for the bound)"
+        f"{gamma:.4g} for the bound){counted}"
     )
     return JudgedGate(a * margin, alpha - gamma, note, s)
 

@@ -107,6 +107,8 @@ def test_gate_refuses_judge_errors_by_default_and_gives_the_implied_verdict_when
     # 73 pairs judged without error (18 lost and 20 gained, as the stored verdicts imply) and
     # the 2 judge errors, which count as lost: neither side's outcome is known (issue 34 item 2)
     assert (pooled["lost"], pooled["gained"], pooled["pairs"]) == (20, 20, 75)
+    assert "2 of 75 pairs are judge errors, counted as lost" in allowed.stderr  # issue 48: said, not hidden
+    assert round(pooled["loss_upper_bound"] * 100, 2) == 14.03  # docs/traffic.md quotes it
     assert json.loads(allowed.stdout)["verdict"] == "INCONCLUSIVE"
     # the judge is named in the evidence, which the reader accepts
     evidence = Evidence.read(out / "gate.json").to_dict()

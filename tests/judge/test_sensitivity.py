@@ -51,10 +51,11 @@ def _sees_originals(originals, *, when=lambda user: True):
     return reply
 
 
-def _judge(tmp_path, phi3, double, *, sensitivity):
+def _judge(tmp_path, phi3, double, *, sensitivity, extra=None):
     base, cand, questions = phi3
     out = tmp_path / "out"
     args = judge_args(base, cand, double.config(tmp_path / "j.yaml"), out, questions=questions, sensitivity=sensitivity)
+    args += ["--max-judge-errors", str(extra)] if extra is not None else []
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout), out
@@ -151,7 +152,9 @@ def test_a_judge_that_always_names_one_position_cannot_gate(tmp_path, phi3, judg
 
 
 def test_unreadable_verdicts_on_planted_pairs_count_against_the_judge(tmp_path, phi3, judge_double):
-    summary, _ = _judge(tmp_path, phi3, judge_double({}, reply=lambda s, u: "no verdict here"), sensitivity=10)
+    summary, _ = _judge(
+        tmp_path, phi3, judge_double({}, reply=lambda s, u: "no verdict here"), sensitivity=10, extra=1.0
+    )
     sens = summary["sensitivity"]
     assert (sens["detected"], sens["judge_error"], sens["missed"]) == (0, 10, 10)
 
@@ -185,3 +188,84 @@ def test_judged_records_changed_moved_or_mixed_are_refused(tmp_path, phi3, judge
     assert changed.exit_code == 3 and "changed after qualgate judge wrote them" in changed.output
     # --judge-units on records no judge wrote
     assert CliRunner().invoke(cli, ["gate", str(base), str(cand), "--margin", "0.1", "--judge-units"]).exit_code == 2
+
+
+def test_judge_units_refuses_a_judge_that_detects_no_planted_pair(tmp_path, phi3, judge_double):
+    # issue 48: an always-[[A]] judge detected 0 of its planted pairs and the gate passed in its units
+    _, out = _judge(tmp_path, phi3, judge_double({}, reply=lambda s, u: "[[A]]"), sensitivity=20)
+    refused = _gate(out, "--judge-units")
+    assert refused.exit_code == 3 and "does not tell an answer from a degraded copy" in refused.output
+
+
+@pytest.mark.slow
+def test_judge_units_explain_a_low_sensitivity(tmp_path, phi3, judge_double):
+    originals = _originals(phi3)
+
+    def sees(user):  # sees the degradation on about 30% of the questions
+        return int(hashlib.sha256(user.split("</question>")[0].encode()).hexdigest(), 16) % 10 < 3
+
+    _, out = _judge(tmp_path, phi3, judge_double({}, reply=_sees_originals(originals, when=sees)), sensitivity=30)
+    gate = _gate(out, "--judge-units")
+    assert gate.exit_code in (0, 1, 4) and "a loss much larger than the margin can pass" in gate.stderr
+
+
+def test_a_judge_failing_on_every_pair_exits_non_zero_with_the_count_and_the_reason(tmp_path, phi3, judge_double):
+    base, cand, questions = phi3
+    double = judge_double({}, reply=lambda s, u: "my context is too short")
+    args = judge_args(base, cand, double.config(tmp_path / "j.yaml"), tmp_path / "out", questions=questions)
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 3, result.output
+    assert re.search(r"(\d+) of \1 judged pairs are judge errors", result.output), result.output
+    assert "the first:" in result.output and (tmp_path / "out" / "pairs.jsonl").is_file()
+
+
+def test_judge_errors_counted_as_lost_are_said_and_refused_when_they_outnumber_the_decided(
+    tmp_path, phi3, judge_double
+):
+    originals = _originals(phi3)
+    fails = {}
+
+    def reply(system, user):  # unreadable on about a fifth of the questions, else sees the original
+        q = _QUESTION.search(user).group(1)
+        if int(hashlib.sha256(q.encode()).hexdigest(), 16) % 5 == 0:
+            fails[q] = True
+            return "no verdict"
+        return _sees_originals(originals)(system, user)
+
+    _, out = _judge(tmp_path, phi3, judge_double({}, reply=reply), sensitivity=0, extra=1.0)
+    counts = json.loads((out / "judge.json").read_text())["counts"]
+    assert counts["judge_error"] > 0
+    gate = _gate(out, "--judge-units", "--max-errors", "1000")
+    if counts["judge_error"] > counts["lost"] + counts["gained"]:
+        assert gate.exit_code == 3 and "are judge errors, more than" in gate.output
+    else:
+        assert f"{counts['judge_error']} of {counts['pairs']} pairs are judge errors, counted as lost" in gate.stderr
+    # a judge that failed on every pair: the errors are all the discordance, refused
+    (tmp_path / "all").mkdir()
+    _, out2 = _judge(tmp_path / "all", phi3, judge_double({}, reply=lambda s, u: "x"), sensitivity=0, extra=1.0)
+    refused = _gate(out2, "--judge-units", "--max-errors", "1000")
+    assert refused.exit_code == 3 and "are judge errors, more than the 0 pairs the judge decided" in refused.output
+
+
+def test_an_unreadable_reply_is_asked_again_on_the_next_run_a_bounded_number_of_times(tmp_path, phi3, judge_double):
+    originals = _originals(phi3)
+    seen = {}
+
+    def reply(system, user):  # unreadable the first time a request is seen, readable after
+        seen[user] = seen.get(user, 0) + 1
+        return "garbled" if seen[user] == 1 else _sees_originals(originals)(system, user)
+
+    (tmp_path / "all").mkdir()
+    first, out = _judge(tmp_path / "all", phi3, judge_double({}, reply=reply), sensitivity=0, extra=1.0)
+    assert first["judge_error"] == first["judged"] > 0
+    second, _ = _judge(tmp_path / "all", phi3, judge_double({}, reply=reply), sensitivity=0, extra=1.0)
+    assert second["calls"] == first["calls"] and second["judge_error"] == 0
+    # a judge that never answers readably: asked at most MAX_ASKS times in all
+    from qualgate.judge._pairwise import MAX_ASKS
+
+    (tmp_path / "never").mkdir()
+    calls = [
+        _judge(tmp_path / "never", phi3, judge_double({}, reply=lambda s, u: "x"), sensitivity=0, extra=1.0)[0]["calls"]
+        for _ in range(MAX_ASKS + 1)
+    ]
+    assert calls[:MAX_ASKS] == [calls[0]] * MAX_ASKS and calls[0] > 0 and calls[MAX_ASKS] == 0

@@ -71,15 +71,12 @@ HOSTILE = {
         ("disk limit", "file size limit"),
     ),
     "print_1gb": ("import sys\nfor _ in range(16384):\n    sys.stdout.write('x' * 65536)" + WRONG, ("output limit",)),
-    "sys_exit_0": ("import sys\nsys.exit(0)" + WRONG, ("exit code 0 before the tests finished",)),
+    "sys_exit_0": ("import sys\nsys.exit(0)" + WRONG, ("exception: SystemExit: 0",)),
     "os_exit_0_in_the_tests": (
         "def add(a, b):\n    import os\n    os._exit(0)",
         ("exit code 0 before the tests finished",),
     ),
-    "atexit_exit_0": (
-        "import atexit, os\natexit.register(os._exit, 0)" + WRONG,
-        ("exit code 0 before the tests finished",),
-    ),
+    "atexit_exit_0": ("import atexit, os\natexit.register(os._exit, 0)" + WRONG, ("failed assertion",)),
     "ctypes_segfault": ("import ctypes\nctypes.string_at(0)" + WRONG, ("killed by SIGSEGV",)),
     "memory_bomb": ("x = [0] * (1 << 31)" + WRONG, ("memory limit: MemoryError",)),
     "kill_everything": (
