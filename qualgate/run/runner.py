@@ -232,9 +232,21 @@ class RunResult:
 
 def _throughput(t: dict[str, Any]) -> dict[str, Any]:
     s = t["engine_s"]
+    timed = t["requests"] - t.get("untimed_requests", 0)
     t["tokens_per_s"] = t["output_tokens"] / s if s > 0 else None
-    t["requests_per_s"] = t["requests"] / s if s > 0 else None
+    t["requests_per_s"] = timed / s if s > 0 else None
     return t
+
+
+def _count_untimed(tput: dict[str, Any], present: int) -> None:
+    """On a resume: records written after the killed run last saved its manifest were decoded
+    but not counted. ``requests`` counts them (it is the records' count), ``untimed_requests``
+    says how many have no time, tokens or engine seconds in the totals, and the rates leave
+    them out."""
+    if present > tput["requests"]:
+        tput["untimed_requests"] = tput.get("untimed_requests", 0) + present - tput["requests"]
+        tput["requests"] = present
+        _throughput(tput)
 
 
 def _grades(batch: Sequence[WorkItem], gens) -> list:
@@ -749,6 +761,8 @@ class _ConfigRunner:
         path = in_run_dir(self.out, entry["records"])
         done = self._done(name, path, items)
         pending = [w for w in items if w.key not in done]
+        if done and not self.written[name]:  # (a resume)
+            _count_untimed(entry["throughput"], len(done & {w.key for w in items}))
         if not pending:
             if entry["status"] == "pending" and (done or not items):  # (a shard's part may be empty)
                 entry["status"] = "complete"
