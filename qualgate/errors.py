@@ -21,6 +21,7 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  #: bad command line or argument value
     DATA = 3  #: invalid data or configuration (file, line, field, value named)
     INCONCLUSIVE = 4  #: the gate could not decide with the evidence given
+    INTERRUPTED = 130  #: stopped by Ctrl-C (SIGINT), 128 + 2 as shells report it; what was written is kept
 
 
 class DataError(ValueError):

@@ -123,8 +123,24 @@ class _Group(click.Group):
         return rv
 
 
+def _version(ctx, param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    from qualgate.code import code_identity, short
+
+    click.echo(f"qualgate {short(code_identity(files=False))}")
+    ctx.exit()
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="qualgate")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Show the version and the content hash of this qualgate's source (which tells commits apart), and exit.",
+)
 def cli():
     """Decide, with paired statistics, whether an inference configuration loses quality.
 

@@ -324,7 +324,8 @@ def run(
     \b
     Exit codes: the gate's, 0 PASS, 1 FAIL, 4 INCONCLUSIVE; 2 usage error;
                 3 invalid data or configuration, records the gate refuses,
-                or an engine that stopped the run (continue it with --resume).
+                or an engine that stopped the run (continue it with --resume);
+                130 interrupted by Ctrl-C (the records written are kept: --resume).
     """
     from qualgate.config.decoding import load_plan, with_limit
     from qualgate.run.runner import run_plan
@@ -367,8 +368,20 @@ def run(
                 backend_factory=factory,
                 shard=shard,
             )
-    except (ValueError, click.ClickException, KeyboardInterrupt):
+    except (ValueError, click.ClickException):
         raise
+    except KeyboardInterrupt:  # Ctrl-C: neither a gate FAIL (1) nor click's "Aborted!" (1)
+        written = _records_written(out)
+        click.echo(
+            "interrupted: "
+            + (
+                f"the {written} records written so far are kept (whole batches); continue with --resume"
+                if written
+                else "no record was written"
+            ),
+            err=True,
+        )
+        return ExitCode.INTERRUPTED
     except Exception as exc:  # the engine broke: not a gate FAIL (exit 1) for CI
         if os.environ.get("QUALGATE_DEBUG"):
             traceback.print_exc(file=sys.stderr)

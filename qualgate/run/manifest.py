@@ -5,10 +5,15 @@ as the run goes) and :func:`read_manifest` reads it back, for ``qualgate report`
 ``--resume``. A resume is refused when :func:`plan_fingerprint` (everything in the plan that
 can change an output) differs from the one the run started with.
 
-One run at a time holds ``OUT``: :class:`RunLock` takes an exclusive ``flock`` on the
-directory (released by the kernel when the process ends, however it ends) and writes the
-holder's pid and host to ``OUT/.qualgate.lock``; a second ``run`` or ``--resume`` on the same
-directory is refused naming them.
+One run at a time holds ``OUT``: :class:`RunLock` takes an exclusive ``flock`` on the file
+``OUT/.qualgate.flock`` (released by the kernel when the process ends, however it ends) and
+writes the holder's pid and host to ``OUT/.qualgate.lock``; a second ``run`` or ``--resume``
+on the same directory is refused naming them. The lock is on a regular file opened for
+writing, not on the directory, so that it also holds on NFS, the shared file system the
+scale-out recipes use: Linux's NFS client turns ``flock`` into a whole-file POSIX lock held
+by the server (``flock(2)``, "NFS details"), which needs a descriptor open for writing; a
+directory cannot be opened so, and a directory's ``flock`` on NFS is either refused (EBADF)
+or held by one client only.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from qualgate.errors import DataError
 from qualgate.evidence.gate_report import now as _now
 
 __all__ = [
+    "LOCK_FILES",
     "MANIFEST_VERSION",
     "RunLock",
     "plan_fingerprint",
@@ -44,6 +50,10 @@ FINGERPRINT_VERSION = 2
 #: every other option enters the resume fingerprint
 TRANSPORT_OPTIONS = frozenset({"base_urls", "api_key_env", "timeout_s", "max_retries", "retry_backoff_s"})
 LOCK_NAME = ".qualgate.lock"
+#: the file whose ``flock`` is the lock (never replaced: the holder's details go to LOCK_NAME)
+FLOCK_NAME = ".qualgate.flock"
+#: the lock's files, which do not make a run directory "not empty"
+LOCK_FILES = frozenset({LOCK_NAME, FLOCK_NAME})
 
 
 def _questions_digest(suite) -> str:
@@ -168,7 +178,7 @@ def _host() -> dict[str, Any]:
 
 
 class RunLock:
-    """An exclusive lock on a run directory: ``flock`` on the directory itself.
+    """An exclusive lock on a run directory: ``flock`` on ``OUT/.qualgate.flock``.
 
     The kernel releases the lock when the holder's process ends, even by SIGKILL, so a dead
     holder never blocks a new run. :meth:`announce` writes the holder's pid, host and start
@@ -182,7 +192,14 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> RunLock:
-        fd = os.open(self.out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self.out / FLOCK_NAME, flags, 0o644)
+        except OSError as exc:
+            raise DataError(
+                f"cannot open the run directory's lock file {FLOCK_NAME} for writing ({exc.strerror})",
+                file=str(self.out),
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -259,5 +276,8 @@ def _provenance(plan, out) -> dict[str, Any]:
             "sha256": sha256_file(plan.path) if plan.path and Path(plan.path).is_file() else None,
             "run_id": manifest.get("run_id"),
             "fingerprint_sha256": hashlib.sha256(fingerprint.encode()).hexdigest(),
+            # the qualgate code that wrote the records (qualgate.code; None outside a run directory
+            # or for a run written before qualgate recorded it)
+            "code": {k: v for k, v in manifest["code"].items() if k != "files"} if manifest.get("code") else None,
         },
     }

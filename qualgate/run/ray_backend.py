@@ -18,8 +18,14 @@ actor); the harness (:class:`qualgate.run.runner._ConfigRunner`) takes the resul
 and appends and fsyncs each batch itself, so ``--resume`` works as for any run. An actor that
 is lost (its process or node died: :class:`ray.exceptions.RayActorError`) is dropped, and each
 of its batches is decoded again by another actor; nothing was written for them, so nothing
-is lost or duplicated. When every actor of a config is lost the run stops (exit 3) and
-``--resume`` continues it.
+is lost or duplicated. An actor that died while idle (between two configs) is found when the
+next config opens on the pool: it is dropped there, and the config runs on the others. Lost
+actors are replaced when no config has an engine open on the pool. When every actor of a
+config is lost the run stops (exit 3) and ``--resume`` continues it.
+
+Every actor reports the qualgate code it runs (:func:`qualgate.code.code_identity`): an actor
+whose code differs from the driver's (a node with another image tag or commit) is refused
+before any batch goes to it (exit 3).
 
 Ray is optional (``pip install 'qualgate[ray]'``): it is imported only here, and only when a
 cluster is opened.
@@ -38,6 +44,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from qualgate.backends import Backend, Generation, Request
+from qualgate.code import code_identity, compare
 from qualgate.errors import DataError
 
 __all__ = ["RayBackend", "RayCluster", "actor_resources", "import_ray"]
@@ -103,8 +110,11 @@ class _EngineActor:  # pragma: no cover - runs in a Ray worker process
     def where(self) -> dict[str, Any]:
         import ray
 
+        from qualgate.code import code_identity
+
         ctx = ray.get_runtime_context()
         return {
+            "code": code_identity(files=False),
             "pid": os.getpid(),
             "node_id": ctx.get_node_id(),
             "host": os.uname().nodename,
@@ -277,6 +287,17 @@ class RayCluster:
                 "within 600 s: pass fewer with --ray-actors",
                 field="ray",
             ) from None
+        mine = code_identity(files=False)
+        for w in wheres:
+            differs = compare(mine, w.get("code"))
+            if differs:
+                for h in handles:
+                    self.ray.kill(h)
+                raise DataError(
+                    f"a Ray actor on host {w.get('host')!r} (pid {w.get('pid')}) runs other qualgate code than this "
+                    f"driver ({differs}): install the same qualgate on every node (one image tag, one commit)",
+                    field="ray",
+                )
         pool = self._pools[key] = [a for a in pool if a.lost is None] + [_Actor(h, w) for h, w in zip(handles, wheres)]
         return pool
 
@@ -306,17 +327,26 @@ class RayBackend(Backend):
         self._lock = threading.Lock()
         cfg = _actor_config(config, key[0])
         cluster._open[key] += 1
-        try:
-            replies = self.ray.get([a.handle.open.remote(self.handle, cfg) for a in self._live()])
-        except self.ray.exceptions.RayActorError as exc:
+        replies = []
+        opening = [(a, a.handle.open.remote(self.handle, cfg)) for a in self._live()]
+        for actor, ref in opening:  # one at a time: an actor that died while idle is dropped
+            try:
+                replies.append(self.ray.get(ref))
+            except self.ray.exceptions.RayActorError as exc:
+                self._lose(actor, exc)
+                self.cluster.log(
+                    f"{config.name}: Ray actor pid {actor.where['pid']} on {actor.where['host']} was lost "
+                    f"before this config opened on it; the run goes on with the {len(self._live())} other(s)"
+                )
+            except self.ray.exceptions.RayTaskError as exc:
+                self.close()
+                cause = exc.as_instanceof_cause()
+                if isinstance(cause, ValueError):  # the engine refused the config (exit 3)
+                    raise ValueError(str(cause).splitlines()[0]) from None
+                raise RuntimeError(f"a Ray actor could not open config {config.name!r}: {exc}") from None
+        if not replies:
             self.close()
-            raise RuntimeError(f"a Ray actor was lost while opening config {config.name!r}: {exc}") from None
-        except self.ray.exceptions.RayTaskError as exc:
-            self.close()
-            cause = exc.as_instanceof_cause()
-            if isinstance(cause, ValueError):  # the engine refused the config (exit 3)
-                raise ValueError(str(cause).splitlines()[0]) from None
-            raise RuntimeError(f"a Ray actor could not open config {config.name!r}: {exc}") from None
+            raise RuntimeError(f"every Ray actor was lost before config {config.name!r} opened ({len(self.lost)} lost)")
         self._per_actor = min(int(size) for size, _ in replies)
         self._info = replies[0][1]
 
@@ -348,10 +378,7 @@ class RayBackend(Backend):
             live = self._live()
             if not live:
                 out.set_exception(
-                    RuntimeError(
-                        f"every Ray actor of config {self.config.name!r} was lost ({len(self.lost)}); the records "
-                        "written so far are kept: continue with --resume"
-                    )
+                    RuntimeError(f"every Ray actor of config {self.config.name!r} was lost ({len(self.lost)} actor(s))")
                 )
                 return
             actor = min(live, key=lambda a: a.queued)
@@ -365,14 +392,14 @@ class RayBackend(Backend):
         try:
             gens = fut.result()
         except self.ray.exceptions.RayActorError as exc:
+            self._lose(actor, exc)
             with self._lock:
-                if actor.lost is None:
-                    actor.lost = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                    self.lost.append({**actor.where, "error": actor.lost})
                 self.retried += 1
+                again = bool(self._live())
             self.cluster.log(
                 f"{self.config.name}: Ray actor pid {actor.where['pid']} on {actor.where['host']} was "
-                f"lost; its batch of {len(requests)} requests is decoded again on another actor"
+                f"lost; its batch of {len(requests)} requests "
+                + ("is decoded again on another actor" if again else "has no live actor left to go to")
             )
             self._dispatch(requests, out)
             return
@@ -380,6 +407,13 @@ class RayBackend(Backend):
             out.set_exception(RuntimeError(f"engine on Ray actor pid {actor.where['pid']} failed: {exc}"))
             return
         out.set_result(gens)
+
+    def _lose(self, actor: _Actor, exc: BaseException) -> None:
+        """Mark ``actor`` lost (once) and record it in :attr:`lost`."""
+        with self._lock:
+            if actor.lost is None:
+                actor.lost = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                self.lost.append({**actor.where, "error": actor.lost})
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         return self.submit(requests).result()

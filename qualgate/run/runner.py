@@ -49,12 +49,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qualgate.backends import Request, open_on_devices, package_versions
+from qualgate.code import code_identity, compare
 from qualgate.errors import DataError, ExitCode
 from qualgate.evidence.gate_report import now as _now
 from qualgate.run.chain import chained_evidence, check_chain_plan
 from qualgate.run.manifest import (
     FINGERPRINT_VERSION,
-    LOCK_NAME,
+    LOCK_FILES,
     MANIFEST_VERSION,
     RunLock,
     _diff,
@@ -231,9 +232,21 @@ class RunResult:
 
 def _throughput(t: dict[str, Any]) -> dict[str, Any]:
     s = t["engine_s"]
+    timed = t["requests"] - t.get("untimed_requests", 0)
     t["tokens_per_s"] = t["output_tokens"] / s if s > 0 else None
-    t["requests_per_s"] = t["requests"] / s if s > 0 else None
+    t["requests_per_s"] = timed / s if s > 0 else None
     return t
+
+
+def _count_untimed(tput: dict[str, Any], present: int) -> None:
+    """On a resume: records written after the killed run last saved its manifest were decoded
+    but not counted. ``requests`` counts them (it is the records' count), ``untimed_requests``
+    says how many have no time, tokens or engine seconds in the totals, and the rates leave
+    them out."""
+    if present > tput["requests"]:
+        tput["untimed_requests"] = tput.get("untimed_requests", 0) + present - tput["requests"]
+        tput["requests"] = present
+        _throughput(tput)
 
 
 def _grades(batch: Sequence[WorkItem], gens) -> list:
@@ -428,7 +441,22 @@ def environment(plan) -> dict:
         "packages": package_versions(*PACKAGES),
         "host": _host(),
         "git": _git_revision(Path(plan.path).parent if plan.path else Path.cwd()),
+        "code": code_identity(),
     }
+
+
+def _check_same_code(manifest: dict, manifest_path) -> None:
+    """Refuse to resume records that another version of qualgate wrote (a requeued array task
+    after an update, a pod on another image tag): its request seeds, grading or records may
+    differ, and a run of mixed code is no run of one plan."""
+    differs = compare(manifest.get("code"), code_identity())
+    if differs:
+        raise DataError(
+            f"this run was written by other qualgate code than this one ({differs}), so its records "
+            "cannot be resumed by it: resume with the code that started the run, or start a new run",
+            file=str(manifest_path),
+            field="code",
+        )
 
 
 def config_entry(name: str, config, status: str, throughput: dict) -> dict:
@@ -467,7 +495,7 @@ def _run_locked(
     manifest_path = out / "manifest.json"
 
     repaired: list[str] = []
-    nonempty = any(p.name != LOCK_NAME for p in out.iterdir())
+    nonempty = any(p.name not in LOCK_FILES for p in out.iterdir())
     if nonempty and not resume:
         raise DataError(
             "the output directory is not empty; pass --resume to continue the run in it, or choose a new directory",
@@ -520,8 +548,12 @@ def _run_locked(
                 "the plan changed since this run started, so its records cannot be resumed: " + "; ".join(changed[:5]),
                 file=str(manifest_path),
             )
+        _check_same_code(manifest, manifest_path)
         manifest["plan"] = plan.to_dict()  # gate settings may have changed
         manifest.setdefault("resumed_at", []).append(_now())
+        manifest.setdefault("resumes", []).append(
+            {"at": manifest["resumed_at"][-1], "code": code_identity(files=False)}
+        )
         manifest["status"] = "running"
         manifest.pop("ended_at", None)
     else:
@@ -729,6 +761,8 @@ class _ConfigRunner:
         path = in_run_dir(self.out, entry["records"])
         done = self._done(name, path, items)
         pending = [w for w in items if w.key not in done]
+        if done and not self.written[name]:  # (a resume)
+            _count_untimed(entry["throughput"], len(done & {w.key for w in items}))
         if not pending:
             if entry["status"] == "pending" and (done or not items):  # (a shard's part may be empty)
                 entry["status"] = "complete"

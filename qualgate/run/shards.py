@@ -172,6 +172,56 @@ def _check_same_plan(parts: list[_Part], plan, fingerprint: dict, where: str) ->
             )
 
 
+def _check_same_code(parts: list[_Part]) -> dict | None:
+    """The code identity every shard was written by (:mod:`qualgate.code`); shards written by
+    different qualgate code (a requeued task after an update, pods on mixed image tags) are
+    refused, naming the first that differs from shard 0 and what differs."""
+    from qualgate.code import compare
+
+    first = min(parts, key=lambda p: p.shard.index)
+    for p in parts:
+        for key in ("code", *(["resumes"] if p.manifest.get("resumes") else [])):
+            codes = [p.manifest.get("code")] if key == "code" else [r.get("code") for r in p.manifest["resumes"]]
+            for code in codes:
+                differs = compare(first.manifest.get("code"), code)
+                if differs:
+                    raise DataError(
+                        f"{p} was written by other qualgate code than {first} ({differs}): rerun it with "
+                        "the code of the other shards, then merge",
+                        file=str(p.dir / "manifest.json"),
+                        field=key,
+                    )
+    return first.manifest.get("code")
+
+
+def _shard_limits(parts: list[_Part]) -> list:
+    """The per-suite question limits the shards ran with (``qualgate run --limit``), the same
+    in every shard (a refusal names the option)."""
+    seen: dict[str, list] = {}
+    for p in parts:
+        limits = [s.get("limit") if isinstance(s, dict) else None for s in p.manifest.get("suites") or []]
+        seen.setdefault(repr(limits), [limits, p])
+    if len(seen) > 1:
+        (a, pa), (b, pb) = list(seen.values())[:2]
+        raise DataError(
+            f"the shards ran with different question limits (--limit): {pa} {a}, {pb} {b}; "
+            "run every shard with the same --limit",
+            file=str(pb.dir / "manifest.json"),
+            field="suites.limit",
+        )
+    return next(iter(seen.values()))[0]
+
+
+def _with_limits(plan, limits: list):
+    """``plan`` with each suite's limit as the shards ran it (a shard of ``qualgate run --limit``)."""
+    import dataclasses
+
+    if len(limits) != len(plan.suites) or all(a == s.limit for a, s in zip(limits, plan.suites)):
+        return plan
+    suites = tuple(dataclasses.replace(s, limit=a) for s, a in zip(plan.suites, limits))
+    return dataclasses.replace(plan, suites=suites)
+
+
 def _check_indices(parts: list[_Part]) -> None:
     counts = {p.shard.count for p in parts}
     if len(counts) > 1:
@@ -292,6 +342,7 @@ def _provenance(p: _Part, names: Sequence[str], counts: dict[str, int]) -> dict[
         "ended_at": m.get("ended_at"),
         "resumed_at": m.get("resumed_at", []),
         "host": m.get("host"),
+        "code": {k: v for k, v in m["code"].items() if k != "files"} if m.get("code") else None,
         "git": m.get("git"),
         "packages": m.get("packages"),
         "gpu": m.get("gpu"),
@@ -358,10 +409,11 @@ def merge_shards(
         A shard is missing, given twice, unfinished, torn, of another plan or fingerprint, or
         holds requests of another shard; ``out`` is not empty.
     """
+    from qualgate.code import code_identity
     from qualgate.config.decoding import load_plan
     from qualgate.records import RecordWriter, read_records
     from qualgate.run.manifest import (
-        LOCK_NAME,
+        LOCK_FILES,
         MANIFEST_VERSION,
         RunLock,
         plan_fingerprint,
@@ -386,6 +438,8 @@ def merge_shards(
         where = f"its plan file {path} (named by {parts[0]})"
     else:
         where = f"the plan {plan.path}"
+    code = _check_same_code(parts)
+    plan = _with_limits(plan, _shard_limits(parts))
     if suites is None:
         suites = load_suites(plan)
     fingerprint = json.loads(json.dumps(plan_fingerprint(plan, suites), default=str))
@@ -423,7 +477,7 @@ def merge_shards(
         raise DataError("the output path exists and is not a directory", file=str(out))
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out) as lock:
-        if any(q.name != LOCK_NAME for q in out.iterdir()):
+        if any(q.name not in LOCK_FILES for q in out.iterdir()):
             raise DataError("the output directory is not empty: merge into a new directory", file=str(out))
         lock.announce()
         for name, rows in merged.items():
@@ -444,6 +498,8 @@ def merge_shards(
             "fingerprint": fingerprint,
             "suites": first.get("suites"),
             **environment(plan),
+            "code": code,  # the code that wrote the records (every shard's); the merge's own below
+            "merged_by": code_identity(files=False),
             "gpu": next((p.manifest.get("gpu") for p in parts if p.manifest.get("gpu")), None),
             "configs": {
                 name: config_entry(name, c, "complete", _added_throughput(parts, name))

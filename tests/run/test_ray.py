@@ -184,3 +184,39 @@ def test_a_run_whose_every_actor_is_lost_stops_and_resumes_to_the_same_records(l
     with RayCluster(actors=1, threads=1) as cluster:
         run_plan(plan, tmp_path / "ray", resume=True, backend_factory=cluster.open)
     assert comparable_records(tmp_path / "ray") == comparable_records(reference)
+
+
+@pytest.mark.slow
+def test_an_actor_killed_while_idle_is_dropped_and_the_run_completes(local_ray, plan_and_reference, tmp_path):
+    plan, reference = plan_and_reference
+    opened, killed = [], []
+    with RayCluster(actors=2, threads=1) as cluster:
+
+        def factory(config):
+            if opened:  # between two configs: no batch is queued on any actor
+                pid = opened[0].actors[0]["pid"]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                _wait_dead(pid)
+            opened.append(cluster.open(config))
+            return opened[-1]
+
+        result = run_plan(plan, tmp_path / "ray", backend_factory=factory)
+    assert killed and result.exit_code in (0, 1, 4)
+    assert comparable_records(tmp_path / "ray") == comparable_records(reference)
+    info = result.manifest["configs"]["standard"]["info"]["ray"]
+    assert [a["pid"] for a in info["lost_actors"]] == killed
+    assert info["retried_batches"] == 0  # nothing was queued on it
+    assert info["busy_s"][0] is None and info["busy_s"][1] > 0  # the survivor decoded every batch
+
+
+def _wait_dead(pid: int, timeout: float = 30.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)

@@ -81,5 +81,37 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(plan_factory, tmp_path
         assert records == fresh_records
     m = json.loads((out / "manifest.json").read_text())
     assert m["status"] == "complete" and len(m["resumed_at"]) == 1
+    # the request counts are the records' (batches written after the killed run last saved
+    # its manifest are counted, as untimed)
+    for c in CONFIGS:
+        t = m["configs"][c]["throughput"]
+        assert t["requests"] == 16 and 0 <= t.get("untimed_requests", 0) < 16, (c, t)
     assert m["run_id"] == manifest["run_id"]
     assert {r.run_id for c in CONFIGS for r in read_records(out / "records" / f"{c}.jsonl")} == {m["run_id"]}
+
+
+@pytest.mark.slow
+def test_ctrl_c_exits_130_and_says_the_records_are_kept_for_resume(plan_factory, tmp_path):
+    plan = plan_factory(questions=8, seeds=(0, 1), batch_size=2)
+    out = tmp_path / "interrupted"
+    code = "import sys, toy_engine; toy_engine.register(); from qualgate.cli import main; main(sys.argv[1:])"
+    path = os.pathsep.join(p for p in (str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "QUALGATE_TOY_DELAY_S": "0.05"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "run", str(plan), "--out", str(out), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    deadline = time.monotonic() + 120
+    while lines(out / "records" / "standard.jsonl") < 1:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)  # as Ctrl-C at a terminal
+    _, err = proc.communicate(timeout=120)
+    written = sum(lines(f) for f in (out / "records").glob("*.jsonl"))
+    assert proc.returncode == 130, err
+    assert f"interrupted: the {written} records written so far are kept" in err.decode()
+    assert "Aborted!" not in err.decode()
+    resumed = CliRunner().invoke(cli, ["run", str(plan), "--out", str(out), "--resume", "--quiet"])
+    assert resumed.exit_code in (0, 1, 4), resumed.output

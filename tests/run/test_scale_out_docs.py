@@ -78,6 +78,31 @@ def test_the_slurm_array_and_its_merge_step_give_the_one_machine_records(one_mac
 
 
 @pytest.mark.slow
+def test_rerunning_one_index_of_the_slurm_array_reruns_that_shard_of_the_whole_count(one_machine, tmp_path):
+    plan, one, one_exit = one_machine
+    array, merge = [b for b in blocks("bash") if "#SBATCH" in b]
+    first, last = map(int, re.search(r"^#SBATCH --array=(\d+)-(\d+)$", array, flags=re.M).groups())
+    env = {"PLAN": str(plan), "RUNS": str(tmp_path / "runs")}
+    for task in range(first, last + 1):
+        count = {"SLURM_ARRAY_TASK_COUNT": str(last - first + 1), "SLURM_ARRAY_TASK_MIN": str(first)}
+        assert sh(array, {**env, "SLURM_ARRAY_TASK_ID": str(task), **count}, tmp_path).returncode == 0
+    # shard 2 is lost (its node's scratch, say) and rerun alone: sbatch --array=2 makes an array of one task
+    import shutil
+
+    shutil.rmtree(tmp_path / "runs" / "shard-2")
+    alone = {"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "1", "SLURM_ARRAY_TASK_MIN": "2"}
+    rerun = sh(array, {**env, **alone}, tmp_path)
+    assert rerun.returncode == 0, rerun.stderr
+    import json
+
+    shard = json.loads((tmp_path / "runs" / "shard-2" / "manifest.json").read_text())["shard"]
+    assert (shard["index"], shard["count"]) == (2, last - first + 1)  # not 2/1, a usage error
+    merged = sh(merge, env, tmp_path)
+    assert merged.returncode == one_exit, merged.stderr
+    assert comparable_records(tmp_path / "runs" / "merged") == comparable_records(one)
+
+
+@pytest.mark.slow
 def test_the_indexed_job_and_its_merge_job_give_the_one_machine_records(one_machine, tmp_path):
     plan, one, one_exit = one_machine
     shards, merge = [yaml.safe_load(b) for b in blocks("yaml")]

@@ -204,3 +204,28 @@ def test_a_merge_never_writes_into_a_directory_that_is_not_empty(runs, tmp_path)
 def test_a_whole_run_is_not_a_shard(runs, tmp_path):
     result = merge(runs, tmp_path, runs["one"])
     assert result.exit_code == 3 and "not a shard" in result.output
+
+
+@pytest.mark.slow
+def test_shards_run_with_limit_merge_into_the_limited_one_machine_run(runs, tmp_path):
+    plan = runs["plan"]
+    one = invoke("run", plan, "--limit", "4", "--out", tmp_path / "one", "--quiet")
+    assert one.exit_code in (0, 1, 4), one.output
+    for i in range(2):
+        done = invoke("run", plan, "--limit", "4", "--shard", f"{i}/2", "--out", tmp_path / f"s{i}", "--quiet")
+        assert done.exit_code == 0, done.output
+    result = invoke("merge", tmp_path / "s0", tmp_path / "s1", "--out", tmp_path / "merged")
+    assert result.exit_code == one.exit_code, result.output
+    assert comparable_records(tmp_path / "merged") == comparable_records(tmp_path / "one")
+    assert len(comparable_records(tmp_path / "one")) == len(CONFIGS) * 4 * 2
+
+
+@pytest.mark.slow
+def test_shards_run_with_different_limits_are_refused_naming_the_option(runs, tmp_path):
+    plan = runs["plan"]
+    for i, limit in ((0, "4"), (1, "5")):
+        done = invoke("run", plan, "--limit", limit, "--shard", f"{i}/2", "--out", tmp_path / f"s{i}", "--quiet")
+        assert done.exit_code == 0, done.output
+    result = invoke("merge", tmp_path / "s0", tmp_path / "s1", "--out", tmp_path / "merged")
+    assert result.exit_code == 3 and "different question limits (--limit)" in result.output
+    assert not (tmp_path / "merged" / "records").exists()
