@@ -18,9 +18,14 @@ from support import REPO
 
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory):
+    """The state the README's quick start leaves a user in: ``qualgate demo`` run with no
+    ``--out`` in a fresh directory, which writes ``./qualgate-demo-1`` (fewer questions here)."""
     root = tmp_path_factory.mktemp("api")
-    r = CliRunner().invoke(cli, ["demo", "--questions", "30", "--seeds", "1", "--out", str(root / "demo"), "--quiet"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        r = CliRunner().invoke(cli, ["demo", "--questions", "30", "--seeds", "1", "--quiet"])
     assert r.exit_code == 0, r.output
+    assert (root / "qualgate-demo-1" / "records" / "target.jsonl").is_file()
     return root
 
 
@@ -44,24 +49,24 @@ def test_the_readme_python_example_runs_as_a_doctest(demo_dir, monkeypatch):
 def test_the_api_gives_the_verdicts_of_the_gate_command(demo_dir, monkeypatch):
     monkeypatch.chdir(demo_dir)
     names = ["standard", "fly-w2", "fly-aggressive"]
-    paths = [f"demo/records/{n}.jsonl" for n in names]
-    r = CliRunner().invoke(cli, ["gate", "demo/records/target.jsonl", *paths, "--margin", "0.05", "--format", "json"])
+    paths = [f"qualgate-demo-1/records/{n}.jsonl" for n in names]
+    r = CliRunner().invoke(cli, ["gate", "qualgate-demo-1/records/target.jsonl", *paths, "--margin", "0.05", "--format", "json"])
     cli_doc = json.loads(r.stdout)
-    report = qualgate.gate("demo/records/target.jsonl", *paths, margin=0.05)
+    report = qualgate.gate("qualgate-demo-1/records/target.jsonl", *paths, margin=0.05)
     assert report.verdict == cli_doc["verdict"] and report.exit_code == r.exit_code
     assert [(c.name, c.verdict) for c in report.comparisons] == [
         (c["name"], c["verdict"]) for c in cli_doc["candidates"]
     ]
-    text = CliRunner().invoke(cli, ["gate", "demo/records/target.jsonl", *paths, "--margin", "0.05"]).stdout
+    text = CliRunner().invoke(cli, ["gate", "qualgate-demo-1/records/target.jsonl", *paths, "--margin", "0.05"]).stdout
     assert str(report) == text
 
 
 @pytest.mark.slow
 def test_a_record_set_read_once_gates_like_its_path(demo_dir, monkeypatch):
     monkeypatch.chdir(demo_dir)
-    base = qualgate.load_records("demo/records/target.jsonl")
-    by_set = qualgate.gate(base, "demo/records/fly-w2.jsonl", margin=0.05).to_dict()
-    by_path = qualgate.gate("demo/records/target.jsonl", "demo/records/fly-w2.jsonl", margin=0.05).to_dict()
+    base = qualgate.load_records("qualgate-demo-1/records/target.jsonl")
+    by_set = qualgate.gate(base, "qualgate-demo-1/records/fly-w2.jsonl", margin=0.05).to_dict()
+    by_path = qualgate.gate("qualgate-demo-1/records/target.jsonl", "qualgate-demo-1/records/fly-w2.jsonl", margin=0.05).to_dict()
     assert {k: v for k, v in by_set.items() if k != "created_at"} == {
         k: v for k, v in by_path.items() if k != "created_at"
     }

@@ -243,10 +243,25 @@ def _calibration_summary(r: CalibrationReport) -> list[str]:
         f"{r.questions:,} questions, {r.pairs:,} pairs{unit}",
         f"accuracy A {fmt_pct(r.accuracy_a)}, B {fmt_pct(r.accuracy_b)}; A only {r.a_only}, B only {r.b_only}",
         f"discordant {fmt_pct(r.discordant, 2)} ({level} CI {fmt_pct(low, 2)} to {fmt_pct(high, 2)})",
-        f"difference B − A {fmt_points(r.accuracy_b - r.accuracy_a, sign=True)} points ({level} CI "
-        f"{fmt_points(dlow, sign=True)} to {fmt_points(dhigh, sign=True)}); test of no difference "
-        f"({r.test_method}) {fmt_p_is(r.pvalue)}: {'consistent' if r.consistent else 'NOT consistent'}",
+        f"difference B − A {fmt_points(r.accuracy_b - r.accuracy_a, sign=True)} points ("
+        + (
+            f"{level} CI {fmt_points(dlow, sign=True)} to {fmt_points(dhigh, sign=True)}"
+            if not _uninformative(dlow, dhigh)
+            else f"too few questions ({r.questions}) for an interval: at {level} it spans every difference possible"
+        )
+        + f"); test of no difference ({r.test_method}) {fmt_p_is(r.pvalue)}: "
+        f"{'consistent' if r.consistent else 'NOT consistent'}",
     ]
+
+
+def _uninformative(low: float, high: float) -> bool:
+    """An interval of the accuracy difference that covers (nearly) all of [-1, 1] says
+    nothing: too few questions.
+
+    >>> _uninformative(-1.0, 1.0), _uninformative(-0.3, 0.2)
+    (True, False)
+    """
+    return high - low >= 1.9
 
 
 def render_calibration_text(r: CalibrationReport) -> str:

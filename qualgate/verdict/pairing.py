@@ -343,6 +343,24 @@ def _no_duplicates(records, table, keys: np.ndarray, label: str, path) -> None:
     )
 
 
+def _no_common_keys(bt, ct) -> str:
+    """Why two sides share no key, in the fields that differ (suites, seeds, samples), so that
+    the hint leads somewhere (``--on-missing drop`` would leave no pair)."""
+    said = []
+    for name, what in (("suite", "suites"), ("seed", "seeds"), ("sample_index", "sample indices")):
+        a, b = (sorted({str(v) for v in t[name].to_pylist()}) for t in (bt, ct))
+        if a != b:
+            fmt = lambda vs: ", ".join(vs[:5]) + (f" (+{len(vs) - 5})" if len(vs) > 5 else "")
+            said.append(f"{what}: baseline {fmt(a)}, candidate {fmt(b)}")
+    if not said:
+        said.append("their question ids do not overlap")
+    return (
+        "no question is in both sides, so --on-missing drop would leave no pair: "
+        + "; ".join(said)
+        + " (run both configs on the same suites, questions and seeds: a qualgate plan does)"
+    )
+
+
 def _fmt_key(key) -> str:
     suite, qid, seed, sample = key
     return f"{suite}/{qid} seed {seed} sample {sample}"
@@ -439,6 +457,9 @@ def _pair(
         if len(only):
             shown = ", ".join(_fmt_key(k) for k in heapq.nsmallest(_EXAMPLES, _key_tuples(table, only)))
             text = f"{len(only)} keys only in the {label} (e.g. {shown})"
+            if on_missing == "error" and not len(bi):  # nothing to drop to: say why no key pairs
+                problems.append(text + "; " + _no_common_keys(bt, ct))
+                break
             if on_missing == "error":
                 problems.append(text + "; pass --on-missing drop to pair the intersection")
             else:

@@ -152,3 +152,23 @@ def test_questions_are_clusters_across_seeds_and_suites(records_of):
     assert p.suites == ("aime", "gsm8k") and p.n_questions == 3 and p.max_cluster_size == 3
     assert p.suite.tolist() == [1] * 6 + [0] * 3
     assert p.question.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_sides_with_no_common_key_get_a_hint_that_names_what_differs_not_on_missing_drop(tmp_path):
+    from click.testing import CliRunner
+
+    from qualgate.cli import cli
+
+    from support import make_records, write_records
+
+    base = write_records(tmp_path / "b.jsonl", make_records(["correct"] * 6, suite="gsm8k"))
+    other = [r for r in make_records(["correct"] * 6, suite="gsm8k", config="cfg-c")]
+    import dataclasses
+
+    other = [dataclasses.replace(r, seed=r.seed + 1) for r in other]  # another seed: no key in common
+    cand = write_records(tmp_path / "c.jsonl", other)
+    result = CliRunner().invoke(cli, ["gate", str(base), str(cand), "--margin", "0.05"])
+    assert result.exit_code == 3
+    assert "--on-missing drop would leave no pair" in result.output
+    assert "seeds: baseline 0, candidate 1" in result.output
+    assert "pass --on-missing drop" not in result.output
