@@ -50,7 +50,9 @@ def test_the_api_gives_the_verdicts_of_the_gate_command(demo_dir, monkeypatch):
     monkeypatch.chdir(demo_dir)
     names = ["standard", "fly-w2", "fly-aggressive"]
     paths = [f"qualgate-demo-1/records/{n}.jsonl" for n in names]
-    r = CliRunner().invoke(cli, ["gate", "qualgate-demo-1/records/target.jsonl", *paths, "--margin", "0.05", "--format", "json"])
+    r = CliRunner().invoke(
+        cli, ["gate", "qualgate-demo-1/records/target.jsonl", *paths, "--margin", "0.05", "--format", "json"]
+    )
     cli_doc = json.loads(r.stdout)
     report = qualgate.gate("qualgate-demo-1/records/target.jsonl", *paths, margin=0.05)
     assert report.verdict == cli_doc["verdict"] and report.exit_code == r.exit_code
@@ -66,7 +68,9 @@ def test_a_record_set_read_once_gates_like_its_path(demo_dir, monkeypatch):
     monkeypatch.chdir(demo_dir)
     base = qualgate.load_records("qualgate-demo-1/records/target.jsonl")
     by_set = qualgate.gate(base, "qualgate-demo-1/records/fly-w2.jsonl", margin=0.05).to_dict()
-    by_path = qualgate.gate("qualgate-demo-1/records/target.jsonl", "qualgate-demo-1/records/fly-w2.jsonl", margin=0.05).to_dict()
+    by_path = qualgate.gate(
+        "qualgate-demo-1/records/target.jsonl", "qualgate-demo-1/records/fly-w2.jsonl", margin=0.05
+    ).to_dict()
     assert {k: v for k, v in by_set.items() if k != "created_at"} == {
         k: v for k, v in by_path.items() if k != "created_at"
     }
