@@ -2,9 +2,10 @@
 
 Decodes the demo pair (``configs/plans/demo-gpu.yaml``: the demo target and drafter on the
 synthetic arithmetic suite) as target-only, standard, FLy W = 2 and aggressive FLy, at each
-temperature, in the reference engine's ``vllm-v1`` noise (vLLM 0.33's per-request generator
-order, docs/engine.md), with ``qualgate run``'s harness; then, for every pair of configs
-compared, prints and writes one table:
+temperature, in each of the reference engine's vLLM noise modes (``vllm-v1``: vLLM 0.33's
+per-request generator order; ``vllm-v2``: vLLM 0.34's counter-based draws; docs/engine.md),
+with ``qualgate run``'s harness; then, for every noise mode and pair of configs compared,
+prints and writes one table:
 
 - ψ, the discordance per (question, seed) pair: the share whose correctness differs;
 - the questions needed for a paired non-inferiority test at a 2-point margin (alpha 0.05,
@@ -13,7 +14,8 @@ compared, prints and writes one table:
 - the share of requests with identical output tokens, the 10th/50th/90th percentile of the
   first differing token position among the others, and the baseline's median top-2 margin
   there (the records' ``token_ids`` and ``top2_margins``);
-- per FLy design, the ratio of questions needed against target-only to against standard.
+- per FLy design, the ratio of questions needed against target-only to against standard,
+  and the baseline that needs fewer (the design to use on that vLLM release).
 
     python benchmarks/noise_designs.py --device cuda --out benchmarks/results/noise_designs-h200.txt
     python benchmarks/noise_designs.py --device cpu --questions 50 --temperatures 1.0 \
@@ -53,13 +55,17 @@ PAIRS = (
 MARGIN, ALPHA, POWER = 0.02, 0.05, 0.8
 
 
-def plan_at(base, temperature: float, args):
-    """The base plan's four configs at ``temperature``, in vllm-v1 noise."""
+#: the reference engine's noise mode that draws as each vLLM release does (docs/engine.md)
+RELEASES = {"vllm-v1": "0.33", "vllm-v2": "0.34"}
+
+
+def plan_at(base, temperature: float, noise: str, args):
+    """The base plan's four configs at ``temperature``, in ``noise``."""
     configs = {}
     for name in CONFIGS:
         c = base.configs[name]
         opts = {k: v for k, v in c.engine_options.items() if k != "coupled"}
-        opts["noise"] = "vllm-v1"
+        opts["noise"] = noise
         for key, value in (("device", args.device), ("batch_size", args.batch_size), ("max_num_seqs", args.batch_size)):
             if value:
                 opts[key] = value
@@ -67,7 +73,7 @@ def plan_at(base, temperature: float, args):
     suites = tuple(dataclasses.replace(s, limit=args.questions) for s in base.suites)
     return dataclasses.replace(
         base,
-        name=f"{base.name}-noise-T{temperature:g}",
+        name=f"{base.name}-{noise}-T{temperature:g}",
         suites=suites,
         seeds=tuple(range(args.seeds)),
         configs=configs,
@@ -89,6 +95,17 @@ def quantiles(xs, qs=(0.1, 0.5, 0.9)) -> str:
         return "-"
     xs = sorted(xs)
     return " / ".join(str(xs[min(len(xs) - 1, int(q * len(xs)))]) for q in qs)
+
+
+def better(n_target: int | None, n_standard: int | None) -> str:
+    """The baseline whose design needs fewer questions ('-' where neither has a discordant pair)."""
+    if n_target is None and n_standard is None:
+        return "-"
+    if n_target == n_standard:
+        return "either"
+    if n_target is None or (n_standard is not None and n_target < n_standard):
+        return "target"
+    return "standard"
 
 
 def needed(psi: float) -> int | None:
@@ -129,6 +146,7 @@ def main(argv=None) -> int:
     p.add_argument("--questions", type=int, default=2000, help="questions of the suite (default 2000)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
     p.add_argument("--temperatures", default="0,0.6,1.0", help="comma-separated (default 0,0.6,1.0)")
+    p.add_argument("--noise", default="vllm-v1,vllm-v2", help="comma-separated noise modes (default vllm-v1,vllm-v2)")
     p.add_argument("--device", help="every config's engine_options.device (cpu, cuda, cuda:N)")
     p.add_argument("--batch-size", type=int, help="engine_options.batch_size and max_num_seqs")
     p.add_argument("--runs", type=Path, default=ROOT / "runs" / "noise_designs", help="run directories")
@@ -136,6 +154,10 @@ def main(argv=None) -> int:
     p.add_argument("--resume", action="store_true")
     args = p.parse_args(argv)
     temperatures = [float(t) for t in args.temperatures.split(",") if t.strip()]
+    noises = [n.strip() for n in args.noise.split(",") if n.strip()]
+    unknown = [n for n in noises if n not in RELEASES]
+    if unknown:
+        raise SystemExit(f"--noise: unknown mode(s) {unknown}; choose from {list(RELEASES)}")
 
     base = load_plan(args.plan)
     missing = [c for c in CONFIGS if c not in base.configs]
@@ -143,46 +165,52 @@ def main(argv=None) -> int:
         raise SystemExit(f"{args.plan}: the plan has no config(s) {missing}")
     t_all = time.perf_counter()
     rows, ratio_rows, info = [], [], None
-    for temperature in temperatures:
-        plan = plan_at(base, temperature, args)
-        out = args.runs / f"T{temperature:g}"
-        print(f"T = {temperature:g}: decoding {len(CONFIGS)} configs into {out}", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        result = run_plan(plan, out, resume=args.resume, log=lambda m: print(m, file=sys.stderr, flush=True))
-        print(f"T = {temperature:g}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-        if info is None:
-            info = next(iter(result.manifest["configs"].values())).get("info") or {}
-        records = {name: list(read_records(out / "records" / f"{name}.jsonl")) for name in CONFIGS}
-        found = {}
-        for a, b in PAIRS:
-            r = found[a, b] = compare(records, a, b)
-            rows.append(
-                [
-                    f"{temperature:g}",
-                    f"{b} vs {a}",
-                    f"{r['pairs']:,}",
-                    f"{r['psi']:.4f}",
-                    "-" if r["n"] is None else f"{r['n']:,}",
-                    f"{100 * r['identical']:.1f}%",
-                    quantiles(r["positions"]),
-                    "-" if r["margin"] is None else f"{r['margin']:.3f}",
-                ]
+    for noise in noises:
+        for temperature in temperatures:
+            plan = plan_at(base, temperature, noise, args)
+            out = args.runs / noise / f"T{temperature:g}"
+            print(
+                f"{noise}, T = {temperature:g}: decoding {len(CONFIGS)} configs into {out}", file=sys.stderr, flush=True
             )
-        for fly in ("fly-w2", "fly-aggressive"):
-            n_target, n_standard = found["target", fly]["n"], found["standard", fly]["n"]
-            ratio = "-" if not n_target or not n_standard else f"{n_target / n_standard:.2f}x"
-            ratio_rows.append(
-                [
-                    f"{temperature:g}",
-                    fly,
-                    "-" if n_target is None else f"{n_target:,}",
-                    "-" if n_standard is None else f"{n_standard:,}",
-                    ratio,
-                ]
-            )
+            t0 = time.perf_counter()
+            result = run_plan(plan, out, resume=args.resume, log=lambda m: print(m, file=sys.stderr, flush=True))
+            print(f"{noise}, T = {temperature:g}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+            if info is None:
+                info = next(iter(result.manifest["configs"].values())).get("info") or {}
+            records = {name: list(read_records(out / "records" / f"{name}.jsonl")) for name in CONFIGS}
+            found = {}
+            for a, b in PAIRS:
+                r = found[a, b] = compare(records, a, b)
+                rows.append(
+                    [
+                        noise,
+                        f"{temperature:g}",
+                        f"{b} vs {a}",
+                        f"{r['pairs']:,}",
+                        f"{r['psi']:.4f}",
+                        "-" if r["n"] is None else f"{r['n']:,}",
+                        f"{100 * r['identical']:.1f}%",
+                        quantiles(r["positions"]),
+                        "-" if r["margin"] is None else f"{r['margin']:.3f}",
+                    ]
+                )
+            for fly in ("fly-w2", "fly-aggressive"):
+                n_target, n_standard = found["target", fly]["n"], found["standard", fly]["n"]
+                ratio = "-" if not n_target or not n_standard else f"{n_target / n_standard:.2f}x"
+                ratio_rows.append(
+                    [
+                        f"{noise} ({RELEASES[noise]})",
+                        f"{temperature:g}",
+                        fly,
+                        "-" if n_target is None else f"{n_target:,}",
+                        "-" if n_standard is None else f"{n_standard:,}",
+                        ratio,
+                        better(n_target, n_standard),
+                    ]
+                )
     lines = [
         f"noise designs: plan {args.plan.name}, {args.questions} questions x {args.seeds} seeds, "
-        f"T in {temperatures}, noise vllm-v1; device {info.get('device')}, GPU {info.get('gpu') or '-'}; "
+        f"T in {temperatures}, noise {', '.join(noises)}; device {info.get('device')}, GPU {info.get('gpu') or '-'}; "
         f"{time.perf_counter() - t_all:.0f} s",
         f"questions needed: paired non-inferiority at a {100 * MARGIN:g}-point margin, alpha {ALPHA}, "
         f"power {POWER}, no true loss (qualgate.stats.noninferiority_sample_size; one (question, seed) "
@@ -191,6 +219,7 @@ def main(argv=None) -> int:
         text_table(
             rows,
             [
+                "noise",
                 "T",
                 "candidate vs baseline",
                 "pairs",
@@ -204,7 +233,10 @@ def main(argv=None) -> int:
         "",
         "margin: the baseline's median top-2 probability margin at the first differing token.",
         "",
-        text_table(ratio_rows, ["T", "FLy", "vs target", "vs standard", "ratio (target / standard)"]),
+        text_table(
+            ratio_rows,
+            ["noise (vLLM)", "T", "FLy", "vs target", "vs standard", "ratio (target / standard)", "fewer questions"],
+        ),
         "",
         "command: python benchmarks/noise_designs.py " + " ".join(sys.argv[1:] if argv is None else argv),
     ]

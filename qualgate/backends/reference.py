@@ -8,7 +8,7 @@ worker process, one per GPU when ``device`` is unset or ``cuda``:
 ``max_num_seqs`` (requests decoded together), ``batch_size`` (requests per
 harness batch, default ``max_num_seqs`` or 256), ``tokenizer`` (default: the target's) and
 ``noise`` (how the engine draws its random numbers: ``independent``, the default,
-``coupled`` or ``vllm-v1``, see docs/engine.md; ``coupled: true`` is the same as
+``coupled``, ``vllm-v1`` or ``vllm-v2``, see docs/engine.md; ``coupled: true`` is the same as
 ``noise: coupled``), ``cuda_graphs``
 (default true: decoding steps replayed as CUDA graphs) and ``compile`` (default false:
 ``torch.compile`` of the whole decoding step, see docs/engine.md). The three

@@ -44,6 +44,7 @@ ORDERS = ("seeded", "records")
 #: ``multiplicity`` of the sequential gate across candidates (:mod:`qualgate.verdict.sequential`).
 MULTIPLICITIES = ("bonferroni", "fixed-sequence")
 #: ``engine_options.noise`` of the reference engine (:mod:`qualgate.engines._sampling`): noise
-#: keyed by position per use, shared by every mode (coupled), or drawn as vLLM 0.33's
-#: ModelRunner V1 draws it from the request's generator (docs/engine.md, "Randomness").
-NOISE_MODES = ("independent", "coupled", "vllm-v1")
+#: keyed by position per use, shared by every mode (coupled), drawn as vLLM 0.33's
+#: ModelRunner V1 draws it from the request's generator (vllm-v1), or as vLLM 0.34's counter-based
+#: kernels draw it (vllm-v2, :mod:`qualgate.engines._noise_v2`) (docs/engine.md, "Randomness").
+NOISE_MODES = ("independent", "coupled", "vllm-v1", "vllm-v2")

@@ -8,7 +8,7 @@ changes that state only in place, without reading anything back to the host, so 
 CUDA it is captured once as a CUDA graph and replayed (:meth:`Batch.decode`). The design,
 and why the outputs do not depend on how a step is run, is in docs/engine.md.
 
-(About 500 lines, over the usual 450: it is one class, and its parts (state, prefill, step,
+(About 690 lines, over the usual 450: it is one class, and its parts (state, prefill, step,
 emitting, the loop and its CUDA graphs) all read and write the same per-row fields; splitting
 it would scatter the batch state again, which is what this module replaced.)
 """
@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import torch
 
+from . import _noise_v2 as v2
 from ._models import SlotCache, fit_vocab, prefill_cache
 from ._results import GenerationOutput, RequestMetrics
 from ._sampling import (
@@ -145,8 +146,11 @@ class Batch:
         self.pool = engine._graph_pool() if graphs else None
         self.indices, self.prompt_ids, self.params, self.seeds = indices, prompt_ids, params, seeds
         self.spec, self.t0 = spec, t0
-        # vllm-v1: noise indexed by the request generator's call count (docs/engine.md)
+        # vllm-v1: noise indexed by the request generator's call count; vllm-v2: vLLM 0.34's
+        # counter-based draws keyed by seed, position and token (docs/engine.md)
+        self.noise = noise
         self.vllm = noise == "vllm-v1"
+        self.v2 = noise == "vllm-v2"
         self.dev = dev = engine.device
         self.vocab = self.tgt.vocab
         self.k = k = spec.k if spec else 0
@@ -216,6 +220,14 @@ class Batch:
     def _keys(self, stream, position, step=0):
         return noise_keys(self.seed_lo, self.seed_hi, stream, position, step)
 
+    def _gumbel(self, position, draft_step=None):
+        """vllm-v2: ``Exp(1)`` noise of the target's draw at input ``position`` (B,), or of the
+        drafter's ``draft_step``-th draft (step mixed into the seed, position salted)."""
+        if draft_step is None:
+            return v2.exponential(self.seed_lo, self.seed_hi, position, self.vocab)
+        salted = position + v2.DRAFT_NOISE_SALT
+        return v2.exponential(self.seed_lo, self.seed_hi ^ draft_step, salted, self.vocab)
+
     def _forward(self, model, cache, ids, positions, slots, qvalid=None, *, reach=0, last_only=False):
         """Run ``model`` on ``ids`` (B, T) at ``positions``, writing their KV to ``slots``.
 
@@ -255,11 +267,12 @@ class Batch:
         if self.any_sampled:
             probs = self._probs(logits.unsqueeze(1))[:, 0]
             margin = _margins(probs)
-            if self.vllm:  # generator call 0 (the first token, every mode)
-                keys = self._keys(STREAM_GENERATOR, torch.zeros_like(self.pos))
+            if self.v2:  # keyed by the last prompt token's position
+                noise = self._gumbel(self.pos - 1)
+            elif self.vllm:  # generator call 0 (the first token, every mode)
+                noise = exponential(self._keys(STREAM_GENERATOR, torch.zeros_like(self.pos)), self.vocab)
             else:
-                keys = self._keys(STREAM_TARGET, self.pos)
-            noise = exponential(keys, self.vocab)
+                noise = exponential(self._keys(STREAM_TARGET, self.pos), self.vocab)
             first = torch.where(self.greedy, first, sample(probs, noise))
         self.pending = first
         self.dpend = torch.stack([first, first], dim=1)
@@ -306,11 +319,12 @@ class Batch:
         if self.any_sampled:
             probs = self._probs(logits.unsqueeze(1))[:, 0]
             margin = _margins(probs)
-            if self.vllm:  # one generator call per token: call n_out draws token n_out
-                keys = self._keys(STREAM_GENERATOR, self.n_out)
+            if self.v2:  # keyed by the input token's position
+                noise = self._gumbel(self.pos)
+            elif self.vllm:  # one generator call per token: call n_out draws token n_out
+                noise = exponential(self._keys(STREAM_GENERATOR, self.n_out), self.vocab)
             else:
-                keys = self._keys(STREAM_TARGET, self.pos + 1)
-            noise = exponential(keys, self.vocab)
+                noise = exponential(self._keys(STREAM_TARGET, self.pos + 1), self.vocab)
             token = torch.where(self.greedy, token, sample(probs, noise))
         self.pos.add_((~self.finished).long())
         self.pending.copy_(token)
@@ -343,9 +357,12 @@ class Batch:
             dl = fit_vocab(dl, vocab)
             d = dl.argmax(dim=-1)
             if spec.probabilistic and sampled_noise:
-                if self.vllm:  # vLLM's drafter: temperature only, the global generator
+                if self.vllm or self.v2:  # vLLM's drafter: temperature only
                     q = process_logits(dl, self.temp, self.top_k, self.top_p, use_top_k=False, use_top_p=False)
-                    noise = exponential(self._keys(STREAM_GLOBAL, step, j), vocab)
+                    if self.v2:  # draft j from the drafter's logits at pos + j, its own stream
+                        noise = self._gumbel(pos + j, draft_step=j)
+                    else:  # the device's global generator
+                        noise = exponential(self._keys(STREAM_GLOBAL, step, j), vocab)
                 else:
                     q = self._probs(dl.unsqueeze(1))[:, 0]
                     if e_all is not None:
@@ -366,6 +383,8 @@ class Batch:
         coupled_sample = uniforms = None
         if e_all is not None:
             coupled_sample = torch.where(self.greedy.unsqueeze(1), tl.argmax(dim=-1), sample(tp, e_all))
+        elif self.any_sampled and self.v2:  # tl_rand32(seed, pos + i) for draft i
+            uniforms = v2.rand32(self.seed_lo, self.seed_hi, pos.unsqueeze(1) + ar[:k])
         elif self.any_sampled and self.vllm:
             uniforms = uniform_draws(self._keys(STREAM_GENERATOR, call + 1), k)
         elif self.any_sampled:
@@ -382,7 +401,9 @@ class Batch:
         )
         a = acc.num_accepted
         noise = None
-        if self.any_sampled and self.vllm:  # the bonus token's call, or the recovered tokens'
+        if self.any_sampled and self.v2:  # bonus or resampled token: the target's draw at pos + a
+            noise = self._gumbel(pos + a)
+        elif self.any_sampled and self.vllm:  # the bonus token's call, or the recovered tokens'
             noise = exponential(self._keys(STREAM_GENERATOR, torch.where(a == k, call, call + 2)), vocab)
         elif self.any_sampled and coupled_sample is None:
             noise = exponential(self._keys(STREAM_RESIDUAL, pos + 1 + a, step), vocab)
@@ -503,6 +524,7 @@ class Batch:
             self.buf_w,
             self.capacity,
             self.spec,
+            self.noise,
             self.any_sampled,
             self.use_top_k,
             self.use_top_p,

@@ -6,8 +6,9 @@ CPU or GPU, following vLLM 0.33's verification rules (pure functions in
 :mod:`qualgate.engines._verify`). ``speculative`` is a vLLM ``speculative_config`` dict,
 resolved by :func:`qualgate.vllm033.speculative.resolve_speculative`, plus ``coupled``; ``None``
 decodes with the target alone. ``noise`` picks how random numbers are drawn
-(:data:`qualgate.config.options.NOISE_MODES`: ``independent``, ``coupled``, or ``vllm-v1``,
-vLLM 0.33's per-request generator order; docs/engine.md, "Randomness").
+(:data:`qualgate.config.options.NOISE_MODES`: ``independent``, ``coupled``, ``vllm-v1``,
+vLLM 0.33's per-request generator order, or ``vllm-v2``, vLLM 0.34's counter-based draws;
+docs/engine.md, "Randomness").
 
 The pieces: :mod:`._results` (what ``generate`` returns), :mod:`._models` (calling a model,
 its masks, the static KV cache), :mod:`._batch` (a batch's state, ``prefill()`` and
@@ -310,8 +311,9 @@ class ReferenceEngine:
         noise : str
             How random numbers are drawn, one of :data:`qualgate.config.options.NOISE_MODES`:
             ``independent`` (default), ``coupled`` (the same as ``coupled: true`` in
-            ``speculative``) or ``vllm-v1`` (vLLM 0.33's per-request generator order, so
-            that two modes share exactly the draws vLLM's would). docs/engine.md, "Randomness".
+            ``speculative``), ``vllm-v1`` (vLLM 0.33's per-request generator order) or
+            ``vllm-v2`` (vLLM 0.34's draws keyed by seed, position and token), so that two
+            modes share exactly the draws vLLM's would. docs/engine.md, "Randomness".
         """
         t_call = time.perf_counter()
         if isinstance(prompts, (str, Mapping)) or not isinstance(prompts, Sequence):

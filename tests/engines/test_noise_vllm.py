@@ -104,7 +104,7 @@ def test_greedy_decoding_is_the_same_in_every_noise_mode(engine32, decoded):
 
 
 def test_an_unknown_noise_mode_is_refused_naming_the_modes(engine32):
-    with pytest.raises(ValueError, match=r"noise must be one of \['independent', 'coupled', 'vllm-v1'\]"):
+    with pytest.raises(ValueError, match=r"noise must be one of \['independent', 'coupled', 'vllm-v1', 'vllm-v2'\]"):
         engine32.generate([[3]], sampling=GREEDY, noise="vllm")
 
 
