@@ -148,6 +148,10 @@ class ReportSide(_Part):
     records: int | None = None
     dropped_truncated: tuple[str, ...] = dataclasses.field(default=(), metadata=_read(tuple))
     decided_by: Mapping[str, int] = dataclasses.field(default_factory=dict, metadata=_read(_dict))
+    #: the engine and version the side's records name (absent: records or a report written
+    #: before qualgate kept them)
+    engine: str | None = None
+    engine_version: str | None = None
 
     @classmethod
     def of(cls, side) -> ReportSide:

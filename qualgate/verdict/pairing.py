@@ -79,9 +79,13 @@ class Side:
     sha256: tuple[str, ...] = ()  #: of each of ``files``, as read
     #: (decided_by, records) for the records that carry ``decided_by``, most frequent first
     decided_by: tuple[tuple[str, int], ...] = ()
+    #: the engine and version its records name (``None``: records written before qualgate kept them)
+    engine: str | None = None
+    engine_version: str | None = None
 
     def to_dict(self) -> dict:
-        return {
+        engine = {"engine": self.engine, "engine_version": self.engine_version} if self.engine else {}
+        return engine | {
             "path": self.path,
             "config_id": self.config_id,
             "mode": self.mode,
@@ -293,7 +297,28 @@ def _describe(records, table, label: str, path) -> Side:
         dropped,
         tuple(getattr(records, "sha256", ())),
         tuple(decided),
+        *_engine(table, label, path),
     )
+
+
+def _engine(table, label: str, path) -> tuple[str | None, str | None]:
+    """The one (engine, engine_version) a side's records name (``None``: records written before
+    qualgate kept them); refused when they name several, or only some of them name one."""
+    if "engine" not in table.column_names:
+        return None, None
+    engines = set(pc.unique(table["engine"]).to_pylist())
+    versions = set(pc.unique(table["engine_version"]).to_pylist())
+    if engines == versions == {None}:
+        return None, None
+    if len(engines) > 1 or len(versions) > 1:
+        shown = ", ".join(sorted(f"{e} {v}" for e in engines for v in versions))
+        raise DataError(
+            f"{label} records name more than one engine or version (among {shown}; absent: None): a "
+            "baseline or candidate argument must come from one engine at one version",
+            file=str(path),
+            field="engine_version",
+        )
+    return engines.pop(), versions.pop()
 
 
 def _key_tuples(table, rows) -> list:

@@ -1084,9 +1084,11 @@ TABLE: tuple[Rule, ...] = (
         "VLLM_USE_V2_MODEL_RUNNER selects the model runner: '0' ModelRunner V1 (FLy in "
         "v1/sample/rejection_sampler.py and v1/spec_decode/fly.py), '1' V2 (FLy in the V2 rejection "
         "kernel, v1/worker/gpu/spec_decode/rejection_sampler_utils.py); unset, V2 unless the config "
-        "needs a feature V2 lacks. The value is read with int(): anything else fails.",
+        "needs a feature V2 lacks (or Triton is missing, as on CPU). The value is read with int(): "
+        "anything else fails. The CPU build 0.32 selects runners alike (it has no FLy).",
         (_LINT, _CHECK),
         {"variable": RUNNER_VARIABLE, "values": {"0": "V1", "1": "V2"}},
+        at={"0.32": "vllm/envs.py:2151-2153; vllm/config/vllm.py:720-739"},
     ),
     Rule(
         "runner-v1-v2",

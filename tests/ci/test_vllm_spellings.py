@@ -518,7 +518,7 @@ def test_a_spelling_resolves_as_vllm_resolves_it(tmp_path, case):
 def test_check_refuses_what_it_cannot_resolve_and_every_lossy_spelling(tmp_path, case):
     name, rule_id, fname, text, expect, *extra = case
     path = write(tmp_path, fname, text, extra[0] if extra else None)
-    r = CliRunner().invoke(cli, ["check", str(path)])
+    r = CliRunner().invoke(cli, ["check", "--vllm-version", "0.33.0", str(path)])
     want = expect.get("check") or (
         3 if "error" in expect else 1 if expect.get("rejection_sample_method") in LOSSY_METHODS else 0
     )
@@ -526,7 +526,7 @@ def test_check_refuses_what_it_cannot_resolve_and_every_lossy_spelling(tmp_path,
         # no method and a drafter whose name decides nothing: vLLM reads its config.json
         # (rule spec-drafter-config), so check refuses until the model_type is stated
         assert r.exit_code == 3 and "--drafter-model-type" in r.stderr, f"{name}: {r.output}"
-        r = CliRunner().invoke(cli, ["check", "--drafter-model-type", "qwen3", str(path)])
+        r = CliRunner().invoke(cli, ["check", "--vllm-version", "0.33.0", "--drafter-model-type", "qwen3", str(path)])
     assert r.exit_code == want, f"{name} ({cite(rule_id)}): {r.output}"
     if want == 1:
         assert "refused (fly, lossy" in r.output
