@@ -172,10 +172,10 @@ def lint_config(cfg: ServingConfig, *, drafter_model_type: str | None = None, re
             else f"no vLLM version stated (an image tag, a pinned requirement, a version field or "
             f"--vllm-version): linted with vLLM {RELEASES[release]}'s rules"
         )
-    else:
-        note = f"vLLM {RELEASES[release]}'s rules apply"
+    else:  # given (--vllm-version, or check's release): nothing to say
+        note = None
     lint = _Lint(cfg, drafter_model_type=drafter_model_type, release=release)
-    lint.notes.append(note)
+    lint.notes += [note] if note else []
     _cli_config_equals(lint)
     _runner(lint)
     if cfg.speculative:

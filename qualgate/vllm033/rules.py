@@ -1086,7 +1086,7 @@ TABLE: tuple[Rule, ...] = (
         "kernel, v1/worker/gpu/spec_decode/rejection_sampler_utils.py); unset, V2 unless the config "
         "needs a feature V2 lacks (or Triton is missing, as on CPU). The value is read with int(): "
         "anything else fails. The CPU build 0.32 selects runners alike (it has no FLy).",
-        (_LINT, _CHECK),
+        (_LINT,),
         {"variable": RUNNER_VARIABLE, "values": {"0": "V1", "1": "V2"}},
         at={"0.32": "vllm/envs.py:2151-2153; vllm/config/vllm.py:720-739"},
     ),
@@ -1096,7 +1096,7 @@ TABLE: tuple[Rule, ...] = (
         "0.34 removed ModelRunner V1: VLLM_USE_V2_MODEL_RUNNER is no longer read to choose a runner; "
         "any value but '1' makes vLLM refuse to start ('VLLM_USE_V2_MODEL_RUNNER=%s is no longer "
         "supported: Model Runner V1 has been removed. Unset this variable.'), '1' is logged as redundant.",
-        (_LINT, _CHECK),
+        (_LINT,),
         {"variable": RUNNER_VARIABLE, "values": {"1": "V2"}, "removed": True},
         at={"0.34": "vllm/engine/arg_utils.py:2294; vllm/platforms/interface.py:1476-1490"},
     ),
