@@ -390,12 +390,15 @@ def _spec_method_by_arch(lint: _Lint) -> None:
 
 def stated_method(cfg: ServingConfig, drafter_model_type: str | None, release: str = DEFAULT_RELEASE) -> ServingConfig:
     """``cfg`` with the method vLLM runs written out when it follows from ``drafter_model_type``
-    (rule ``spec-drafter-config``), so that the config id is computed with it."""
+    (rule ``spec-drafter-config``), and the K ``release`` uses when the config leaves it out
+    (rule ``spec-k-default``: suffix's default is 24 on 0.33, 8 on 0.34), so that the config id
+    is computed with what runs."""
     raw = {str(k).replace("-", "_"): v for k, v in (cfg.speculative or {}).items()}
-    if not drafter_model_type or not raw:
+    if not raw or (not drafter_model_type and raw.get("num_speculative_tokens") is not None):
         return cfg
-    method = normalise_speculative(raw, drafter_model_type=drafter_model_type, release=release)["method"]
-    return dataclasses.replace(cfg, speculative={**raw, "method": method})
+    norm = normalise_speculative(raw, drafter_model_type=drafter_model_type, release=release)
+    stated = {**raw, "num_speculative_tokens": norm["num_speculative_tokens"]}
+    return dataclasses.replace(cfg, speculative={**stated, "method": norm["method"]} if drafter_model_type else stated)
 
 
 def method_unknown_offline(
@@ -517,7 +520,9 @@ def _resolve(lint: _Lint) -> None:
         return
     try:
         resolved = resolve_speculative(
-            stated_method(lint.cfg, lint.drafter_model_type, lint.release).speculative, allow_unknown=True
+            stated_method(lint.cfg, lint.drafter_model_type, lint.release).speculative,
+            allow_unknown=True,
+            release=lint.release,
         )
     except ValueError as exc:
         lint.reject(f"{exc}.", "speculative_config")

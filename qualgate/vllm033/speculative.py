@@ -297,7 +297,9 @@ def _checks_of_the_method(spec: dict[str, Any], release: str = DEFAULT_RELEASE) 
             )
 
 
-def resolve_speculative(speculative: Mapping[str, Any] | None, *, allow_unknown: bool = False) -> dict[str, Any] | None:
+def resolve_speculative(
+    speculative: Mapping[str, Any] | None, *, allow_unknown: bool = False, release: str = DEFAULT_RELEASE
+) -> dict[str, Any] | None:
     """Validate a ``speculative_config`` and fill in vLLM 0.33's defaults.
 
     Parameters
@@ -307,6 +309,8 @@ def resolve_speculative(speculative: Mapping[str, Any] | None, *, allow_unknown:
         mapping means target-only decoding and resolves to ``None``.
     allow_unknown : bool
         Keep keys qualgate does not know instead of rejecting them.
+    release : str
+        The vLLM minor version whose reading applies (:func:`normalise_speculative`).
 
     Returns
     -------
@@ -324,7 +328,7 @@ def resolve_speculative(speculative: Mapping[str, Any] | None, *, allow_unknown:
         return None
     if not isinstance(speculative, Mapping):
         raise ValueError(f"speculative_config must be a mapping, got {speculative!r}")
-    speculative = normalise_speculative(speculative)
+    speculative = normalise_speculative(speculative, release=release)
     unknown = sorted(set(speculative) - set(SPECULATIVE_KEYS))
     if unknown and not allow_unknown:
         raise ValueError(
