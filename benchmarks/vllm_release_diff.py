@@ -348,7 +348,10 @@ def diff(old: Path, new: Path, out: Out) -> None:
     for word in ("gumbel_noised_argmax", "_DRAFT_NOISE_SALT", "tl_rand32", "fly_window_size"):
         for label, src in ((vo, old), (vn, new)):
             hits = [h for h in mentions(src / "v1", word)]
-            out(f"{word!r} in {label} vllm/v1: {len(hits)} lines" + (f", first {hits[0].split(': ')[0]}" if hits else ""))
+            out(
+                f"{word!r} in {label} vllm/v1: {len(hits)} lines"
+                + (f", first {hits[0].split(': ')[0]}" if hits else "")
+            )
 
     out.section(f"6. qualgate's rule citations ({vo} -> {vn})")
     mo_, mn_ = minor_of(vo), minor_of(vn)
@@ -377,7 +380,7 @@ def diff(old: Path, new: Path, out: Out) -> None:
             out(f"  the table does not apply this row to {vn}")
     out(f"citations: {counts['same']} same, {counts['changed']} changed, {counts['gone']} gone")
     only_new = [r.id for r in TABLE if mn_ in r.cites and mo_ not in r.cites]
-    out(f"rows only for {vn} (not {vo}): {', '.join(only_new) or 'none'}")
+    out(f"rows declared apart for {vn} (its behaviour or data differ from {vo}'s row): {', '.join(only_new) or 'none'}")
 
 
 def main(argv=None) -> int:
