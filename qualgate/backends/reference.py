@@ -188,8 +188,12 @@ class ReferenceBackend(Backend):
         import torch
 
         dev = self.engine_.device
+        from qualgate import __version__
+
         return {
             "engine": self.engine,
+            # what every record names (issue 45): qualgate's own engine, at qualgate's version
+            "identity": {"engine": "reference", "version": __version__},
             "versions": package_versions("torch", "transformers"),
             "device": str(dev),
             "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,

@@ -261,6 +261,8 @@ class VLLMBackend(Backend):
         self._baseline = self._snapshot()
         self._info: dict[str, Any] = {
             "engine": self.engine,
+            # what every record names (issue 45): vLLM at the version imported
+            "identity": {"engine": "vllm", "version": None if version is None else str(version)},
             "versions": package_versions("vllm", "torch", "transformers"),
             "target": self.kwargs["model"],
             "drafter": (self.kwargs["speculative_config"] or {}).get("model"),

@@ -179,6 +179,10 @@ class VLLMServerBackend(ServerIdentity, Backend):
             raise
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="qualgate-http")
         self._update_metrics()
+        # what every record names (issue 45): vLLM at the version its replicas report on /version
+        # (they must agree: _open_replicas); None when none reports one
+        reported = {s.get("version") for s in self.pool.servers.values()} - {None}
+        self._info["identity"] = {"engine": "vllm", "version": reported.pop() if len(reported) == 1 else None}
 
     # -- harness interface -------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from ._admission import (
 from ._audit import AuditEvent, AuditReport, audit_log, audit_text
 from ._check import CheckResult, check, parse_age
 from ._lint import RULES, SEVERITIES, Finding, LintReport, lint, lint_config, max_topk_entropy
+from ._release import Release, deployment_release
 
 __all__ = [
     "RULES",
@@ -38,6 +39,7 @@ __all__ = [
     "Finding",
     "LintReport",
     "PlateauReport",
+    "Release",
     "Scrape",
     "ServingConfig",
     "admission",
@@ -45,6 +47,7 @@ __all__ = [
     "audit_log",
     "audit_text",
     "check",
+    "deployment_release",
     "lint",
     "lint_config",
     "max_topk_entropy",

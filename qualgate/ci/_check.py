@@ -44,6 +44,7 @@ from qualgate.vllm033.speculative import SPECULATIVE_KEYS, normalise_speculative
 from ..errors import DataError
 from ._chain import chain_reasons
 from ._lint import lint_config, method_unknown_offline, stated_method
+from ._release import Release, deployment_release, evidence_release_notes
 from ._verify import verify
 
 __all__ = [
@@ -104,6 +105,7 @@ class CheckResult:
     reasons: tuple[str, ...]  #: why it is refused (empty: allowed)
     evidence: dict[str, Any] | None = None  #: what the evidence says about this config
     notes: tuple[str, ...] = field(default_factory=tuple)
+    release: Release | None = None  #: the vLLM release the deployment runs (issue 45)
 
     @property
     def allowed(self) -> bool:
@@ -122,6 +124,7 @@ class CheckResult:
             "reasons": list(self.reasons),
             "evidence": self.evidence,
             "notes": list(self.notes),
+            "vllm": self.release.to_dict() if self.release else None,
         }
 
 
@@ -133,8 +136,10 @@ def _describe(cfg: ServingConfig, allow_keys) -> str:
     return "; ".join(parts)
 
 
-def _as_vllm_reads(cfg: ServingConfig, drafter_model_type: str | None = None) -> dict[str, Any] | None:
-    """The speculative config as vLLM 0.33 reads it (:func:`normalise_speculative`): keys
+def _as_vllm_reads(
+    cfg: ServingConfig, drafter_model_type: str | None = None, release: str = "0.33"
+) -> dict[str, Any] | None:
+    """The speculative config as vLLM ``release`` reads it (:func:`normalise_speculative`): keys
     with hyphens, lax types and the method vLLM infers. A config vLLM refuses (whatever
     :func:`~qualgate.ci.lint_config` reports as ``vllm-rejects``: one reader, one table for
     both commands), one with no served model, or one that qualgate cannot resolve exactly,
@@ -146,10 +151,11 @@ def _as_vllm_reads(cfg: ServingConfig, drafter_model_type: str | None = None) ->
             file=cfg.path,
             field="model",
         )
-    rejects = [f for f in lint_config(cfg, drafter_model_type=drafter_model_type).findings if f.rule == "vllm-rejects"]
+    linted = lint_config(cfg, drafter_model_type=drafter_model_type, release=release)
+    rejects = [f for f in linted.findings if f.rule == "vllm-rejects"]
     if rejects:
         raise DataError(
-            f"vLLM 0.33 refuses this config: {rejects[0].message}",
+            f"vLLM {release} refuses this config: {rejects[0].message}",
             file=cfg.path,
             line=rejects[0].line,
             field=rejects[0].key,
@@ -157,10 +163,10 @@ def _as_vllm_reads(cfg: ServingConfig, drafter_model_type: str | None = None) ->
     if not cfg.speculative:
         return None
     try:
-        return normalise_speculative(cfg.speculative, drafter_model_type=drafter_model_type)
+        return normalise_speculative(cfg.speculative, drafter_model_type=drafter_model_type, release=release)
     except ValueError as exc:
         raise DataError(
-            f"speculative_config cannot be resolved as vLLM 0.33 would: {exc}",
+            f"speculative_config cannot be resolved as vLLM {release} would: {exc}",
             file=cfg.path,
             line=cfg.line_of("speculative_config"),
             field="speculative_config",
@@ -186,6 +192,7 @@ def check(
     drafter_model_type: str | None = None,
     against_target: bool = False,
     progress=None,
+    vllm_version: str | None = None,
 ) -> CheckResult:
     """Decide whether ``config`` may be deployed (see the module docstring).
 
@@ -228,6 +235,11 @@ def check(
         leg against target-only (a chained report: :mod:`qualgate.ci._chain`).
     progress : callable, optional
         ``progress(stage)``, called as each stage of the records' recomputation starts.
+    vllm_version : str, optional
+        The vLLM release the deployment runs (``--vllm-version``), when its files do not state
+        it (:func:`qualgate.ci.deployment_release`: without either, or with ``latest``, the
+        config is refused, exit 3). That release's rules apply, and evidence decoded by
+        another minor release is refused.
 
     Raises
     ------
@@ -246,22 +258,20 @@ def check(
         if isinstance(config, ServingConfig)
         else read_serving_config(config, manifests=manifests, assume_entrypoint=assume_entrypoint)
     )
-    spec = _as_vllm_reads(cfg, drafter_model_type)
+    release = deployment_release(cfg, vllm_version)
+    spec = _as_vllm_reads(cfg, drafter_model_type, release.minor)
     method = spec.get("rejection_sample_method", "standard") if spec else "target"
     # anything not known to be lossless needs evidence (an unknown verifier name included)
     lossy = method not in LOSSLESS
     raw = {str(k).replace("-", "_"): v for k, v in (cfg.speculative or {}).items()}
-    if lossy and method_unknown_offline(raw, spec, drafter_model_type):
+    if lossy and method_unknown_offline(raw, spec, drafter_model_type, release.minor):
         raise DataError(
-            "no method is set and the drafter's name does not decide it: vLLM 0.33 runs mtp if the "
-            "drafter's config.json has an MTP model_type (gemma4_assistant becomes gemma4_mtp) and "
-            "draft_model otherwise, so the config id of what runs is not known; set `method`, or pass "
-            f"--drafter-model-type TYPE ({cite('spec-drafter-config')})",
+            _method_unknown(release),
             file=cfg.path,
             line=cfg.line_of("speculative_config.model"),
             field="speculative_config.model",
         )
-    cfg = stated_method(cfg, drafter_model_type)
+    cfg = stated_method(cfg, drafter_model_type, release.minor)
 
     not_waivable = sorted(set(allow_keys) - set(WAIVABLE_KEYS))
     allow_keys = tuple(k for k in allow_keys if k in WAIVABLE_KEYS)
@@ -287,7 +297,7 @@ def check(
             notes.append(f"keys outside qualgate's config id: {', '.join(unknown)}")
         if unclassed:
             notes.append(f"arguments qualgate does not class: {', '.join(unclassed)}")
-        return CheckResult(cfg, cid, False, method, (), None, tuple(notes))
+        return CheckResult(cfg, cid, False, method, (), None, tuple(notes), release)
 
     if unclassed:
         from qualgate.vllm033.arguments import ARGUMENTS
@@ -308,6 +318,7 @@ def check(
             ),
             None,
             tuple(notes),
+            release,
         )
 
     if not_waivable:
@@ -323,6 +334,7 @@ def check(
             ),
             None,
             tuple(notes),
+            release,
         )
     if unknown:
         return CheckResult(
@@ -341,6 +353,7 @@ def check(
             ),
             None,
             tuple(notes),
+            release,
         )
     if evidence is None:
         return CheckResult(
@@ -355,13 +368,16 @@ def check(
             ),
             None,
             tuple(notes),
+            release,
         )
 
     epath = str(evidence)
     try:
         report = Evidence.read(evidence)
     except ReportError as exc:
-        return CheckResult(cfg, cid, True, method, (f"{epath} is not valid evidence: {exc}",), None, tuple(notes))
+        return CheckResult(
+            cfg, cid, True, method, (f"{epath} is not valid evidence: {exc}",), None, tuple(notes), release
+        )
     s = report.settings
     info: dict[str, Any] = {
         "path": epath,
@@ -379,6 +395,7 @@ def check(
         "candidate": None,
         "verified": [],
     }
+    engine_notes = evidence_release_notes(report, cid, release, epath)  # exit 3 on another minor release
     reasons = _binding(report, cfg, cid, allow_keys, epath, info, allow_missing_dependence, suite_policy)
     reasons += _limits(report, max_margin, max_alpha)
     reasons += _design(report, cid)
@@ -411,7 +428,24 @@ def check(
         notes.append(
             "the report was neither recomputed from its records nor signed: accepted only because of --trust-unsigned"
         )
-    return CheckResult(cfg, cid, True, method, tuple(reasons), info, tuple(notes))
+    return CheckResult(cfg, cid, True, method, tuple(reasons), info, (*notes, *engine_notes), release)
+
+
+def _method_unknown(release: Release) -> str:
+    """Why a lossy config naming a drafter and no method cannot be bound (rules
+    ``spec-drafter-config``, and ``spec-method-infer`` of 0.34)."""
+    if release.minor == "0.34":
+        return (
+            "no method is set: vLLM 0.34 detects it from the draft checkpoint (the speculator its config "
+            "declares, else its name), which qualgate cannot read, so the config id of what runs is not "
+            f"known; set `method` ({cite('spec-method-infer', '0.34')})"
+        )
+    return (
+        f"no method is set and the drafter's name does not decide it: vLLM {release.minor} runs mtp if the "
+        "drafter's config.json has an MTP model_type (gemma4_assistant becomes gemma4_mtp) and "
+        "draft_model otherwise, so the config id of what runs is not known; set `method`, or pass "
+        f"--drafter-model-type TYPE ({cite('spec-drafter-config', release.minor)})"
+    )
 
 
 def _binding(

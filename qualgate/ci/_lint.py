@@ -1,4 +1,5 @@
-"""``qualgate lint``: what a speculative-decoding serving config really does under vLLM 0.33.
+"""``qualgate lint``: what a speculative-decoding serving config really does under the vLLM
+release it runs (0.32, 0.33 or 0.34: :mod:`qualgate.vllm033.rules`).
 
 Each finding has a rule id, a severity (``info`` < ``warning`` < ``error``), the key it is
 about and its line in the file. The rules (:data:`RULES`):
@@ -17,12 +18,20 @@ about and its line in the file. The rules (:data:`RULES`):
 ``fly-threshold-unreachable``
     ``fly_entropy_threshold`` above the largest top-k entropy: FLy never defers.
 ``vllm-rejects``
-    vLLM 0.33 refuses to start with this config (its own message where known).
+    The vLLM release refuses to start with this config (its own message where known).
 ``no-effect``
     Settings that change nothing, e.g. ``fly_*`` keys without ``fly``.
 ``not-modelled``
     A method or key qualgate's config id does not model: ``qualgate check`` cannot bind
     evidence to such a config (warning when lossy, info otherwise).
+``runner``
+    The model runner the server's environment selects (``VLLM_USE_V2_MODEL_RUNNER``, rule
+    ``runner-v1-v2``): on 0.33 ``0`` runs ModelRunner V1 and its FLy implementation (info); on
+    0.34, which removed V1, any value but ``1`` is refused (``vllm-rejects``) and ``1`` has no effect.
+
+Every rule is that of the vLLM release the config runs (:func:`qualgate.ci.deployment_release`:
+``--vllm-version`` or the version its files state; 0.33 when neither says, with a note):
+a key 0.34 removed is refused on 0.34, one it added is refused on 0.33.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from qualgate.vllm033.rules import cite, rule
+from qualgate.vllm033.rules import DEFAULT_RELEASE, RELEASES, cite, rules_of
 from qualgate.vllm033.serving import ServingConfig, read_serving_config
 from qualgate.vllm033.speculative import (
     FLY_DEFAULT_THRESHOLD,
@@ -56,9 +65,10 @@ RULES = {
     "fly-implicit-window": "FLy without an explicit fly_window_size",
     "fly-first-position-only": "a FLy window that lets only draft position 0 be deferred",
     "fly-threshold-unreachable": "an entropy threshold no top-k entropy can reach",
-    "vllm-rejects": "a config vLLM 0.33 refuses",
+    "vllm-rejects": "a config the vLLM release refuses",
     "no-effect": "settings that change nothing",
     "not-modelled": "a method or key outside qualgate's config id",
+    "runner": "the model runner the server's environment selects",
 }
 
 #: The FLy window of the published benchmarks (vLLM PR #53987 and its docs page).
@@ -139,8 +149,11 @@ def _positions(k: int, w: int) -> str:
     return "only the first draft position (0)" if last == 0 else f"only draft positions 0-{last}"
 
 
-def lint_config(cfg: ServingConfig, *, drafter_model_type: str | None = None) -> LintReport:
+def lint_config(cfg: ServingConfig, *, drafter_model_type: str | None = None, release: str | None = None) -> LintReport:
     """Lint one serving config (see the module docstring for the rules).
+
+    ``release``: the vLLM minor version whose rules apply (``"0.34"``); ``None``: the one
+    :func:`~qualgate.ci.deployment_release` finds in the config, else 0.33 (with a note).
 
     ``drafter_model_type``: the ``model_type`` of the drafter's config.json, which decides the
     method vLLM runs when the config states none (rule ``spec-drafter-config``).
@@ -148,8 +161,23 @@ def lint_config(cfg: ServingConfig, *, drafter_model_type: str | None = None) ->
     Each step is one function, named for the rule it applies (a row of
     :data:`qualgate.vllm033.rules.TABLE`, or one of :data:`RULES`), in the order of the findings.
     """
-    lint = _Lint(cfg, drafter_model_type=drafter_model_type)
+    from ._release import deployment_release
+
+    if release is None:
+        found = deployment_release(cfg, required=False)
+        release = found.minor if found else DEFAULT_RELEASE
+        note = (
+            f"vLLM {found.version} ({found.source}): its rules apply"
+            if found
+            else f"no vLLM version stated (an image tag, a pinned requirement, a version field or "
+            f"--vllm-version): linted with vLLM {RELEASES[release]}'s rules"
+        )
+    else:  # given (--vllm-version, or check's release): nothing to say
+        note = None
+    lint = _Lint(cfg, drafter_model_type=drafter_model_type, release=release)
+    lint.notes += [note] if note else []
     _cli_config_equals(lint)
+    _runner(lint)
     if cfg.speculative:
         _read_speculative(lint)
         for step in (
@@ -182,6 +210,7 @@ class _Lint:
 
     cfg: ServingConfig
     drafter_model_type: str | None = None
+    release: str = DEFAULT_RELEASE  #: the vLLM minor version whose rules apply
     out: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)  #: the speculative config, keys with underscores
@@ -197,6 +226,13 @@ class _Lint:
 
     def __post_init__(self):
         self.notes = list(self.cfg.notes)
+
+    def rule(self, rule_id):
+        """The row of this release (``None``: it does not hold there)."""
+        return rules_of(self.release).get(rule_id)
+
+    def cite(self, rule_id) -> str:
+        return cite(rule_id, self.release)
 
     def add(self, rule_id, severity, message, key=None):
         self.out.append(Finding(rule_id, severity, message, key, self.cfg.line_of(key) if key else None))
@@ -226,6 +262,54 @@ def _cli_config_equals(lint: _Lint) -> None:
             lint.add("no-effect", "warning", note, "--config=")
 
 
+def _runner(lint: _Lint) -> None:
+    """Rule ``runner-v1-v2``: the model runner ``VLLM_USE_V2_MODEL_RUNNER`` selects, read from the
+    server's environment (:attr:`ServingConfig.environment`)."""
+    row = lint.rule("runner-v1-v2")
+    name = row.data["variable"]
+    value = lint.cfg.environment.get(name)
+    if value is None:
+        return
+    key, where = f"environment.{name}", lint.cite("runner-v1-v2")
+    if row.data.get("removed"):  # 0.34: ModelRunner V1 is gone; the variable is only checked
+        if str(value).strip() != "1":
+            lint.reject(
+                f"{name}={value} is no longer supported: Model Runner V1 has been removed. Unset this "
+                f"variable. (vLLM {lint.release} refuses to start: {where})",
+                key,
+            )
+        else:
+            lint.add(
+                "no-effect",
+                "warning",
+                f"{name}=1 is redundant on vLLM {lint.release}: ModelRunner V1 was removed and the variable "
+                f"no longer selects a runner; vLLM logs that it can be unset ({where}).",
+                key,
+            )
+        return
+    try:
+        v2 = bool(int(str(value)))
+    except ValueError:
+        lint.reject(f"{name}={value!r}: vLLM {lint.release} reads it with int() and fails ({where}).", key)
+        return
+    if v2:
+        lint.add("runner", "info", f"{name}=1 selects ModelRunner V2 ({where}).", key)
+    else:
+        lint.add(
+            "runner",
+            "info",
+            f"{name}=0 selects ModelRunner V1 ({where}): "
+            + (
+                "FLy runs as v1/sample/rejection_sampler.py and v1/spec_decode/fly.py implement it, with V1's "
+                "sampling noise (the reference engine's vllm-v1 noise mode mirrors it); block verification "
+                "behaves as standard there."
+                if lint.rule("fly-rules")
+                else "the CPU build 0.32 has no FLy."
+            ),
+            key,
+        )
+
+
 def _read_speculative(lint: _Lint) -> None:
     """The speculative config as vLLM reads it (rules spec-key-hyphens, spec-model-needed,
     spec-k-default, spec-extra-forbid, spec-field-bounds, ...)."""
@@ -234,7 +318,7 @@ def _read_speculative(lint: _Lint) -> None:
     lint.lossy = lint.rsm in LOSSY_METHODS
     if not _spec_model_needed(lint):
         try:
-            lint.norm = normalise_speculative(raw, drafter_model_type=lint.drafter_model_type)
+            lint.norm = normalise_speculative(raw, drafter_model_type=lint.drafter_model_type, release=lint.release)
         except ValueError as exc:  # rules spec-extra-forbid, spec-field-bounds, ...
             msg = str(exc)
             key = next((k for k in sorted(raw, key=len, reverse=True) if k in msg), None)
@@ -248,7 +332,7 @@ def _read_speculative(lint: _Lint) -> None:
 def _spec_model_needed(lint: _Lint) -> bool:
     """No ``num_speculative_tokens``: vLLM takes it from a drafter's ``n_predict``, or refuses
     without one (rules spec-model-needed, spec-k-default); True when it is not set."""
-    raw, needs = lint.raw, rule("spec-model-needed").data
+    raw, needs = lint.raw, lint.rule("spec-model-needed").data
     if raw.get("num_speculative_tokens") is not None or raw.get("method") == "suffix":
         return False
     if raw.get("model") is None and raw.get("method", "draft_model") not in (
@@ -259,7 +343,7 @@ def _spec_model_needed(lint: _Lint) -> bool:
         lint.reject(
             "num_speculative_tokens must be provided with speculative model unless the "
             "draft model config contains an n_predict parameter. (no drafter model: "
-            f"{cite('spec-model-needed')})",
+            f"{lint.cite('spec-model-needed')})",
             "speculative_config",
         )
     else:  # vLLM may take K from the drafter's n_predict (MTP, EAGLE heads)
@@ -272,7 +356,7 @@ def _spec_model_needed(lint: _Lint) -> bool:
             "config ('num_speculative_tokens must be provided with speculative model "
             "unless the draft model config contains an n_predict parameter.'); qualgate "
             "cannot resolve the config or compute its id without it. Set it explicitly "
-            f"({cite('spec-k-default')}).",
+            f"({lint.cite('spec-k-default')}).",
             "speculative_config",
         )
     return True
@@ -283,60 +367,79 @@ def _spec_method_by_name(lint: _Lint) -> None:
     if (
         lint.norm is not None
         and lint.raw.get("method") != lint.method
-        and not method_unknown_offline(lint.raw, lint.norm, lint.drafter_model_type)
+        and not method_unknown_offline(lint.raw, lint.norm, lint.drafter_model_type, lint.release)
     ):
-        how = "from the drafter's name" if lint.raw.get("method") in (None, "draft_model") else "as its alias"
+        by_name = lint.raw.get("method") in (None, "draft_model")
+        how = "from the drafter's name" if by_name else "as its alias"
         lint.notes.append(
-            f"vLLM runs method {lint.method!r} ({how}; {cite('spec-method-by-name')}); "
+            f"vLLM runs method {lint.method!r} ({how}; "
+            f"{lint.cite('spec-method-by-name' if by_name else 'spec-mtp-alias')}); "
             "the config id is computed with it"
         )
 
 
 def _spec_method_by_arch(lint: _Lint) -> None:
     """Rule ``spec-method-by-arch``: what vLLM decides from the drafter's config.json."""
-    if lint.norm is not None and lint.method == "draft_model":
+    if lint.norm is not None and lint.method == "draft_model" and lint.rule("spec-method-by-arch"):
         lint.notes.append(
-            "vLLM 0.33 also switches a draft_model drafter to dflash, dspark or mtp "
+            f"vLLM {lint.release} also switches a draft_model drafter to dflash, dspark or mtp "
             "by its config.json (architectures, model_type), which qualgate cannot "
-            f"read ({cite('spec-method-by-arch')})"
+            f"read ({lint.cite('spec-method-by-arch')})"
         )
 
 
-def stated_method(cfg: ServingConfig, drafter_model_type: str | None) -> ServingConfig:
+def stated_method(cfg: ServingConfig, drafter_model_type: str | None, release: str = DEFAULT_RELEASE) -> ServingConfig:
     """``cfg`` with the method vLLM runs written out when it follows from ``drafter_model_type``
-    (rule ``spec-drafter-config``), so that the config id is computed with it."""
+    (rule ``spec-drafter-config``), and the K ``release`` uses when the config leaves it out
+    (rule ``spec-k-default``: suffix's default is 24 on 0.33, 8 on 0.34), so that the config id
+    is computed with what runs."""
     raw = {str(k).replace("-", "_"): v for k, v in (cfg.speculative or {}).items()}
-    if not drafter_model_type or not raw:
+    if not raw or (not drafter_model_type and raw.get("num_speculative_tokens") is not None):
         return cfg
-    method = normalise_speculative(raw, drafter_model_type=drafter_model_type)["method"]
-    return dataclasses.replace(cfg, speculative={**raw, "method": method})
+    norm = normalise_speculative(raw, drafter_model_type=drafter_model_type, release=release)
+    stated = {**raw, "num_speculative_tokens": norm["num_speculative_tokens"]}
+    return dataclasses.replace(cfg, speculative={**stated, "method": norm["method"]} if drafter_model_type else stated)
 
 
-def method_unknown_offline(raw: dict[str, Any], norm: dict[str, Any], drafter_model_type: str | None) -> bool:
+def method_unknown_offline(
+    raw: dict[str, Any], norm: dict[str, Any], drafter_model_type: str | None, release: str = DEFAULT_RELEASE
+) -> bool:
     """Rule ``spec-drafter-config``: no ``method`` is stated, a drafter is named, its name does
-    not decide the method, and the drafter's ``model_type`` (which does) is not given."""
-    return raw.get("method") is None and norm.get("method") == "draft_model" and drafter_model_type is None
+    not decide the method, and the drafter's ``model_type`` (which does) is not given. On 0.34
+    (rule ``spec-method-infer``) vLLM detects the method of any drafter without one from its
+    checkpoint, so neither its name nor a model_type decides it."""
+    if norm.get("method") != "draft_model" or raw.get("method") is not None:
+        return False
+    infer = rules_of(release).get("spec-method-infer")
+    if infer is not None and infer.data.get("from_checkpoint"):
+        return norm.get("model") is not None
+    return drafter_model_type is None
 
 
 def _spec_drafter_config(lint: _Lint) -> None:
     """Rule ``spec-drafter-config``: the method vLLM runs can depend on the drafter's config.json."""
     if lint.norm is None:
         return
-    if method_unknown_offline(lint.raw, lint.norm, lint.drafter_model_type):
+    if method_unknown_offline(lint.raw, lint.norm, lint.drafter_model_type, lint.release):
         lint.rejected = True  # no config id: the method is not known
-        lint.add(
-            "not-modelled",
-            "warning" if lint.lossy else "info",
-            "no method is set: vLLM 0.33 runs mtp if the drafter's config.json has an MTP model_type "
-            "(a gemma4_assistant drafter is rewritten to gemma4_mtp) and draft_model otherwise; "
-            "qualgate cannot read config.json, so it gives no config id. Set `method`, or pass "
-            f"--drafter-model-type ({cite('spec-drafter-config')}).",
-            _k_of("model"),
-        )
+        if lint.rule("spec-drafter-config") is None:  # 0.34: detected from the checkpoint
+            why = (
+                f"no method is set: vLLM {lint.release} detects it from the draft checkpoint (the "
+                "speculator its config declares, else its name), which qualgate cannot read, so it "
+                f"gives no config id. Set `method` ({lint.cite('spec-method-infer')})."
+            )
+        else:
+            why = (
+                f"no method is set: vLLM {lint.release} runs mtp if the drafter's config.json has an MTP "
+                "model_type (a gemma4_assistant drafter is rewritten to gemma4_mtp) and draft_model otherwise; "
+                "qualgate cannot read config.json, so it gives no config id. Set `method`, or pass "
+                f"--drafter-model-type ({lint.cite('spec-drafter-config')})."
+            )
+        lint.add("not-modelled", "warning" if lint.lossy else "info", why, _k_of("model"))
     elif lint.drafter_model_type and lint.raw.get("method") != lint.method:
         lint.notes.append(
             f"with a drafter of model_type {lint.drafter_model_type!r} vLLM runs method {lint.method!r} "
-            f"({cite('spec-drafter-config')}); the config id is computed with it"
+            f"({lint.cite('spec-drafter-config')}); the config id is computed with it"
         )
 
 
@@ -344,15 +447,16 @@ def _spec_k_default(lint: _Lint) -> None:
     """Rule ``spec-k-default``: the K vLLM uses when the config leaves it out."""
     if lint.norm is not None and lint.raw.get("num_speculative_tokens") is None:
         lint.notes.append(
-            f"num_speculative_tokens is not set: vLLM uses {lint.K} for {lint.method} ({cite('spec-k-default')})"
+            f"num_speculative_tokens is not set: vLLM uses {lint.K} for {lint.method} ({lint.cite('spec-k-default')})"
         )
 
 
 def _fly_rules(lint: _Lint) -> None:
-    """Rule ``fly-rules``: what vLLM 0.33 refuses of FLy's settings, in its own words."""
-    if lint.norm is None or lint.rsm != "fly" or lint.K is None:
+    """Rule ``fly-rules``: what vLLM refuses of FLy's settings, in its own words (0.32 has no FLy:
+    its method literal refuses ``fly`` before)."""
+    if lint.norm is None or lint.rsm != "fly" or lint.K is None or lint.rule("fly-rules") is None:
         return
-    K, w, fly_msgs = lint.K, lint.spec.get("fly_window_size"), rule("fly-rules").data["messages"]
+    K, w, fly_msgs = lint.K, lint.spec.get("fly_window_size"), lint.rule("fly-rules").data["messages"]
     if K < 2:
         lint.reject(f"{fly_msgs[0]} (num_speculative_tokens = {K})", _k_of("num_speculative_tokens"))
     elif isinstance(w, int) and w >= K:
@@ -373,14 +477,14 @@ def _synthetic_rates(lint: _Lint) -> None:
 def _hetero_vocab(lint: _Lint) -> None:
     """Rule ``hetero-vocab``: what a heterogeneous-vocabulary drafter needs."""
     spec = lint.spec
-    if lint.norm is None or not spec.get("use_heterogeneous_vocab"):
+    if lint.norm is None or not spec.get("use_heterogeneous_vocab") or lint.rule("hetero-vocab") is None:
         return
     problems = (
         lint.method != "draft_model",
         spec.get("draft_sample_method", "greedy") != "greedy",
         bool(spec.get("use_local_argmax_reduction")),
     )
-    for bad, msg in zip(problems, rule("hetero-vocab").data["messages"]):
+    for bad, msg in zip(problems, lint.rule("hetero-vocab").data["messages"]):
         if bad:
             lint.reject(msg, _k_of("use_heterogeneous_vocab"))
 
@@ -415,7 +519,11 @@ def _resolve(lint: _Lint) -> None:
     if lint.rejected or not lint.modelled:
         return
     try:
-        resolved = resolve_speculative(stated_method(lint.cfg, lint.drafter_model_type).speculative, allow_unknown=True)
+        resolved = resolve_speculative(
+            stated_method(lint.cfg, lint.drafter_model_type, lint.release).speculative,
+            allow_unknown=True,
+            release=lint.release,
+        )
     except ValueError as exc:
         lint.reject(f"{exc}.", "speculative_config")
     else:
@@ -525,7 +633,7 @@ def _config_id(lint: _Lint) -> None:
     """The config id, for a config qualgate resolves and models fully."""
     if lint.resolved is not None and not lint.unknown and lint.modelled:
         try:
-            cfg = stated_method(lint.cfg, lint.drafter_model_type)
+            cfg = stated_method(lint.cfg, lint.drafter_model_type, lint.release)
             lint.cid = cfg.config_id() if cfg.model else None
         except ValueError:
             lint.cid = None
@@ -562,9 +670,18 @@ def _synthetic_problem(spec, K) -> str | None:
 
 
 def lint(
-    path, *, manifests: tuple = (), assume_entrypoint: str | None = None, drafter_model_type: str | None = None
+    path,
+    *,
+    manifests: tuple = (),
+    assume_entrypoint: str | None = None,
+    drafter_model_type: str | None = None,
+    vllm_version: str | None = None,
 ) -> LintReport:
     """Read a serving config file (:func:`read_serving_config`, with its ``manifests`` and
-    ``assume_entrypoint``) and lint it."""
+    ``assume_entrypoint``) and lint it with the rules of the vLLM release it runs
+    (``vllm_version``, else the version its files state, else 0.33)."""
+    from ._release import deployment_release
+
     cfg = read_serving_config(path, manifests=manifests, assume_entrypoint=assume_entrypoint)
-    return lint_config(cfg, drafter_model_type=drafter_model_type)
+    found = deployment_release(cfg, vllm_version, required=False) if vllm_version else None
+    return lint_config(cfg, drafter_model_type=drafter_model_type, release=found.minor if found else None)

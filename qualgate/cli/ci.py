@@ -30,7 +30,14 @@ def _gh_escape(text: str, *, prop: bool = False) -> str:
 
 
 def _deployment_options(fn):
-    """--manifest, --assume-entrypoint and --drafter-model-type, shared by lint and check."""
+    """--manifest, --assume-entrypoint, --drafter-model-type and --vllm-version, shared by lint and check."""
+    fn = click.option(
+        "--vllm-version",
+        metavar="X.Y.Z",
+        help="The vLLM release the deployment runs, when its files do not state it (an image tag "
+        "vllm/vllm-openai:vX.Y.Z, a pinned vllm==X.Y.Z): its rules apply (0.32, 0.33, 0.34). check "
+        "refuses a config whose release it cannot tell, and evidence decoded on another minor release.",
+    )(fn)
     fn = click.option(
         "--drafter-model-type",
         metavar="TYPE",
@@ -70,7 +77,7 @@ def _deployment_options(fn):
     help="text; json (a list of reports); github (workflow annotations).",
 )
 @_deployment_options
-def lint(configs, fail_on, fmt, manifests, assume_entrypoint, drafter_model_type):
+def lint(configs, fail_on, fmt, manifests, assume_entrypoint, drafter_model_type, vllm_version):
     """Report what vLLM serving configs really do: lossy verifiers, FLy windows, rejections.
 
     CONFIG is a `vllm serve ...` command line or shell script (also `python -m
@@ -96,6 +103,7 @@ def lint(configs, fail_on, fmt, manifests, assume_entrypoint, drafter_model_type
                     manifests=manifests,
                     assume_entrypoint=assume_entrypoint,
                     drafter_model_type=drafter_model_type,
+                    vllm_version=vllm_version,
                 )
             )
         except DataError as exc:
@@ -240,6 +248,7 @@ def check(
     manifests,
     assume_entrypoint,
     drafter_model_type,
+    vllm_version,
 ):
     """Block a lossy serving config unless a verified gate report passed exactly this config.
 
@@ -256,8 +265,13 @@ def check(
     engine, drafter and seed derivation, at a total margin no looser than --max-margin.
     With GITHUB_STEP_SUMMARY set, a markdown summary is appended to it.
 
+    The vLLM release the deployment runs (its image tag, a pinned requirement, a version
+    field, or --vllm-version) decides which rules apply; a config whose release cannot be told
+    (none stated, `latest`), or evidence decoded on another minor release, is exit 3.
+
     \b
-    Exit codes: 0 allowed, 1 refused, 2 usage error, 3 unreadable config or evidence.
+    Exit codes: 0 allowed, 1 refused, 2 usage error, 3 unreadable config or evidence, or an
+                unknown vLLM release.
     """
     from qualgate.verdict.policy import read_policy
 
@@ -281,6 +295,7 @@ def check(
             assume_entrypoint=assume_entrypoint,
             drafter_model_type=drafter_model_type,
             against_target=against_target,
+            vllm_version=vllm_version,
             progress=None if bar is None else bar.at,
         )
     if fmt == "json":

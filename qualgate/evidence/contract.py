@@ -151,6 +151,10 @@ class ReportSide(_Part):
     #: suite -> the metric another tool's log was read on (``<tool>:<metric>``, the records'
     #: ``decided_by``); written only for sides imported from such logs
     metric: Mapping[str, str] = dataclasses.field(default_factory=dict, metadata=_read(_dict))
+    #: the engine and version the side's records name (absent: records or a report written
+    #: before qualgate kept them)
+    engine: str | None = None
+    engine_version: str | None = None
 
     @classmethod
     def of(cls, side) -> ReportSide:

@@ -492,8 +492,9 @@ class _Check:
         if not isinstance(side, dict):
             self.fail("must be an object", field)
         self.string(side.get("config_id"), f"{field}.config_id")
-        if side.get("mode") is not None:
-            self.string(side["mode"], f"{field}.mode")
+        for key in ("mode", "engine", "engine_version"):  # optional (engine: issue 45)
+            if side.get(key) is not None:
+                self.string(side[key], f"{field}.{key}")
         files = side.get("files")
         if not isinstance(files, list) or not files:
             self.fail("must list the record files read", f"{field}.files")

@@ -63,6 +63,8 @@ KEPT = (
     "output",
     "token_ids",
     "top2_margins",
+    "engine",
+    "engine_version",
 )
 #: JSON Lines is read this many bytes at a time (each block cut at its last newline).
 BLOCK = 16 << 20
@@ -264,7 +266,7 @@ def _parquet_column(column, target, field, pa, pc):
 
 
 #: Columns with a value or two per side (one configuration): kept dictionary-encoded.
-_LABELS = ("config_id", "run_id", "mode")
+_LABELS = ("config_id", "run_id", "mode", "engine", "engine_version")
 
 
 def _compact(table, pa):

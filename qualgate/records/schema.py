@@ -133,6 +133,8 @@ SCHEMA = (
     Field("token_ids",       _TOKEN_IDS, False, "the emitted token ids, in order"),
     Field("top2_margins",    _MARGINS, False, "per emitted token: the target's top-1 minus top-2 probability there"),
     Field("error",           _TEXT,   False, "the engine's (or the judge's) error message (with outcome ``error`` or ``judge_error``)"),
+    Field("engine",          _NAME,   False, "the engine that decoded (``vllm``, ``reference``); absent in records written before it was kept"),
+    Field("engine_version",  _NAME,   False, "that engine's version (``0.34.0``; vLLM's ``__version__`` or a server's ``/version``)"),
 )
 # fmt: on
 
@@ -189,6 +191,8 @@ class Record:
     token_ids: list | None = None
     top2_margins: list | None = None
     error: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
 
     def __post_init__(self):
         _validate(self.__dict__)

@@ -267,7 +267,7 @@ def _grades(batch: Sequence[WorkItem], gens) -> list:
     return out
 
 
-def _record(run_id, config_id, mode, item: WorkItem, gen, grade=None) -> dict[str, Any]:
+def _record(run_id, config_id, mode, item: WorkItem, gen, grade=None, identity=None) -> dict[str, Any]:
     q, suite = item.question, item.suite
     rec: dict[str, Any] = {
         "schema_version": 1,
@@ -305,6 +305,8 @@ def _record(run_id, config_id, mode, item: WorkItem, gen, grade=None) -> dict[st
         "top2_margins",
     ):
         rec[name] = getattr(gen, name)
+    if identity:  # the engine and its version, as the backend reports them (info()["identity"])
+        rec.update(engine=identity.get("engine"), engine_version=identity.get("version"))
     return {k: v for k, v in rec.items() if v is not None}
 
 
@@ -786,7 +788,7 @@ class _ConfigRunner:
                     raise RuntimeError(f"backend {cfg.engine!r} returned {len(gens)} results for {len(batch)} requests")
                 writer.write_batch(
                     [
-                        _record(self.run_id, cid, cfg.mode, w, g, grade)
+                        _record(self.run_id, cid, cfg.mode, w, g, grade, entry["info"].get("identity"))
                         for w, g, grade in zip(batch, gens, _grades(batch, gens))
                     ]
                 )

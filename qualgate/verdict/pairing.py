@@ -82,9 +82,13 @@ class Side:
     #: (suite, metric) of records imported from another tool's log: the ``decided_by`` their
     #: importer wrote (``<tool>:<metric>``), one per suite (:mod:`qualgate.records.importers`)
     metrics: tuple[tuple[str, str], ...] = ()
+    #: the engine and version its records name (``None``: records written before qualgate kept them)
+    engine: str | None = None
+    engine_version: str | None = None
 
     def to_dict(self) -> dict:
-        return {
+        engine = {"engine": self.engine, "engine_version": self.engine_version} if self.engine else {}
+        return engine | {
             "path": self.path,
             "config_id": self.config_id,
             "mode": self.mode,
@@ -297,6 +301,7 @@ def _describe(records, table, label: str, path) -> Side:
         tuple(getattr(records, "sha256", ())),
         tuple(decided),
         _imported_metrics(table, decided),
+        *_engine(table, label, path),
     )
 
 
@@ -315,6 +320,26 @@ def _imported_metrics(table, decided) -> tuple[tuple[str, str], ...]:
         if p["d"] is not None and p["d"].startswith(_IMPORTED):
             by_suite.setdefault(p["s"], set()).add(p["d"])
     return tuple((s, " + ".join(sorted(d))) for s, d in sorted(by_suite.items()))
+
+
+def _engine(table, label: str, path) -> tuple[str | None, str | None]:
+    """The one (engine, engine_version) a side's records name (``None``: records written before
+    qualgate kept them); refused when they name several, or only some of them name one."""
+    if "engine" not in table.column_names:
+        return None, None
+    engines = set(pc.unique(table["engine"]).to_pylist())
+    versions = set(pc.unique(table["engine_version"]).to_pylist())
+    if engines == versions == {None}:
+        return None, None
+    if len(engines) > 1 or len(versions) > 1:
+        shown = ", ".join(sorted(f"{e} {v}" for e in engines for v in versions))
+        raise DataError(
+            f"{label} records name more than one engine or version (among {shown}; absent: None): a "
+            "baseline or candidate argument must come from one engine at one version",
+            file=str(path),
+            field="engine_version",
+        )
+    return engines.pop(), versions.pop()
 
 
 def _key_tuples(table, rows) -> list:

@@ -185,6 +185,35 @@ def _serve_args(words: list[tuple[str, int]]):
     return None
 
 
+_PIN = re.compile(r"^vllm(?:\[[^\]]*\])?==(\S+)$")
+_IMAGE = re.compile(r"^(?:docker\.io/)?vllm/vllm-openai(?::(\S+))?$")
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def stated_release(prefix: list[tuple[str, int]], *, path: str) -> dict[str, Any]:
+    """What the words before vLLM's own arguments state about the server (issue 45): its release,
+    from an image tag ``vllm/vllm-openai:vX.Y.Z`` (no tag: ``latest``) or a pinned requirement
+    ``vllm==X.Y.Z`` (``uv run --with``, ``uvx --from``), and the variables set for it (leading
+    ``NAME=value`` words, ``env``, ``docker run -e/--env``). :class:`ServingConfig` fields."""
+    out: dict[str, Any] = {"environment": {}}
+    names = [w for w, _ in prefix]
+    for w, line in prefix:
+        image, pin = _IMAGE.match(w), _PIN.match(w)
+        if image or pin:
+            tag = (image.group(1) or "latest") if image else pin.group(1)
+            out["vllm_version"] = tag.removeprefix("v") if re.match(r"v\d", tag) else tag
+            out["vllm_version_source"] = f"{path}:{line}: {'image' if image else 'requirement'} {w}"
+    i = 1 if names[:1] == ["env"] else 0
+    while i < len(names) and _ASSIGN.match(names[i]):
+        out["environment"].update([_ASSIGN.match(names[i]).groups()])
+        i += 1
+    for j, w in enumerate(names):
+        value = names[j + 1] if w in ("-e", "--env") and j + 1 < len(names) else w.removeprefix("--env=")
+        if (w in ("-e", "--env") or w.startswith("--env=")) and _ASSIGN.match(value):
+            out["environment"].update([_ASSIGN.match(value).groups()])
+    return out
+
+
 def _scalar(text: str):
     try:
         return json.loads(text)

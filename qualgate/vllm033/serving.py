@@ -53,6 +53,7 @@ from qualgate.vllm033.cli_args import (
     _serve_args,
     _shell_words,
     parse_command_line,
+    stated_release,
 )
 from qualgate.vllm033.deployments import NoServeCommand, read_deployment
 from qualgate.vllm033.serving_config import _NUMERIC_KEYS, ServingConfig, _key_lines
@@ -194,7 +195,9 @@ def _read_other(text: str, spath: str) -> ServingConfig:
         if serves:
             command, (entry, args, box) = serves[0]
             _scan_other_commands(commands, command, path=spath)
-            return parse_command_line(args, path=spath, fmt="command-line", entry=entry, container=box)
+            cfg = parse_command_line(args, path=spath, fmt="command-line", entry=entry, container=box)
+            stated = stated_release(command[: len(command) - len(args)], path=spath)
+            return dataclasses.replace(cfg, **stated)
         if re.match(r"--?[A-Za-z]", commands[0][0][0]):
             return parse_command_line([w for c in commands for w in c], path=spath, fmt="args-file")
 

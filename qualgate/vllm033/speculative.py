@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from qualgate.vllm033.rules import cite, rule
+from qualgate.vllm033.rules import DEFAULT_RELEASE, cite, rule, rules_of
 
 __all__ = [
     "DRAFT_SAMPLE_METHODS",
@@ -116,7 +116,7 @@ _TRUE = {"1", "on", "t", "true", "y", "yes"}
 _FALSE = {"0", "off", "f", "false", "n", "no"}
 
 
-def _lax(name: str, kind: str, value: Any) -> Any:
+def _lax(name: str, kind: str, value: Any, release: str = DEFAULT_RELEASE) -> Any:
     """``value`` as pydantic's lax mode validates it for a field of ``kind`` (rule
     ``spec-lax-types``). Where qualgate is not sure pydantic accepts a spelling, it refuses."""
     if kind.endswith("?"):
@@ -155,12 +155,12 @@ def _lax(name: str, kind: str, value: Any) -> Any:
         if isinstance(value, str):
             return value
         raise bad
-    allowed = rule("spec-method-literal").data[
+    allowed = rule("spec-method-literal", release).data[
         {"method": "methods", "rsm": "rejection_sample_methods", "dsm": "draft_sample_methods"}[kind]
     ]
     if isinstance(value, str) and value in allowed:
         return value
-    raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r} ({cite('spec-method-literal')})")
+    raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r} ({cite('spec-method-literal', release)})")
 
 
 def _is_custom_proposer_path(model: str | None) -> bool:
@@ -171,8 +171,11 @@ def _is_custom_proposer_path(model: str | None) -> bool:
     return len(parts) >= 2 and all(p.isidentifier() for p in parts)
 
 
-def normalise_speculative(speculative: Mapping[str, Any], *, drafter_model_type: str | None = None) -> dict[str, Any]:
-    """A raw ``speculative_config`` as vLLM 0.33 reads it, before qualgate's defaults.
+def normalise_speculative(
+    speculative: Mapping[str, Any], *, drafter_model_type: str | None = None, release: str = DEFAULT_RELEASE
+) -> dict[str, Any]:
+    """A raw ``speculative_config`` as vLLM ``release`` (``"0.33"``; :data:`~qualgate.vllm033.rules.RELEASES`)
+    reads it, before qualgate's defaults: each rule below is that release's row.
 
     ``drafter_model_type``: the ``model_type`` of the drafter's config.json, which vLLM reads
     and qualgate cannot (rule ``spec-drafter-config``); ``None``: not known.
@@ -189,106 +192,114 @@ def normalise_speculative(speculative: Mapping[str, Any], *, drafter_model_type:
     spec: dict[str, Any] = {}
     for key, value in speculative.items():
         spec[str(key).replace("-", "_")] = value  # later spellings win, as in vLLM
-    fields = rule("spec-extra-forbid").data["fields"]
+    rules = rules_of(release)
+    fields = rules["spec-extra-forbid"].data["fields"]
     extra = sorted(k for k in spec if k not in fields)
     if extra:
         raise ValueError(
-            f"vLLM refuses speculative_config key(s) {extra}: not fields of "
-            f"SpeculativeConfig ({cite('spec-extra-forbid')})"
+            f"vLLM {release} refuses speculative_config key(s) {extra}: not fields of "
+            f"SpeculativeConfig ({cite('spec-extra-forbid', release)})"
         )
     for key, kind in _FIELD_KINDS.items():
         if key in spec:
-            spec[key] = _lax(key, kind, spec[key])
+            spec[key] = _lax(key, kind, spec[key], release)
     if spec.get("tensor_parallel_size") is not None:  # rule spec-tp-in-spec
         raise ValueError(
             "'tensor_parallel_size' is not a valid argument in the "
             "speculative_config. Please pass 'draft_tensor_parallel_size' instead."
         )
-    for key, (op, bound) in rule("spec-field-bounds").data["bounds"].items():
+    for key, (op, bound) in rules["spec-field-bounds"].data["bounds"].items():
         v = spec.get(key)
         if v is not None and not (v > bound if op == "gt" else v >= bound):
             raise ValueError(
-                f"{key} must be {'>' if op == 'gt' else '>='} {bound}, got {v!r} ({cite('spec-field-bounds')})"
+                f"{key} must be {'>' if op == 'gt' else '>='} {bound}, got {v!r} ({cite('spec-field-bounds', release)})"
             )
 
     model, method = spec.get("model"), spec.get("method")
+    # 0.34 (rule spec-method-infer of 0.34): a drafter without a method is detected from its
+    # checkpoint, which qualgate cannot read; the method is kept as draft_model here and
+    # method_unknown_offline() says it is not known
+    from_checkpoint = "spec-method-infer" in rules and rules["spec-method-infer"].data.get("from_checkpoint")
+    methods = rules["spec-method-literal"].data["methods"]
     if method is None:
-        if _is_custom_proposer_path(model):
+        if "custom_class" in methods and _is_custom_proposer_path(model):
             method = "custom_class"
         elif model in ("ngram", "[ngram]"):
             method = "ngram"
         else:
             method = "draft_model"
-    if method in rule("spec-method-literal").data["methods"] and method.endswith("_mtp"):
+    if method in methods and method.endswith("_mtp"):
         method = "mtp"  # spec-mtp-alias
-    needs = rule("spec-model-needed").data
+    needs = rules["spec-model-needed"].data
     if model is None and method not in needs["self_drafting"] + needs["model_free"]:
         raise ValueError(
-            f"num_speculative_tokens was provided but without speculative model. ({cite('spec-model-needed')})"
+            f"num_speculative_tokens was provided but without speculative model. ({cite('spec-model-needed', release)})"
         )
-    if model is not None and method not in (
-        "eagle",
-        "eagle3",
-        "dflash",
-        "dspark",
-        *needs["model_free"],
-        "custom_class",
-    ):
-        for part, named in rule("spec-method-by-name").data["by_name"]:
+    explicit = ("eagle", "eagle3", "dflash", "dspark", *needs["model_free"], "custom_class")
+    if model is not None and method not in explicit and "spec-method-by-name" in rules:
+        for part, named in rules["spec-method-by-name"].data["by_name"]:
             if part in model.lower():
                 method = named
                 break
-    drafter = rule("spec-drafter-config").data
     if (
         drafter_model_type is not None
         and model is not None
-        and method not in ("eagle", "eagle3", "dflash", "dspark", *needs["model_free"], "custom_class")
+        and method not in explicit
+        and "spec-drafter-config" in rules
+        and not from_checkpoint
     ):
+        drafter = rules["spec-drafter-config"].data
         typ = "gemma4_mtp" if drafter_model_type in drafter["gemma4_assistants"] else drafter_model_type
         if typ in drafter["mtp_model_types"]:
             method = "mtp"
+        method = drafter.get("by_model_type", {}).get(typ, method)  # 0.32: medusa, mlp_speculator
     spec["method"] = method
-    _checks_of_the_method(spec)
+    _checks_of_the_method(spec, release)
     if spec.get("num_speculative_tokens") is None:
+        k_default = rules["spec-k-default"].data
         if method == "suffix":
-            spec["num_speculative_tokens"] = spec.get(
-                "suffix_decoding_max_tree_depth", rule("spec-k-default").data["suffix_default"]
-            )
+            depth = spec.get("suffix_decoding_max_tree_depth", k_default["suffix_default"])
+            cap = k_default.get("suffix_cap")  # 0.34: min(8, depth)
+            spec["num_speculative_tokens"] = depth if cap is None or not isinstance(depth, int) else min(cap, depth)
         else:
             raise ValueError(
                 "num_speculative_tokens is not set: vLLM takes it from the drafter's config "
                 "(n_predict, or block_size for dspark), which qualgate cannot read, and "
                 "otherwise refuses the config; set it explicitly "
-                f"({cite('spec-k-default')})"
+                f"({cite('spec-k-default', release)})"
             )
     return spec
 
 
-def _checks_of_the_method(spec: dict[str, Any]) -> None:
+def _checks_of_the_method(spec: dict[str, Any], release: str = DEFAULT_RELEASE) -> None:
     """vLLM's refusals that depend on the method and verifier (rules ``spec-prompt-lookup``,
     ``synthetic-rates``, ``spec-attention-backend``)."""
     if spec["method"] == "ngram":
         lo, hi = spec.get("prompt_lookup_min"), spec.get("prompt_lookup_max")
         lo, hi = (lo if lo is not None else hi), (hi if hi is not None else lo)
         if lo is not None and hi is not None and lo > hi:
-            raise ValueError(f"prompt_lookup_min={lo} must be <= prompt_lookup_max={hi} ({cite('spec-prompt-lookup')})")
+            raise ValueError(
+                f"prompt_lookup_min={lo} must be <= prompt_lookup_max={hi} ({cite('spec-prompt-lookup', release)})"
+            )
     if spec.get("rejection_sample_method", "standard") != "synthetic" and any(
         spec.get(k) is not None for k in ("synthetic_acceptance_rates", "synthetic_acceptance_length")
     ):
         raise ValueError(
             "synthetic_acceptance_rates / synthetic_acceptance_length are only valid with "
-            f"rejection_sample_method='synthetic' ({cite('synthetic-rates')})"
+            f"rejection_sample_method='synthetic' ({cite('synthetic-rates', release)})"
         )
     backend = spec.get("attention_backend")
     if isinstance(backend, str) and backend.lower() != "auto":
-        if backend.upper() not in rule("cli-attention-backend").data["members"]:
+        if backend.upper() not in rule("cli-attention-backend", release).data["members"]:
             raise ValueError(
                 f"attention_backend {backend!r} is not a member of AttentionBackendEnum "
-                f"({cite('spec-attention-backend')})"
+                f"({cite('spec-attention-backend', release)})"
             )
 
 
-def resolve_speculative(speculative: Mapping[str, Any] | None, *, allow_unknown: bool = False) -> dict[str, Any] | None:
+def resolve_speculative(
+    speculative: Mapping[str, Any] | None, *, allow_unknown: bool = False, release: str = DEFAULT_RELEASE
+) -> dict[str, Any] | None:
     """Validate a ``speculative_config`` and fill in vLLM 0.33's defaults.
 
     Parameters
@@ -298,6 +309,8 @@ def resolve_speculative(speculative: Mapping[str, Any] | None, *, allow_unknown:
         mapping means target-only decoding and resolves to ``None``.
     allow_unknown : bool
         Keep keys qualgate does not know instead of rejecting them.
+    release : str
+        The vLLM minor version whose reading applies (:func:`normalise_speculative`).
 
     Returns
     -------
@@ -315,7 +328,7 @@ def resolve_speculative(speculative: Mapping[str, Any] | None, *, allow_unknown:
         return None
     if not isinstance(speculative, Mapping):
         raise ValueError(f"speculative_config must be a mapping, got {speculative!r}")
-    speculative = normalise_speculative(speculative)
+    speculative = normalise_speculative(speculative, release=release)
     unknown = sorted(set(speculative) - set(SPECULATIVE_KEYS))
     if unknown and not allow_unknown:
         raise ValueError(

@@ -582,7 +582,7 @@ def hide_records(root: Path):
 
 
 def check_args(config, evidence, args, mode):
-    return ["check", str(config), "--evidence", str(evidence), *map(str, args)] + (
+    return ["check", "--vllm-version", "0.33.0", str(config), "--evidence", str(evidence), *map(str, args)] + (
         ["--trust-unsigned"] if mode == "trust-unsigned" else []
     )
 

@@ -7,11 +7,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from qualgate.ci import check, parse_age, read_serving_config
+from qualgate.ci import check as _check
+from qualgate.ci import parse_age, read_serving_config
 from qualgate.cli import cli
 from qualgate.config.decoding import load_config, load_plan
 
 import support
+
+
+def check(*args, **kwargs):
+    """:func:`qualgate.ci.check` of a deployment on vLLM 0.33.0, stated as ``--vllm-version``
+    would (these configs' files do not state their release)."""
+    return _check(*args, vllm_version="0.33.0", **kwargs)
+
 
 DATA = Path(__file__).parent / "data"
 N = 600
@@ -102,7 +110,7 @@ def evidence(tmp_path_factory):
 
 
 def run(*args, env=None):
-    return CliRunner(env=env).invoke(cli, ["check", *map(str, args)])
+    return CliRunner(env=env).invoke(cli, ["check", "--vllm-version", "0.33.0", *map(str, args)])
 
 
 # ------------------------------------------------------------------ the binding

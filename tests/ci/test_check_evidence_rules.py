@@ -9,11 +9,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from qualgate.ci import check, read_serving_config
+from qualgate.ci import check as _check
+from qualgate.ci import read_serving_config
 from qualgate.cli import cli
 from qualgate.config.decoding import load_config
 
 import support
+
+
+def check(*args, **kwargs):
+    """:func:`qualgate.ci.check` of a deployment on vLLM 0.33.0, stated as ``--vllm-version``
+    would (these configs' files do not state their release)."""
+    return _check(*args, vllm_version="0.33.0", **kwargs)
+
 
 DATA = Path(__file__).parent / "data"
 TARGET = DATA / "target.decoding.yaml"
@@ -123,7 +131,18 @@ def test_allow_key_never_waives_a_key_that_changes_lossiness(records, tmp_path):
     served.write_text(
         (DATA / "fly-w2.yaml").read_text().replace("fly_entropy_threshold: 0.3", "fly_entropy_threshold: 5.0")
     )
-    r = invoke("check", served, "--evidence", rep, "--max-margin", 0.05, "--allow-key", "fly_entropy_threshold")
+    r = invoke(
+        "check",
+        "--vllm-version",
+        "0.33.0",
+        served,
+        "--evidence",
+        rep,
+        "--max-margin",
+        0.05,
+        "--allow-key",
+        "fly_entropy_threshold",
+    )
     assert r.exit_code == 1, r.output
     assert "--allow-key fly_entropy_threshold: these keys can change what a lossy verifier accepts" in r.output
     # a key that only places the drafter is still waivable
@@ -132,6 +151,8 @@ def test_allow_key_never_waives_a_key_that_changes_lossiness(records, tmp_path):
     assert (
         invoke(
             "check",
+            "--vllm-version",
+            "0.33.0",
             tmp_path / "tp.yaml",
             "--evidence",
             rep,
@@ -151,6 +172,8 @@ def test_an_empty_evidence_key_is_a_configuration_error(records, tmp_path):
     rep = gate_report(records, tmp_path / "fixed.json")
     r = invoke(
         "check",
+        "--vllm-version",
+        "0.33.0",
         DATA / "fly-w2.yaml",
         "--evidence",
         rep,
@@ -169,12 +192,28 @@ def test_an_empty_evidence_key_is_a_configuration_error(records, tmp_path):
 def test_without_a_key_check_says_what_it_could_not_verify(records, tmp_path):
     rep = gate_report(records, tmp_path / "fixed.json")
     r = invoke(
-        "check", DATA / "fly-w2.yaml", "--evidence", rep, "--max-margin", 0.05, env={"QUALGATE_EVIDENCE_KEY": None}
+        "check",
+        "--vllm-version",
+        "0.33.0",
+        DATA / "fly-w2.yaml",
+        "--evidence",
+        rep,
+        "--max-margin",
+        0.05,
+        env={"QUALGATE_EVIDENCE_KEY": None},
     )
     assert r.exit_code == 0, r.output
     assert "not verifiable without QUALGATE_EVIDENCE_KEY: the report's created_at" in r.output
     r = invoke(
-        "check", DATA / "fly-w2.yaml", "--evidence", rep, "--max-margin", 0.05, env={"QUALGATE_EVIDENCE_KEY": "k"}
+        "check",
+        "--vllm-version",
+        "0.33.0",
+        DATA / "fly-w2.yaml",
+        "--evidence",
+        rep,
+        "--max-margin",
+        0.05,
+        env={"QUALGATE_EVIDENCE_KEY": "k"},
     )
     assert r.exit_code == 1 and "not verifiable without" not in r.output  # unsigned, and a key is set
 
@@ -192,7 +231,9 @@ def test_a_newline_in_a_record_file_name_cannot_inject_workflow_commands(records
         "gate", d / "target.jsonl", evil, "--margin", 0.05, "--baseline-config", TARGET, "--output", d / "g.json"
     )
     assert r.exit_code == 0, r.output
-    c = invoke("check", DATA / "fly-w2.yaml", "--evidence", d / "g.json", "--max-margin", 0.05)
+    c = invoke(
+        "check", "--vllm-version", "0.33.0", DATA / "fly-w2.yaml", "--evidence", d / "g.json", "--max-margin", 0.05
+    )
     for out in (r.output, c.output):
         assert not any(line.lstrip().startswith("::") for line in out.splitlines()), out
 
@@ -241,7 +282,18 @@ def test_candidate_record_files_that_share_a_name_are_recomputed(records, tmp_pa
 @pytest.mark.parametrize("age", ["99999999999d", "100000000000", "1e400"])
 def test_a_huge_max_age_is_no_limit_not_a_crash(records, tmp_path, age):
     rep = gate_report(records, tmp_path / "fixed.json")
-    r = invoke("check", DATA / "fly-w2.yaml", "--evidence", rep, "--max-margin", 0.05, "--max-age", age)
+    r = invoke(
+        "check",
+        "--vllm-version",
+        "0.33.0",
+        DATA / "fly-w2.yaml",
+        "--evidence",
+        rep,
+        "--max-margin",
+        0.05,
+        "--max-age",
+        age,
+    )
     assert r.exit_code in (0, 2), r.output
     assert "Traceback" not in r.output and "Overflow" not in r.output
 
@@ -259,7 +311,7 @@ def test_a_huge_max_questions_is_a_usage_error_and_a_large_one_a_verdict(records
 def test_a_5001_digit_integer_in_a_serve_line_names_the_file(tmp_path):
     p = tmp_path / "serve.sh"
     p.write_text("vllm serve Qwen/Qwen3-8B --max-num-seqs " + "9" * 5001 + "\n")
-    r = invoke("check", p)
+    r = invoke("check", "--vllm-version", "0.33.0", p)
     assert r.exit_code == 3, r.output
     assert str(p) in r.output
 

@@ -75,7 +75,10 @@ def test_check_with_records_hashes_only_the_files_the_report_names(report, hashe
     out, d = report
     _sparse(d / "unrelated.jsonl")
     (d / "notes.csv").write_text("not,a,record\n")
-    r = CliRunner().invoke(cli, ["check", str(DATA / "fly-w2.yaml"), "--evidence", str(out), "--records", str(d)])
+    r = CliRunner().invoke(
+        cli,
+        ["check", "--vllm-version", "0.33.0", str(DATA / "fly-w2.yaml"), "--evidence", str(out), "--records", str(d)],
+    )
     assert r.exit_code == 0, r.output
     assert "verified by: records" in r.output
     # the recomputation reads them through numbered links ("00000-target.jsonl": shard files
@@ -88,7 +91,10 @@ def test_a_named_record_file_replaced_by_a_64_gib_sparse_file_is_refused_unhashe
     out, d = report
     (d / "fly-w2.jsonl").unlink()
     _sparse(d / "fly-w2.jsonl")
-    r = CliRunner().invoke(cli, ["check", str(DATA / "fly-w2.yaml"), "--evidence", str(out), "--records", str(d)])
+    r = CliRunner().invoke(
+        cli,
+        ["check", "--vllm-version", "0.33.0", str(DATA / "fly-w2.yaml"), "--evidence", str(out), "--records", str(d)],
+    )
     assert r.exit_code == 1 and not isinstance(r.exception, AssertionError), r.output
     assert f"over {LIMITS['records']:,} bytes" in r.output
     assert "fly-w2.jsonl" not in hashed

@@ -41,7 +41,18 @@ def decide(root: Path, base, cand, seeds, shuffle, *order):
     g = invoke("gate", b, c, "--sequential", "--margin", 0.05, "--baseline-config", TARGET, "--output", rep, *order)
     assert g.exit_code in (0, 1, 4), g.output
     verdict = json.loads(rep.read_text())["verdict"]
-    k = invoke("check", DATA / "fly-w2.yaml", "--evidence", rep, "--max-margin", 0.05, "--format", "json")
+    k = invoke(
+        "check",
+        "--vllm-version",
+        "0.33.0",
+        DATA / "fly-w2.yaml",
+        "--evidence",
+        rep,
+        "--max-margin",
+        0.05,
+        "--format",
+        "json",
+    )
     assert k.exit_code in (0, 1), k.output
     return g.exit_code, verdict, k.exit_code, tuple(json.loads(k.output)["evidence"]["verified"])
 

@@ -75,6 +75,8 @@ def _check(d, evidence, policy):
         cli,
         [
             "check",
+            "--vllm-version",
+            "0.33.0",
             str(DATA / "fly-w2.yaml"),
             "--evidence",
             str(d / evidence),

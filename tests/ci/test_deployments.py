@@ -11,11 +11,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from qualgate.ci import audit_log, check, lint, read_serving_config
+from qualgate.ci import audit_log, lint, read_serving_config
+from qualgate.ci import check as _check
 from qualgate.cli import cli
 from qualgate.errors import DataError
 from qualgate.vllm033.deployments import NoServeCommand
 from qualgate.vllm033.speculative import normalise_speculative, resolve_speculative
+
+
+def check(*args, **kwargs):
+    """:func:`qualgate.ci.check` of a deployment on vLLM 0.33.0, stated as ``--vllm-version``
+    would (these configs' files do not state their release)."""
+    return _check(*args, vllm_version="0.33.0", **kwargs)
+
 
 DATA = Path(__file__).parent / "data"
 DEPLOY = DATA / "deploy"
@@ -26,7 +34,7 @@ def run(*args):
 
 
 def qcheck(name, *opts):
-    return run("check", *opts, DEPLOY / name)
+    return run("check", "--vllm-version", "0.33.0", *opts, DEPLOY / name)
 
 
 # ------------------------------------------------------------------ real files, read as vLLM reads them
@@ -72,7 +80,7 @@ def test_real_semantic_router_manifests_are_read_from_their_sh_c_scripts():
 
 def test_the_real_aibrix_compose_file_is_refused_for_its_interpolated_model():
     # compose fills ${MODEL_NAME:-...} from the host environment: qualgate cannot know it
-    r = run("check", DEPLOY / "aibrix-compose.yml")
+    r = run("check", "--vllm-version", "0.33.0", DEPLOY / "aibrix-compose.yml")
     assert r.exit_code == 3 and "${MODEL_NAME" in r.stderr
 
 
@@ -126,7 +134,7 @@ def test_a_secret_env_var_in_the_args_is_refused(tmp_path):
     text = (DEPLOY / "aibrix-fly-env.yaml").read_text().split("---")[0]
     text = text.replace("configMapKeyRef:", "secretKeyRef:")
     (tmp_path / "d.yaml").write_text(text)
-    r = run("check", tmp_path / "d.yaml")
+    r = run("check", "--vllm-version", "0.33.0", tmp_path / "d.yaml")
     assert r.exit_code == 3 and "secretKeyRef" in r.stderr
 
 
@@ -155,9 +163,9 @@ def test_an_image_with_only_arguments_needs_its_entrypoint_stated(tmp_path):
     text = text.replace("image: vllm/vllm-openai:v0.11.0", "image: example.com/vllm-custom:1")
     text = text.replace("        - command:\n            - vllm\n            - serve\n", "        - args:\n")
     (tmp_path / "d.yaml").write_text(text)
-    r = run("check", tmp_path / "d.yaml")
+    r = run("check", "--vllm-version", "0.33.0", tmp_path / "d.yaml")
     assert r.exit_code == 3 and "--assume-entrypoint" in r.stderr
-    r = run("check", "--assume-entrypoint", "serve", tmp_path / "d.yaml")
+    r = run("check", "--vllm-version", "0.33.0", "--assume-entrypoint", "serve", tmp_path / "d.yaml")
     assert r.exit_code == 0 and "allowed (target, lossless" in r.output
 
 
@@ -165,9 +173,9 @@ def test_a_compose_command_on_an_image_of_unknown_entrypoint_needs_it_stated(tmp
     (tmp_path / "c.yaml").write_text(
         "services:\n  vllm:\n    image: lmcache/vllm-openai:latest\n    command: [vllm, serve, Qwen/Qwen3-8B]\n"
     )
-    r = run("check", tmp_path / "c.yaml")
+    r = run("check", "--vllm-version", "0.33.0", tmp_path / "c.yaml")
     assert r.exit_code == 3 and "--assume-entrypoint" in r.stderr
-    r = run("check", "--assume-entrypoint", "none", tmp_path / "c.yaml")
+    r = run("check", "--vllm-version", "0.33.0", "--assume-entrypoint", "none", tmp_path / "c.yaml")
     assert r.exit_code == 0 and "allowed (target, lossless" in r.output
 
 
@@ -255,7 +263,7 @@ def test_a_config_file_in_no_readable_mount_is_refused(tmp_path, mount, why):
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "serve.yaml").write_text("model: Qwen/Qwen3-8B\n")
     (tmp_path / "s.sh").write_text(f"docker run {mount} vllm/vllm-openai:v0.33.0 --config /app/serve.yaml\n")
-    r = run("check", tmp_path / "s.sh")
+    r = run("check", "--vllm-version", "0.33.0", tmp_path / "s.sh")
     assert r.exit_code == 3 and why in r.stderr and "--config" in r.stderr
 
 
@@ -298,7 +306,7 @@ def test_a_json_config_file_is_refused_as_vllm_refuses_it_and_the_docs_say_so(tm
     # vllm/utils/argparse_utils.py:634-638: only .yaml/.yml
     (tmp_path / "c.json").write_text('{"model": "Qwen/Qwen3-8B"}')
     (tmp_path / "s.sh").write_text("vllm serve --config c.json\n")
-    r = run("check", tmp_path / "s.sh")
+    r = run("check", "--vllm-version", "0.33.0", tmp_path / "s.sh")
     assert r.exit_code == 3 and ".yaml/.yml" in r.stderr
     doc = (Path(__file__).parents[2] / "docs" / "ci.md").read_text()
     assert not re.search(r"--config[^\n]*(YAML or JSON|JSON or YAML|YAML/JSON)", doc)

@@ -100,7 +100,7 @@ def test_every_job_installs_qualgate_from_the_repository_at_a_pinned_commit():
 
 
 SERVE = """#!/usr/bin/env bash
-exec vllm serve Qwen/Qwen3-8B --port 8000 \\
+exec uv run --with vllm==0.33.0 vllm serve Qwen/Qwen3-8B --port 8000 \\
   --speculative-config '{"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 8,
   "rejection_sample_method": "fly", "fly_window_size": 2, "fly_entropy_threshold": 0.3, "fly_entropy_top_k": 3}'
 """

@@ -63,7 +63,7 @@ def test_honest_evidence_is_accepted_where_it_can_be_verified(tmp_path, mode, ar
     if mode != "records":
         hide_records(tmp_path)
     env = {KEY_ENV: KEY} if mode == "signed" else {}
-    code, out = invoke(["check", W2, "--evidence", tmp_path / "pass.json", *args], env)
+    code, out = invoke(["check", "--vllm-version", "0.33.0", W2, "--evidence", tmp_path / "pass.json", *args], env)
     assert (code == 0) == allowed and how in out, out
 
 
@@ -91,5 +91,7 @@ def test_a_signed_report_is_refused_without_its_signature(tmp_path):
     doc = json.loads((tmp_path / "pass.json").read_text())
     doc["signature"] = None
     (tmp_path / "stripped.json").write_text(json.dumps(doc))
-    code, out = invoke(["check", W2, "--evidence", tmp_path / "stripped.json"], {KEY_ENV: KEY})
+    code, out = invoke(
+        ["check", "--vllm-version", "0.33.0", W2, "--evidence", tmp_path / "stripped.json"], {KEY_ENV: KEY}
+    )
     assert code == 1 and "the report is not signed" in out

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from qualgate.ci import read_serving_config
 from qualgate.cli import cli
 from qualgate.errors import DataError
-from qualgate.vllm033.rules import TABLE, cite, rule
+from qualgate.vllm033.rules import TABLE, cite, rule, rules_of
 from qualgate.vllm033.speculative import LOSSY_METHODS, SPECULATIVE_METHODS, normalise_speculative, resolve_speculative
 
 D = '"method": "draft_model", "model": "Qwen/Qwen3-0.6B"'
@@ -459,12 +459,12 @@ CASES = [
 ]
 
 
-def resolve(path):
-    """What qualgate says vLLM runs: the resolved speculative config (or the error)."""
+def resolve(path, release="0.33"):
+    """What qualgate says vLLM ``release`` runs: the resolved speculative config (or the error)."""
     cfg = read_serving_config(path)
     if not cfg.speculative:
         return cfg, None
-    norm = normalise_speculative(cfg.speculative)
+    norm = normalise_speculative(cfg.speculative, release=release)
     if norm["method"] in SPECULATIVE_METHODS:
         return cfg, resolve_speculative(norm, allow_unknown=True)
     return cfg, norm
@@ -479,13 +479,13 @@ def write(tmp_path, name, text, extra):
     return p
 
 
-def assert_resolves(path, expect, why):
+def assert_resolves(path, expect, why, release="0.33"):
     if "error" in expect:
         with pytest.raises((DataError, ValueError)) as e:
-            resolve(path)
+            resolve(path, release)
         assert expect["error"] in str(e.value), f"{why}: {e.value}"
         return
-    cfg, spec = resolve(path)
+    cfg, spec = resolve(path, release)
     for key, value in expect.items():
         if key == "speculative":
             assert spec is value, why
@@ -518,7 +518,7 @@ def test_a_spelling_resolves_as_vllm_resolves_it(tmp_path, case):
 def test_check_refuses_what_it_cannot_resolve_and_every_lossy_spelling(tmp_path, case):
     name, rule_id, fname, text, expect, *extra = case
     path = write(tmp_path, fname, text, extra[0] if extra else None)
-    r = CliRunner().invoke(cli, ["check", str(path)])
+    r = CliRunner().invoke(cli, ["check", "--vllm-version", "0.33.0", str(path)])
     want = expect.get("check") or (
         3 if "error" in expect else 1 if expect.get("rejection_sample_method") in LOSSY_METHODS else 0
     )
@@ -526,7 +526,7 @@ def test_check_refuses_what_it_cannot_resolve_and_every_lossy_spelling(tmp_path,
         # no method and a drafter whose name decides nothing: vLLM reads its config.json
         # (rule spec-drafter-config), so check refuses until the model_type is stated
         assert r.exit_code == 3 and "--drafter-model-type" in r.stderr, f"{name}: {r.output}"
-        r = CliRunner().invoke(cli, ["check", "--drafter-model-type", "qwen3", str(path)])
+        r = CliRunner().invoke(cli, ["check", "--vllm-version", "0.33.0", "--drafter-model-type", "qwen3", str(path)])
     assert r.exit_code == want, f"{name} ({cite(rule_id)}): {r.output}"
     if want == 1:
         assert "refused (fly, lossy" in r.output
@@ -547,10 +547,17 @@ def test_lint_refuses_an_abbreviated_option_as_a_data_error(tmp_path):
     assert r.exit_code == 3 and "prefix" in r.stderr
 
 
-@pytest.mark.parametrize("row", [r for r in TABLE if r.example], ids=lambda r: r.id)
-def test_every_table_example_resolves_as_the_table_says(tmp_path, row):
+@pytest.mark.parametrize(
+    "row, release",
+    [(r, release) for r in TABLE if r.example for release in r.cites],
+    ids=lambda v: v if isinstance(v, str) else v.id,
+)
+def test_every_table_example_resolves_as_the_table_says_in_each_release_of_its_row(tmp_path, row, release):
     path = write(tmp_path, "s.sh", row.example, None)
-    assert_resolves(path, dict(row.expect), f"{row.id} ({cite(row.id)})")
+    expect = dict(row.expect)
+    if "fly" in row.example and "fly-rules" not in rules_of(release):  # 0.32: no FLy, refused by name
+        expect = {"error": "fly"}
+    assert_resolves(path, expect, f"{row.id} ({cite(row.id, release)})", release)
 
 
 def test_rule_lookup_names_an_unknown_id():

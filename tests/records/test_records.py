@@ -95,6 +95,8 @@ def test_schema_lists_the_required_fields_of_issue_3_first():
         "token_ids",
         "top2_margins",
         "error",
+        "engine",
+        "engine_version",
     }
 
 

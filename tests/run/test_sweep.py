@@ -124,6 +124,8 @@ def test_the_chosen_config_is_the_fastest_that_passed_and_check_finds_its_eviden
         cli,
         [
             "check",
+            "--vllm-version",
+            "0.33.0",
             str(out / "chosen.yaml"),
             "--evidence",
             str(out / "gate.json"),
