@@ -161,7 +161,7 @@ def _as_vllm_reads(cfg: ServingConfig, drafter_model_type: str | None = None) ->
     except ValueError as exc:
         raise DataError(
             f"speculative_config cannot be resolved as vLLM 0.33 would: {exc}",
-            file=cfg.path,
+            file=cfg.file_of("speculative_config"),
             line=cfg.line_of("speculative_config"),
             field="speculative_config",
         ) from exc
@@ -257,7 +257,7 @@ def check(
             "drafter's config.json has an MTP model_type (gemma4_assistant becomes gemma4_mtp) and "
             "draft_model otherwise, so the config id of what runs is not known; set `method`, or pass "
             f"--drafter-model-type TYPE ({cite('spec-drafter-config')})",
-            file=cfg.path,
+            file=cfg.file_of("speculative_config.model"),
             line=cfg.line_of("speculative_config.model"),
             field="speculative_config.model",
         )

@@ -44,12 +44,15 @@ from qualgate.vllm033.cli_args import (
     _ENTRY_SERVE,
     _SPECULATIVE_VALUE,
     Container,
-    _scan_other_commands,
+    _from_start,
     _serve_args,
     _shell_words,
+    image_version,
     parse_command_line,
+    vllm_environment,
 )
 from qualgate.vllm033.serving_config import ServingConfig
+from qualgate.vllm033.shell import Command, Script, read_script, vllm_start
 
 __all__ = ["ENTRYPOINTS", "NoServeCommand", "read_deployment"]
 
@@ -107,47 +110,60 @@ def _words(value, node, *, path: str, field: str) -> list[tuple[str, int]]:
 # --------------------------------------------------------------------------- the launch
 
 
-def _start(words, *, path, container: Container, what: str):
+def _start(words, *, path, container: Container, what: str, env=()):
     """The ServingConfig of a command that runs as written (``sh -c SCRIPT`` included), or
-    ``None`` when it starts no vLLM server."""
+    ``None`` when it starts no vLLM server; ``env``: the container's ``(name, value)``."""
     names = [w for w, _ in words]
+    is_start = lambda ws: _serve_args(list(ws)) is not None  # noqa: E731
     if names and os.path.basename(names[0]) in ("sh", "bash") and "-c" in names[1:]:
         at = names.index("-c")
         if at + 1 >= len(words):
             raise DataError(f"{what}: `sh -c` without a script", file=path)
-        script, line = words[at + 1]
-        cmds = [[(w, line + ln - 1) for w, ln in c] for c in _shell_words(script, path=path)]
+        text, line = words[at + 1]
+        why = "the image's working directory is not shown"
+        script = read_script(text, path=path, line=line, cwd=container.workdir, cwd_why=why, in_container=True)
     else:
-        cmds = [words]
-    serves = [(c, a) for c in cmds if (a := _serve_args(c)) is not None]
-    if not serves:
+        script = Script(
+            (Command(tuple(words), words[0][1] if words else 0, (), container.workdir, "", None, None),), {}, (), {}
+        )
+    start = vllm_start(script, is_start, path=path)
+    if start is None:
         return None
-    if len(serves) > 1:
-        raise DataError(f"{what}: {len(serves)} vLLM starts in one command; give one", file=path)
-    cmd, (entry, args, _) = serves[0]
-    _scan_other_commands(cmds, cmd, path=path)
-    return parse_command_line(args, path=path, fmt="command-line", entry=entry, container=container)
+    return _from_start(script, start, path=path, container=container, env=env)
 
 
-def _launch(words, image: str | None, *, path, container: Container, assume, what: str, has_command: bool):
+def _launch(
+    words, image: str | None, *, path, container: Container, assume, what: str, has_command: bool, env=(), line=None
+):
     """The ServingConfig of one container, or ``None`` when it is not vLLM. ``has_command``:
     ``words`` replace the image's entrypoint (a Kubernetes ``command:``, a compose
-    ``entrypoint:``); otherwise they are the entrypoint's arguments."""
+    ``entrypoint:``); otherwise they are the entrypoint's arguments. ``env``: the container's
+    environment, ``(name, value)`` (``None``: a value the files do not show); ``line``: where
+    the container is, for the version's source."""
+    repo = (image or "").split("@", 1)[0]
+    repo = repo.rsplit(":", 1)[0] if ":" in repo.rsplit("/", 1)[-1] else repo
     if has_command or assume == "none":
-        return _start(words, path=path, container=container, what=what)
-    if assume is not None:
-        return parse_command_line(words, path=path, fmt="command-line", entry=ENTRYPOINTS[assume], container=container)
-    repo = (image or "").rsplit(":", 1)[0]
-    if repo.endswith("vllm/vllm-openai") and words:  # its entrypoint is `vllm serve` or the api_server module
-        return parse_command_line(words, path=path, fmt="command-line", entry=_ENTRY_EITHER, container=container)
-    if "vllm" in repo or _start(words, path=path, container=container, what=what) is not None:
+        cfg = _start(words, path=path, container=container, what=what, env=env)
+    elif assume is not None:
+        cfg = parse_command_line(words, path=path, fmt="command-line", entry=ENTRYPOINTS[assume], container=container)
+    elif repo.endswith("vllm/vllm-openai") and words:  # its entrypoint is `vllm serve` or the api_server module
+        cfg = parse_command_line(words, path=path, fmt="command-line", entry=_ENTRY_EITHER, container=container)
+    elif "vllm" in repo or _start(words, path=path, container=container, what=what) is not None:
         raise _no_serve(
             path,
             f"{what} runs image {image!r} through its own entrypoint"
             + (" with no arguments" if not words else ", which qualgate cannot read")
             + " (pass --assume-entrypoint serve, api_server or none)",
         )
-    return None
+    else:
+        return None
+    if cfg is None:
+        return None
+    environment = {**vllm_environment(env, path=path, line=line, where=f"{what}: "), **cfg.environment}
+    version, source = cfg.vllm_version, cfg.vllm_version_source
+    if source is None:
+        version, source = image_version(image, f"{path}:{line or '?'} ({what})")
+    return dataclasses.replace(cfg, environment=environment, vllm_version=version, vllm_version_source=source)
 
 
 def _one(found: list[tuple[str, ServingConfig]], path: str, *, mentions_vllm: bool, fmt: str) -> ServingConfig:

@@ -48,14 +48,14 @@ from qualgate.vllm033.arguments import ARGUMENTS
 from qualgate.vllm033.cli_args import (
     _ENTRY_SERVE,
     _SPECULATIVE_WORD,
+    _from_start,
     _mapping_args,
-    _scan_other_commands,
     _serve_args,
-    _shell_words,
     parse_command_line,
 )
 from qualgate.vllm033.deployments import NoServeCommand, read_deployment
 from qualgate.vllm033.serving_config import _NUMERIC_KEYS, ServingConfig, _key_lines
+from qualgate.vllm033.shell import read_script, vllm_start
 
 __all__ = ["ServingConfig", "parse_command_line", "read_serving_config"]
 
@@ -177,24 +177,20 @@ def read_serving_config(
 def _read_other(text: str, spath: str) -> ServingConfig:
     """A command line, an args file, a ``--config`` mapping or a decoding config."""
 
-    commands = shell_error = None
+    script = shell_error = None
     launches = re.search(r"\bvllm\b[^\n]*\bserve\b|vllm\.entrypoints|vllm/vllm-openai", text)
     if "vllm" in text or re.match(r"\s*--?[A-Za-z]", text):
         try:
-            commands = _shell_words(text, path=spath)
+            script = read_script(text, path=spath)
         except DataError as exc:  # maybe YAML/JSON with quotes a shell would not balance
             if launches:
                 raise
             shell_error = exc
-    if commands:
-        serves = [(c, a) for c in commands if (a := _serve_args(c)) is not None]
-        if len(serves) > 1:
-            at = ", ".join(str(c[0][1]) for c, _ in serves)
-            raise DataError(f"{len(serves)} vllm serve commands (lines {at}); give one per file", file=spath)
-        if serves:
-            command, (entry, args, box) = serves[0]
-            _scan_other_commands(commands, command, path=spath)
-            return parse_command_line(args, path=spath, fmt="command-line", entry=entry, container=box)
+    if script is not None and script.commands:
+        start = vllm_start(script, lambda words: _serve_args(list(words)) is not None, path=spath)
+        if start is not None:
+            return _from_start(script, start, path=spath)
+        commands = [list(c.words) for c in script.commands]
         if re.match(r"--?[A-Za-z]", commands[0][0][0]):
             return parse_command_line([w for c in commands for w in c], path=spath, fmt="args-file")
 
