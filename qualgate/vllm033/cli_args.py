@@ -201,9 +201,36 @@ def _serve_args(words: list[tuple[str, int]]):
     return None
 
 
+#: deepest JSON value read in an argument, and most levels of a dotted option
+#: (``--speculative-config.a.b``); vLLM's configs nest 3 levels
+MAX_JSON_DEPTH = 64
+MAX_DOTTED_LEVELS = 16
+
+
+def _json_loads(text: str):
+    """``json.loads`` bounded: nesting deeper than :data:`MAX_JSON_DEPTH` is a ``ValueError``
+    naming the limit, never a RecursionError."""
+    depth = top = 0
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        in_str = esc = False
+        for c in text:
+            if in_str:
+                esc, in_str = (False, True) if esc else (c == "\\", c != '"')
+            elif c == '"':
+                in_str = True
+            elif c in "[{":
+                depth += 1
+                top = max(top, depth)
+                if top > MAX_JSON_DEPTH:
+                    raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels (the limit qualgate reads)")
+            elif c in "]}":
+                depth -= 1
+    return json.loads(text)
+
+
 def _scalar(text: str):
     try:
-        return json.loads(text)
+        return _json_loads(text)
     except ValueError:  # not JSON, or a number over Python's 4,300 digits: kept as written
         return text
 
@@ -211,7 +238,7 @@ def _scalar(text: str):
 def _dotted_value(text: str):
     """A dotted option's value as vLLM reads it (rule ``cli-dotted``)."""
     try:
-        return json.loads(text)
+        return _json_loads(text)
     except ValueError:
         m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
         if m:
@@ -430,7 +457,14 @@ def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool, container:
             skip.add(i + 1)
         append = name.endswith("+")
         name = name.removesuffix("+")
-        opt, *keys = name.split(".")
+        opt, *keys = name.split(".", MAX_DOTTED_LEVELS + 1)
+        if len(keys) > MAX_DOTTED_LEVELS:
+            raise DataError(
+                f"a dotted option of more than {MAX_DOTTED_LEVELS} levels (the limit qualgate reads)",
+                file=path,
+                line=line,
+                field=name[:80],
+            )
         val = json.dumps(value.split(",")) if append else value
         node = dotted.setdefault(opt, {})
         for k in keys[:-1]:
@@ -642,7 +676,7 @@ def _cli_sc_alias(r: _Reading, name: str, value, line: int, value_line) -> None:
         r.spec_value, r.spec_line = None, line
         return
     try:
-        r.spec_value = json.loads(value)
+        r.spec_value = _json_loads(value)
     except ValueError as exc:
         why = f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise DataError(f"not valid JSON: {why}", file=r.path, line=line, field=name, value=value) from exc

@@ -60,6 +60,8 @@ __all__ = ["ENTRYPOINTS", "NoServeCommand", "read_deployment"]
 ENTRYPOINTS = {"serve": _ENTRY_SERVE, "api_server": _ENTRY_API, "none": None}
 _WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod", "LeaderWorkerSet")
 _RUNTIMES = ("ServingRuntime", "ClusterServingRuntime")
+#: longest value a Kubernetes ``$(VAR)`` expansion may produce (each variable can double it)
+MAX_EXPANDED = 64 * 1024
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
@@ -239,8 +241,20 @@ def _compose(docs, path: str, assume) -> ServingConfig:
                 unmounted.append(dst)
         box = Container(svc.get("working_dir"), tuple(mounts), tuple(unmounted))
         words = entry + cmd
+        raw_env = svc.get("environment") or {}
+        if isinstance(raw_env, list):
+            raw_env = dict(str(e).partition("=")[::2] if "=" in str(e) else (str(e), None) for e in raw_env)
+        env = [(str(k), None if v is None or "$" in str(v) else str(v)) for k, v in dict(raw_env).items()]
         cfg = _launch(
-            words, svc.get("image"), path=path, container=box, assume=assume, what=where, has_command=bool(entry)
+            words,
+            svc.get("image"),
+            path=path,
+            container=box,
+            assume=assume,
+            what=where,
+            has_command=bool(entry),
+            env=env,
+            line=_line(n) if n is not None else None,
         )
         if cfg is not None:
             found.append((where, cfg))
@@ -340,7 +354,15 @@ def _expand(word: str, values, unresolved, open_ended, *, path: str, field: str,
             )
         return m.group(0)  # Kubernetes leaves an undefined reference as written
 
-    return _VAR.sub(sub, word)
+    out = _VAR.sub(sub, word)
+    if len(out) > MAX_EXPANDED:
+        raise DataError(
+            f"$(VAR) expansion longer than {MAX_EXPANDED:,} characters (the limit qualgate expands)",
+            file=path,
+            line=line,
+            field=field,
+        )
+    return out
 
 
 def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
@@ -399,6 +421,8 @@ def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
                     assume=assume,
                     what=what,
                     has_command="command" in c,
+                    env=[*values.items(), *((k, None) for k in unresolved)],
+                    line=_line(cn) if cn is not None else None,
                 )
                 if cfg is not None:
                     found.append((what, cfg))
@@ -518,7 +542,13 @@ def read_deployment(
             return None
         try:  # docker-compose files use anchors and << merges
             docs = yaml_documents(text, file=path, aliases=True)
-        except DataError:
+        except DataError as bound:
+            if (
+                "limit qualgate" in bound.message
+                or "recursive alias" in bound.message
+                or "nested deeper" in bound.message
+            ):
+                raise
             return None
         if not (docs and isinstance(docs[0][1], Mapping) and isinstance(docs[0][1].get("services"), Mapping)):
             raise
