@@ -53,7 +53,7 @@ def _deployment_options(fn):
 
 
 @click.command()
-@click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("configs", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option(
     "--fail-on",
     type=click.Choice(["info", "warning", "error"]),
@@ -163,7 +163,7 @@ def _check_markdown(result) -> str:
 
 
 @click.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path(allow_dash=True))
 @click.option(
     "--evidence", type=click.Path(dir_okay=False), help="Gate report JSON (qualgate gate --output REPORT.json)."
 )

@@ -376,11 +376,20 @@ def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
             continue
         for pod, pnode, where in _pod_specs(doc, node):
             volumes = {str(v.get("name")): v for v in pod.get("volumes") or [] if isinstance(v, Mapping)}
-            cnodes = _child(pnode, "containers")
-            for i, c in enumerate(pod.get("containers") or []):
+            every = [  # init containers (sidecars with restartPolicy Always run beside) and ephemeral ones too
+                (c, cn)
+                for lst in ("initContainers", "containers", "ephemeralContainers")
+                if isinstance(pod.get(lst), list)
+                for c, cn in zip(
+                    pod[lst],
+                    _child(pnode, lst).value
+                    if isinstance(_child(pnode, lst), yaml.SequenceNode)
+                    else [None] * len(pod[lst]),
+                )
+            ]
+            for i, (c, cn) in enumerate(every):
                 if not isinstance(c, Mapping):
                     continue
-                cn = cnodes.value[i] if isinstance(cnodes, yaml.SequenceNode) else None
                 what = f"{where} container {c.get('name', i)}"
                 vllm_named |= "vllm" in str(c.get("image", ""))
                 values, unresolved, open_ended = _env(c, maps, path, what)

@@ -43,7 +43,7 @@ from pathlib import Path
 import yaml
 
 from qualgate.errors import DataError
-from qualgate.records.strict import compose_yaml, loads_yaml, read_text
+from qualgate.records.strict import LIMITS, compose_yaml, decode_text, loads_yaml, read_text
 from qualgate.vllm033.arguments import ARGUMENTS
 from qualgate.vllm033.cli_args import (
     _ENTRY_SERVE,
@@ -160,8 +160,17 @@ def read_serving_config(
     cannot resolve exactly as vLLM 0.33 would (fail closed).
     """
     p = Path(path)
-    text = read_text(p, kind="yaml", bom="strip")  # a regular file, UTF-8
-    spath = str(p)
+    if str(path) == "-":  # `helm template ... | qualgate check -`: stdin, files relative to the working directory
+        import sys
+
+        data = sys.stdin.buffer.read(LIMITS["yaml"] + 1)
+        if len(data) > LIMITS["yaml"]:
+            raise DataError(f"standard input over {LIMITS['yaml']:,} bytes (the limit qualgate reads)", file="-")
+        text, spath = decode_text(data, file="<stdin>", bom="strip"), str(Path.cwd() / "<stdin>")
+    else:
+        _refuse_unrendered(p)
+        text = read_text(p, kind="yaml", bom="strip")  # a regular file, UTF-8
+        spath = str(p)
     cfg = read_deployment(text, path=spath, manifests=manifests, assume_entrypoint=assume_entrypoint)
     if cfg is None:
         cfg = _read_other(text, spath)
@@ -172,6 +181,31 @@ def read_serving_config(
             file=spath,
         )
     return cfg
+
+
+def _refuse_unrendered(p: Path) -> None:
+    """A Helm chart or a kustomize folder (or a file inside one) is not what runs: its rendered
+    output is. Refused with the way to give that."""
+    how = {
+        "helm": "helm template RELEASE CHART -f VALUES | qualgate check -",
+        "kustomize": "kubectl kustomize DIR | qualgate check -",
+    }
+    for d in [p] + list(p.resolve().parents)[:3] if p.is_dir() else [p.parent, *list(p.resolve().parents)[:3]]:
+        kind = (
+            "helm"
+            if (d / "Chart.yaml").is_file()
+            else "kustomize"
+            if any((d / k).is_file() for k in ("kustomization.yaml", "kustomization.yml", "Kustomization"))
+            else None
+        )
+        if kind == "kustomize" and d not in (p, p.parent):
+            continue  # a kustomization further up need not list this file
+        if kind:
+            raise DataError(
+                f"{'a Helm chart' if kind == 'helm' else 'a kustomize folder'} ({d}): what runs is its rendered "
+                f"output (overlays, patches and values applied), not this file; render it first: {how[kind]}",
+                file=str(p),
+            )
 
 
 def _read_other(text: str, spath: str) -> ServingConfig:

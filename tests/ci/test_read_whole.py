@@ -165,11 +165,13 @@ def bounded(path, match):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 1 << 20  # KiB
 
 
+@pytest.mark.slow
 def test_sc_with_100000_nested_arrays_exits_3(tmp_path):
     p = write(tmp_path, "s.sh", "vllm serve Qwen/Qwen3-8B -sc '" + "[" * 100_000 + "]" * 100_000 + "'\n")
     bounded(p, "nested deeper than 64 levels")
 
 
+@pytest.mark.slow
 def test_a_dotted_key_of_50000_levels_exits_3(tmp_path):
     p = write(tmp_path, "s.sh", "vllm serve Qwen/Qwen3-8B --speculative-config" + ".a" * 50_000 + " 1\n")
     bounded(p, "more than 16 levels")
@@ -224,3 +226,43 @@ def test_the_integer_spellings_match_pydantic():
         except ValueError:
             got = None
         assert got == want, text
+
+
+# --------------------------------------------------------------------------- Kubernetes, charts, stdin
+
+
+def test_a_server_in_a_sidecar_init_container_is_read(tmp_path):
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  initContainers:\n  - name: side\n"
+        "    restartPolicy: Always\n    image: vllm/vllm-openai:v0.34.0\n"
+        f"    args: [--model, Qwen/Qwen3-8B, --speculative-config, '{FLY}']\n"
+        "  containers:\n  - name: app\n    image: busybox\n    command: [sleep, infinity]\n"
+    )
+    assert read_serving_config(write(tmp_path, "p.yaml", text)).speculative["rejection_sample_method"] == "fly"
+
+
+def test_a_kustomize_base_is_refused_with_render_it_first(tmp_path):
+    write(tmp_path, "base/kustomization.yaml", "resources: [deployment.yaml]\n")
+    p = write(tmp_path, "base/deployment.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {}\n")
+    refused(p, "kubectl kustomize DIR \\| qualgate check -")
+    r = CliRunner().invoke(cli, ["lint", str(tmp_path / "base")])
+    assert r.exit_code == 3 and "render it first" in r.stderr
+
+
+def test_a_helm_chart_is_refused_with_render_it_first(tmp_path):
+    write(tmp_path, "chart/Chart.yaml", "name: c\n")
+    p = write(tmp_path, "chart/templates/d.yaml", "kind: Deployment\n")
+    refused(p, "helm template")
+
+
+def test_stdin_is_read_by_lint_and_check(tmp_path):
+    r = CliRunner().invoke(cli, ["lint", "-"], input=f"vllm serve Qwen/Qwen3-8B -sc '{FLY}'\n")
+    assert r.exit_code == 1 and "lossy-verification" in r.stdout
+    r = CliRunner().invoke(cli, ["check", "-"], input="vllm serve Qwen/Qwen3-8B\n")
+    assert r.exit_code == 0, r.output
+
+
+def test_sc_with_escaped_keys_is_read_as_json_reads_it(tmp_path):
+    spec = FLY.replace('"rejection_sample_method"', '"\\u0072ejection_sample_method"')
+    p = write(tmp_path, "s.sh", f"vllm serve Qwen/Qwen3-8B -sc '{spec}'\n")
+    assert read_serving_config(p).speculative["rejection_sample_method"] == "fly"
