@@ -167,7 +167,7 @@ def _as_vllm_reads(
     except ValueError as exc:
         raise DataError(
             f"speculative_config cannot be resolved as vLLM {release} would: {exc}",
-            file=cfg.path,
+            file=cfg.file_of("speculative_config"),
             line=cfg.line_of("speculative_config"),
             field="speculative_config",
         ) from exc
@@ -267,7 +267,7 @@ def check(
     if lossy and method_unknown_offline(raw, spec, drafter_model_type, release.minor):
         raise DataError(
             _method_unknown(release),
-            file=cfg.path,
+            file=cfg.file_of("speculative_config.model"),
             line=cfg.line_of("speculative_config.model"),
             field="speculative_config.model",
         )

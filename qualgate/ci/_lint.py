@@ -86,6 +86,8 @@ class Finding:
     message: str
     key: str | None = None
     line: int | None = None
+    #: the file where the setting is, when not the config given (a ``--config`` YAML, a compose override)
+    file: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +96,7 @@ class Finding:
             "message": self.message,
             "key": self.key,
             "line": self.line,
+            "file": self.file,
         }
 
 
@@ -235,7 +238,17 @@ class _Lint:
         return cite(rule_id, self.release)
 
     def add(self, rule_id, severity, message, key=None):
-        self.out.append(Finding(rule_id, severity, message, key, self.cfg.line_of(key) if key else None))
+        where = self.cfg.file_of(key) if key else None
+        self.out.append(
+            Finding(
+                rule_id,
+                severity,
+                message,
+                key,
+                self.cfg.line_of(key) if key else None,
+                where if where != self.cfg.path else None,
+            )
+        )
 
     def reject(self, message, key):
         self.rejected = True

@@ -68,6 +68,14 @@ def deployment_release(cfg: ServingConfig, vllm_version: str | None = None, *, r
     rules for it, or when the option and the files disagree.
     """
     stated = None
+    if cfg.vllm_version is None and cfg.vllm_version_source and vllm_version is None:
+        # the files name a vLLM but no one release of it (a 'latest' tag, no tag, an open pin)
+        raise DataError(
+            f"{cfg.vllm_version_source}: qualgate cannot tell which rules apply nor bind evidence to "
+            f"it; {_HOW}",
+            file=cfg.path,
+            field="vllm_version",
+        )
     if cfg.vllm_version is not None:
         stated = _parse(cfg.vllm_version, cfg.vllm_version_source or "the deployment's files", cfg.path)
     if vllm_version is not None:

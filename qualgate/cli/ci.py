@@ -60,7 +60,7 @@ def _deployment_options(fn):
 
 
 @click.command()
-@click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("configs", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option(
     "--fail-on",
     type=click.Choice(["info", "warning", "error"]),
@@ -115,15 +115,16 @@ def lint(configs, fail_on, fmt, manifests, assume_entrypoint, drafter_model_type
     for r in reports if fmt != "json" else ():
         path = r.config.path
         for f in r.findings:
+            at = f.file or path  # the file where the setting is (a --config YAML, a compose override)
             if fmt == "github":
                 level = {"info": "notice"}.get(f.severity, f.severity)
-                props = f"file={_gh_escape(path, prop=True)}"
+                props = f"file={_gh_escape(at, prop=True)}"
                 if f.line:
                     props += f",line={f.line}"
                 props += f",title={_gh_escape('qualgate ' + f.rule, prop=True)}"
                 click.echo(f"::{level} {props}::{_gh_escape(f.message)}")
             else:
-                click.echo(inert(f"{_where(path, f.line)}: {f.severity}: {f.message} [{f.rule}]"))
+                click.echo(inert(f"{_where(at, f.line)}: {f.severity}: {f.message} [{f.rule}]"))
         for note in r.notes if fmt != "json" else ():
             click.echo(inert(f"{path}: note: {note}"), err=True)
         if fmt == "text":
@@ -170,7 +171,7 @@ def _check_markdown(result) -> str:
 
 
 @click.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path(allow_dash=True))
 @click.option(
     "--evidence", type=click.Path(dir_okay=False), help="Gate report JSON (qualgate gate --output REPORT.json)."
 )

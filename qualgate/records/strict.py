@@ -443,6 +443,44 @@ def is_regular_file(path) -> bool:
         return False
 
 
+def _expanded_size(root, file) -> int:
+    """The nodes of a document with its aliases expanded (each counted where it is used),
+    refused above :data:`MAX_NODES` or deeper than :data:`MAX_DEPTH`: an alias bomb is
+    small as written and exponential once walked."""
+    size: dict[int, int] = {}
+    busy: set[int] = set()
+    stack = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        if depth > MAX_DEPTH:
+            raise DataError(f"invalid YAML: nested deeper than {MAX_DEPTH} levels", file=file)
+        kids = (
+            [c for kv in node.value for c in kv]
+            if isinstance(node, yaml.MappingNode)
+            else node.value
+            if isinstance(node, yaml.SequenceNode)
+            else []
+        )
+        if id(node) in size:
+            continue
+        if not done:
+            if id(node) in busy:
+                raise DataError("invalid YAML: a recursive alias (a node that contains itself)", file=file)
+            busy.add(id(node))
+            stack.append((node, depth, True))
+            stack.extend((k, depth + 1, False) for k in kids if id(k) not in size)
+            continue
+        total = 1 + sum(size.get(id(k), 1) for k in kids)
+        if total > MAX_NODES:
+            raise DataError(
+                f"invalid YAML: more than {MAX_NODES:,} nodes once its aliases are expanded (the limit qualgate reads)",
+                file=file,
+                line=node.start_mark.line + 1,
+            )
+        size[id(node)] = total
+    return size[id(root)]
+
+
 def yaml_documents(text: str, *, file=None, aliases: bool = False) -> list[tuple[yaml.Node, Any]]:
     """``(node, value)`` of each document of a YAML stream, with the rules of
     :func:`loads_yaml` (``aliases``: allow anchors, aliases and ``<<`` merge keys, as
@@ -456,6 +494,8 @@ def yaml_documents(text: str, *, file=None, aliases: bool = False) -> list[tuple
                 continue
             if not aliases:
                 _check_nodes(node, loader, file)
+            else:
+                _expanded_size(node, file)
             out.append((node, loader.construct_document(node)))
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, file) from None

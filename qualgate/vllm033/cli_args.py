@@ -23,7 +23,7 @@ from qualgate.errors import DataError
 from qualgate.records.strict import compose_yaml, loads_yaml, read_text
 from qualgate.vllm033.arguments import ARGUMENTS, dest_of
 from qualgate.vllm033.rules import cite, rule
-from qualgate.vllm033.serving_config import _NUMERIC_KEYS, SERVING_OPTIONS, ServingConfig, _key_lines
+from qualgate.vllm033.serving_config import _NUMERIC_KEYS, SERVING_OPTIONS, Loc, ServingConfig, _key_lines
 
 
 def _shell_words(text: str, *, path: str) -> list[list[tuple[str, int]]]:
@@ -119,16 +119,31 @@ class Container:
     workdir: str | None = None
     mounts: tuple[tuple[str, str | Mapping[str, str]], ...] = ()  #: a host path, or ConfigMap files
     unmounted: tuple[str, ...] = ()
+    #: no container: a script run on the host, ``workdir`` relative to the script's directory
+    #: (``None``: unknown, ``why`` says why)
+    host: bool = False
+    why: str = ""
+    env: tuple[tuple[str, str | None], ...] = ()  #: ``-e NAME=VALUE`` (``None``: not shown)
+    image: str | None = None
 
 
 def _docker_mounts(words: list[str]) -> Container:
     """``-v/--volume``, ``--mount type=bind`` and ``-w/--workdir`` of ``docker run`` words."""
-    workdir, mounts, unmounted = None, [], []
+    workdir, mounts, unmounted, env = None, [], [], []
     i = 0
     while i < len(words):
         w = words[i]
         name, eq, value = w.partition("=")
-        if name in ("-v", "--volume", "--mount", "-w", "--workdir"):
+        if name in ("-e", "--env"):
+            if not eq:
+                value = words[i + 1] if i + 1 < len(words) else ""
+                i += 1
+            k, has, v = value.partition("=")
+            env.append((k, (None if "$" in v else v) if has else None))
+        elif name == "--env-file":
+            env.append(("--env-file", None))
+            i += 0 if eq else 1
+        elif name in ("-v", "--volume", "--mount", "-w", "--workdir"):
             if not eq:
                 value = words[i + 1] if i + 1 < len(words) else ""
                 i += 1
@@ -150,7 +165,7 @@ def _docker_mounts(words: list[str]) -> Container:
                     else:
                         unmounted.append(parts[1])
         i += 1
-    return Container(workdir, tuple(mounts), tuple(unmounted))
+    return Container(workdir, tuple(mounts), tuple(unmounted), env=tuple(env))
 
 
 def _host_relative(src: str | None) -> bool:
@@ -174,7 +189,8 @@ def _serve_args(words: list[tuple[str, int]]):
         if w.startswith("vllm/vllm-openai") and runner is not None and runner < j:  # docker run ... IMAGE ARGS
             if any(n.partition("=")[0] == "--entrypoint" for n in names[runner + 2 : j]):
                 return None
-            return _ENTRY_EITHER, words[j + 1 :], _docker_mounts(names[runner + 2 : j])
+            box = dataclasses.replace(_docker_mounts(names[runner + 2 : j]), image=w)
+            return _ENTRY_EITHER, words[j + 1 :], box
         if w == "-m" and j + 1 < len(names):
             mod = names[j + 1]
             box = _docker_mounts(names[runner + 2 : j]) if runner is not None and runner < j else None
@@ -185,38 +201,36 @@ def _serve_args(words: list[tuple[str, int]]):
     return None
 
 
-_PIN = re.compile(r"^vllm(?:\[[^\]]*\])?==(\S+)$")
-_IMAGE = re.compile(r"^(?:docker\.io/)?vllm/vllm-openai(?::(\S+))?$")
-_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+#: deepest JSON value read in an argument, and most levels of a dotted option
+#: (``--speculative-config.a.b``); vLLM's configs nest 3 levels
+MAX_JSON_DEPTH = 64
+MAX_DOTTED_LEVELS = 16
 
 
-def stated_release(prefix: list[tuple[str, int]], *, path: str) -> dict[str, Any]:
-    """What the words before vLLM's own arguments state about the server (issue 45): its release,
-    from an image tag ``vllm/vllm-openai:vX.Y.Z`` (no tag: ``latest``) or a pinned requirement
-    ``vllm==X.Y.Z`` (``uv run --with``, ``uvx --from``), and the variables set for it (leading
-    ``NAME=value`` words, ``env``, ``docker run -e/--env``). :class:`ServingConfig` fields."""
-    out: dict[str, Any] = {"environment": {}}
-    names = [w for w, _ in prefix]
-    for w, line in prefix:
-        image, pin = _IMAGE.match(w), _PIN.match(w)
-        if image or pin:
-            tag = (image.group(1) or "latest") if image else pin.group(1)
-            out["vllm_version"] = tag.removeprefix("v") if re.match(r"v\d", tag) else tag
-            out["vllm_version_source"] = f"{path}:{line}: {'image' if image else 'requirement'} {w}"
-    i = 1 if names[:1] == ["env"] else 0
-    while i < len(names) and _ASSIGN.match(names[i]):
-        out["environment"].update([_ASSIGN.match(names[i]).groups()])
-        i += 1
-    for j, w in enumerate(names):
-        value = names[j + 1] if w in ("-e", "--env") and j + 1 < len(names) else w.removeprefix("--env=")
-        if (w in ("-e", "--env") or w.startswith("--env=")) and _ASSIGN.match(value):
-            out["environment"].update([_ASSIGN.match(value).groups()])
-    return out
+def _json_loads(text: str):
+    """``json.loads`` bounded: nesting deeper than :data:`MAX_JSON_DEPTH` is a ``ValueError``
+    naming the limit, never a RecursionError."""
+    depth = top = 0
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        in_str = esc = False
+        for c in text:
+            if in_str:
+                esc, in_str = (False, True) if esc else (c == "\\", c != '"')
+            elif c == '"':
+                in_str = True
+            elif c in "[{":
+                depth += 1
+                top = max(top, depth)
+                if top > MAX_JSON_DEPTH:
+                    raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels (the limit qualgate reads)")
+            elif c in "]}":
+                depth -= 1
+    return json.loads(text)
 
 
 def _scalar(text: str):
     try:
-        return json.loads(text)
+        return _json_loads(text)
     except ValueError:  # not JSON, or a number over Python's 4,300 digits: kept as written
         return text
 
@@ -224,7 +238,7 @@ def _scalar(text: str):
 def _dotted_value(text: str):
     """A dotted option's value as vLLM reads it (rule ``cli-dotted``)."""
     try:
-        return json.loads(text)
+        return _json_loads(text)
     except ValueError:
         m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
         if m:
@@ -288,8 +302,17 @@ def _open_config(value: str, line: int, *, path: str, container: Container | Non
             f"--config {value}: {why}", path=path, line=line, token="--config", rule_id="container-config-path"
         )
 
-    if container is None:
-        cfg = Path(path).parent / value
+    if value.startswith("~"):
+        raise refuse("`~` is the home directory of whoever runs the command, which the files do not show")
+    if container is None or container.host:
+        base = Path(path).parent
+        if container is not None and not posixpath.isabs(value):
+            if container.workdir is None:
+                raise refuse(f"a relative path is opened from the working directory, and {container.why}")
+            base = base / container.workdir
+        elif container is not None:
+            raise refuse("an absolute path of the machine that runs the command, which qualgate cannot read")
+        cfg = base / value
         return read_text(cfg, kind="yaml", bom="strip"), str(cfg)
     if not posixpath.isabs(value):
         if not container.workdir:
@@ -322,8 +345,10 @@ def _open_config(value: str, line: int, *, path: str, container: Container | Non
     return read_text(host, kind="yaml", bom="strip"), str(host)
 
 
-def _config_file_args(value: str, line: int, *, path: str, container: Container | None) -> list[tuple[str, int]]:
-    """``--config FILE``: the file's options as words (rule ``cli-config-file``)."""
+def _config_file_args(value: str, line: int, *, path: str, container: Container | None):
+    """``--config FILE``: the file's options as words (rule ``cli-config-file``), each line a
+    :class:`~qualgate.vllm033.serving_config.Loc` of the file, and the lines of the
+    ``speculative-config`` keys inside it (``--speculative-config.KEY``)."""
     if value.split(".")[-1] not in ("yaml", "yml"):
         raise _refuse(
             f"vLLM reads only .yaml/.yml files with --config, got {value!r}",
@@ -350,7 +375,12 @@ def _config_file_args(value: str, line: int, *, path: str, container: Container 
             field="--config",
             value=value,
         )
-    return _mapping_args(data, lines, default_line=line)
+    lines = {k: Loc(v, name) for k, v in lines.items()}
+    return _mapping_args(data, lines, default_line=line), {
+        "--speculative-config" + k[len("speculative_config") :]: v
+        for k, v in lines.items()
+        if k.startswith("speculative_config.")
+    }
 
 
 def _mapping_args(data: Mapping, lines: dict[str, int], *, default_line: int | None = None) -> list[tuple[str, int]]:
@@ -388,13 +418,14 @@ def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool, container:
                 tag, rest = (names[at].removeprefix("--model="), args[at][1]), at + 1
             args = [tag, *args[:at], *args[rest:]]
             names = [w for w, _ in args]
+    file_lines: dict[str, int] = {}
     if names.count("--config") > 1:
         raise DataError("more than one --config (vLLM asserts one)", file=path)
     if "--config" in names:  # rule cli-config-file
         i = names.index("--config")
         if i + 1 >= len(args):
             raise DataError("--config needs a file", file=path, line=args[i][1])
-        extra = _config_file_args(args[i + 1][0], args[i][1], path=path, container=container)
+        extra, file_lines = _config_file_args(args[i + 1][0], args[i][1], path=path, container=container)
         model_first = serve and args and not args[0][0].startswith("-")
         head = args[:1] if model_first else []
         args = head + extra + args[len(head) : i] + args[i + 2 :]
@@ -406,7 +437,7 @@ def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool, container:
             word = "--" + head.replace("_", "-") + dot + tail + eq + value
         out.append((word, line))
     dotted: dict[str, dict] = {}
-    dotted_line: dict[str, int] = {}
+    dotted_line: dict[str, int] = dict(file_lines)
     keep: list[tuple[str, int]] = []
     skip = set()
     for i, (word, line) in enumerate(out):  # rule cli-dotted
@@ -426,7 +457,14 @@ def _flexible(args: list[tuple[str, int]], *, path: str, serve: bool, container:
             skip.add(i + 1)
         append = name.endswith("+")
         name = name.removesuffix("+")
-        opt, *keys = name.split(".")
+        opt, *keys = name.split(".", MAX_DOTTED_LEVELS + 1)
+        if len(keys) > MAX_DOTTED_LEVELS:
+            raise DataError(
+                f"a dotted option of more than {MAX_DOTTED_LEVELS} levels (the limit qualgate reads)",
+                file=path,
+                line=line,
+                field=name[:80],
+            )
         val = json.dumps(value.split(",")) if append else value
         node = dotted.setdefault(opt, {})
         for k in keys[:-1]:
@@ -638,7 +676,7 @@ def _cli_sc_alias(r: _Reading, name: str, value, line: int, value_line) -> None:
         r.spec_value, r.spec_line = None, line
         return
     try:
-        r.spec_value = json.loads(value)
+        r.spec_value = _json_loads(value)
     except ValueError as exc:
         why = f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise DataError(f"not valid JSON: {why}", file=r.path, line=line, field=name, value=value) from exc
@@ -760,3 +798,98 @@ def _cli_spec_flags_merge(r: _Reading) -> dict[str, Any] | None:
             v for k, v in r.lines.items() if k.startswith("speculative_config.")
         )
     return spec
+
+
+# --------------------------------------------------------------------------- what runs it
+
+#: ``VLLM_*`` variables that change nothing vLLM computes (an API key, logs, ports, caches):
+#: one whose value the files do not show is not refused
+_ENV_NO_OUTPUT = frozenset(
+    {
+        "VLLM_API_KEY",
+        "VLLM_LOGGING_LEVEL",
+        "VLLM_CONFIGURE_LOGGING",
+        "VLLM_LOGGING_CONFIG_PATH",
+        "VLLM_NO_USAGE_STATS",
+        "VLLM_DO_NOT_TRACK",
+        "VLLM_USAGE_SOURCE",
+        "VLLM_PORT",
+        "VLLM_HOST_IP",
+        "VLLM_CACHE_ROOT",
+        "VLLM_RPC_TIMEOUT",
+        "VLLM_HTTP_TIMEOUT_KEEP_ALIVE",
+        "VLLM_ENGINE_ITERATION_TIMEOUT_S",
+        "VLLM_LOG_STATS_INTERVAL",
+    }
+)
+_IMAGE_RELEASE = re.compile(r"v?([0-9]+\.[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:(?:rc|\.post|\.dev)[0-9]+)?)")
+
+
+def vllm_environment(pairs, *, path: str, line: int | None, where: str = "") -> dict[str, str]:
+    """The ``VLLM_*`` variables of ``pairs`` (``(name, value)``, the last one winning; a value
+    ``None`` is one the files do not show), refusing one that can change what vLLM computes
+    and whose value cannot be read."""
+    env: dict[str, str | None] = {}
+    for k, v in pairs:
+        if k == "--env-file":
+            env["--env-file"] = None
+        elif str(k).startswith("VLLM_"):
+            env[str(k)] = v
+    if "--env-file" in env:
+        raise DataError(
+            f"{where}--env-file: the variables it sets (VLLM_* among them) cannot be read from the command; "
+            "qualgate cannot tell what vLLM runs, so it refuses it (set them with -e NAME=VALUE)",
+            file=path,
+            line=line,
+            field="--env-file",
+        )
+    for k, v in env.items():
+        if v is None and k not in _ENV_NO_OUTPUT:
+            raise DataError(
+                f"{where}{k} is set for the server from a value the files do not show (a variable, a Secret, "
+                "a file); it can change what vLLM computes, so qualgate refuses it (write the value out)",
+                file=path,
+                line=line,
+                field=k,
+            )
+    return {k: v for k, v in env.items() if v is not None}
+
+
+def image_version(image: str | None, where: str) -> tuple[str | None, str | None]:
+    """``(version, source)`` of a ``vllm/vllm-openai`` image reference (``:v0.34.0`` ->
+    ``0.34.0``); ``(None, why)`` for ``latest``, no tag, a digest alone, another image."""
+    if not image:
+        return None, None
+    ref = image.split("@", 1)[0]
+    repo, colon, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")
+    if not repo.endswith("vllm/vllm-openai") and not repo.endswith("vllm/vllm-openai-cpu"):
+        return None, f"{where}: image {image} is not vllm/vllm-openai, so its tag names no vLLM release"
+    m = _IMAGE_RELEASE.fullmatch(tag)
+    if m:
+        return m.group(1), f"{where}: image {image}"
+    why = "has no tag (docker takes latest)" if not colon else f"tag {tag!r} names no vLLM release"
+    return None, f"{where}: image {image} {why}, so the vLLM version it runs can change"
+
+
+def _from_start(script, start, *, path: str, container: Container | None = None, env=()) -> ServingConfig:
+    """The :class:`ServingConfig` of the vLLM start of a shell script (:mod:`.shell`);
+    ``container``: the container the script runs in (``None``: the host), ``env``: the
+    environment it is given."""
+    from qualgate.vllm033.shell import vllm_pin
+
+    commands = [list(c.words) for c in script.commands] + [list(script.assigned)]
+    entry, args, box = _serve_args(list(start.words))
+    _scan_other_commands(commands, list(start.words), path=path)
+    if box is None and container is not None:
+        box = dataclasses.replace(container, workdir=start.cwd)
+    elif box is None:
+        box = Container(workdir=start.cwd, host=True, why=start.cwd_why)
+    names = [w for w, _ in start.words]
+    first = next((i for i, w in enumerate(names) if "vllm" in w or w in _RUNNERS or w == "-m"), len(names))
+    env_words = [tuple(w.partition("=")[::2]) for w in names[:first] if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]
+    env = vllm_environment([*env, *start.env, *env_words, *box.env], path=path, line=start.line)
+    cfg = parse_command_line(args, path=path, fmt="command-line", entry=entry, container=box)
+    version, source = vllm_pin(script, path=path)
+    if box.image and source is None:
+        version, source = image_version(box.image, f"{path}:{start.line}")
+    return dataclasses.replace(cfg, environment=env, vllm_version=version, vllm_version_source=source)

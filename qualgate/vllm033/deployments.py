@@ -44,12 +44,15 @@ from qualgate.vllm033.cli_args import (
     _ENTRY_SERVE,
     _SPECULATIVE_VALUE,
     Container,
-    _scan_other_commands,
+    _from_start,
     _serve_args,
     _shell_words,
+    image_version,
     parse_command_line,
+    vllm_environment,
 )
 from qualgate.vllm033.serving_config import ServingConfig
+from qualgate.vllm033.shell import Command, Script, read_script, vllm_start
 
 __all__ = ["ENTRYPOINTS", "NoServeCommand", "read_deployment"]
 
@@ -57,6 +60,8 @@ __all__ = ["ENTRYPOINTS", "NoServeCommand", "read_deployment"]
 ENTRYPOINTS = {"serve": _ENTRY_SERVE, "api_server": _ENTRY_API, "none": None}
 _WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod", "LeaderWorkerSet")
 _RUNTIMES = ("ServingRuntime", "ClusterServingRuntime")
+#: longest value a Kubernetes ``$(VAR)`` expansion may produce (each variable can double it)
+MAX_EXPANDED = 64 * 1024
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
@@ -107,47 +112,60 @@ def _words(value, node, *, path: str, field: str) -> list[tuple[str, int]]:
 # --------------------------------------------------------------------------- the launch
 
 
-def _start(words, *, path, container: Container, what: str):
+def _start(words, *, path, container: Container, what: str, env=()):
     """The ServingConfig of a command that runs as written (``sh -c SCRIPT`` included), or
-    ``None`` when it starts no vLLM server."""
+    ``None`` when it starts no vLLM server; ``env``: the container's ``(name, value)``."""
     names = [w for w, _ in words]
+    is_start = lambda ws: _serve_args(list(ws)) is not None  # noqa: E731
     if names and os.path.basename(names[0]) in ("sh", "bash") and "-c" in names[1:]:
         at = names.index("-c")
         if at + 1 >= len(words):
             raise DataError(f"{what}: `sh -c` without a script", file=path)
-        script, line = words[at + 1]
-        cmds = [[(w, line + ln - 1) for w, ln in c] for c in _shell_words(script, path=path)]
+        text, line = words[at + 1]
+        why = "the image's working directory is not shown"
+        script = read_script(text, path=path, line=line, cwd=container.workdir, cwd_why=why, in_container=True)
     else:
-        cmds = [words]
-    serves = [(c, a) for c in cmds if (a := _serve_args(c)) is not None]
-    if not serves:
+        script = Script(
+            (Command(tuple(words), words[0][1] if words else 0, (), container.workdir, "", None, None),), {}, (), {}
+        )
+    start = vllm_start(script, is_start, path=path)
+    if start is None:
         return None
-    if len(serves) > 1:
-        raise DataError(f"{what}: {len(serves)} vLLM starts in one command; give one", file=path)
-    cmd, (entry, args, _) = serves[0]
-    _scan_other_commands(cmds, cmd, path=path)
-    return parse_command_line(args, path=path, fmt="command-line", entry=entry, container=container)
+    return _from_start(script, start, path=path, container=container, env=env)
 
 
-def _launch(words, image: str | None, *, path, container: Container, assume, what: str, has_command: bool):
+def _launch(
+    words, image: str | None, *, path, container: Container, assume, what: str, has_command: bool, env=(), line=None
+):
     """The ServingConfig of one container, or ``None`` when it is not vLLM. ``has_command``:
     ``words`` replace the image's entrypoint (a Kubernetes ``command:``, a compose
-    ``entrypoint:``); otherwise they are the entrypoint's arguments."""
+    ``entrypoint:``); otherwise they are the entrypoint's arguments. ``env``: the container's
+    environment, ``(name, value)`` (``None``: a value the files do not show); ``line``: where
+    the container is, for the version's source."""
+    repo = (image or "").split("@", 1)[0]
+    repo = repo.rsplit(":", 1)[0] if ":" in repo.rsplit("/", 1)[-1] else repo
     if has_command or assume == "none":
-        return _start(words, path=path, container=container, what=what)
-    if assume is not None:
-        return parse_command_line(words, path=path, fmt="command-line", entry=ENTRYPOINTS[assume], container=container)
-    repo = (image or "").rsplit(":", 1)[0]
-    if repo.endswith("vllm/vllm-openai") and words:  # its entrypoint is `vllm serve` or the api_server module
-        return parse_command_line(words, path=path, fmt="command-line", entry=_ENTRY_EITHER, container=container)
-    if "vllm" in repo or _start(words, path=path, container=container, what=what) is not None:
+        cfg = _start(words, path=path, container=container, what=what, env=env)
+    elif assume is not None:
+        cfg = parse_command_line(words, path=path, fmt="command-line", entry=ENTRYPOINTS[assume], container=container)
+    elif repo.endswith("vllm/vllm-openai") and words:  # its entrypoint is `vllm serve` or the api_server module
+        cfg = parse_command_line(words, path=path, fmt="command-line", entry=_ENTRY_EITHER, container=container)
+    elif "vllm" in repo or _start(words, path=path, container=container, what=what) is not None:
         raise _no_serve(
             path,
             f"{what} runs image {image!r} through its own entrypoint"
             + (" with no arguments" if not words else ", which qualgate cannot read")
             + " (pass --assume-entrypoint serve, api_server or none)",
         )
-    return None
+    else:
+        return None
+    if cfg is None:
+        return None
+    environment = {**vllm_environment(env, path=path, line=line, where=f"{what}: "), **cfg.environment}
+    version, source = cfg.vllm_version, cfg.vllm_version_source
+    if source is None:
+        version, source = image_version(image, f"{path}:{line or '?'} ({what})")
+    return dataclasses.replace(cfg, environment=environment, vllm_version=version, vllm_version_source=source)
 
 
 def _one(found: list[tuple[str, ServingConfig]], path: str, *, mentions_vllm: bool, fmt: str) -> ServingConfig:
@@ -223,8 +241,20 @@ def _compose(docs, path: str, assume) -> ServingConfig:
                 unmounted.append(dst)
         box = Container(svc.get("working_dir"), tuple(mounts), tuple(unmounted))
         words = entry + cmd
+        raw_env = svc.get("environment") or {}
+        if isinstance(raw_env, list):
+            raw_env = dict(str(e).partition("=")[::2] if "=" in str(e) else (str(e), None) for e in raw_env)
+        env = [(str(k), None if v is None or "$" in str(v) else str(v)) for k, v in dict(raw_env).items()]
         cfg = _launch(
-            words, svc.get("image"), path=path, container=box, assume=assume, what=where, has_command=bool(entry)
+            words,
+            svc.get("image"),
+            path=path,
+            container=box,
+            assume=assume,
+            what=where,
+            has_command=bool(entry),
+            env=env,
+            line=_line(n) if n is not None else None,
         )
         if cfg is not None:
             found.append((where, cfg))
@@ -324,7 +354,15 @@ def _expand(word: str, values, unresolved, open_ended, *, path: str, field: str,
             )
         return m.group(0)  # Kubernetes leaves an undefined reference as written
 
-    return _VAR.sub(sub, word)
+    out = _VAR.sub(sub, word)
+    if len(out) > MAX_EXPANDED:
+        raise DataError(
+            f"$(VAR) expansion longer than {MAX_EXPANDED:,} characters (the limit qualgate expands)",
+            file=path,
+            line=line,
+            field=field,
+        )
+    return out
 
 
 def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
@@ -338,11 +376,20 @@ def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
             continue
         for pod, pnode, where in _pod_specs(doc, node):
             volumes = {str(v.get("name")): v for v in pod.get("volumes") or [] if isinstance(v, Mapping)}
-            cnodes = _child(pnode, "containers")
-            for i, c in enumerate(pod.get("containers") or []):
+            every = [  # init containers (sidecars with restartPolicy Always run beside) and ephemeral ones too
+                (c, cn)
+                for lst in ("initContainers", "containers", "ephemeralContainers")
+                if isinstance(pod.get(lst), list)
+                for c, cn in zip(
+                    pod[lst],
+                    _child(pnode, lst).value
+                    if isinstance(_child(pnode, lst), yaml.SequenceNode)
+                    else [None] * len(pod[lst]),
+                )
+            ]
+            for i, (c, cn) in enumerate(every):
                 if not isinstance(c, Mapping):
                     continue
-                cn = cnodes.value[i] if isinstance(cnodes, yaml.SequenceNode) else None
                 what = f"{where} container {c.get('name', i)}"
                 vllm_named |= "vllm" in str(c.get("image", ""))
                 values, unresolved, open_ended = _env(c, maps, path, what)
@@ -383,6 +430,8 @@ def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
                     assume=assume,
                     what=what,
                     has_command="command" in c,
+                    env=[*values.items(), *((k, None) for k in unresolved)],
+                    line=_line(cn) if cn is not None else None,
                 )
                 if cfg is not None:
                     found.append((what, cfg))
@@ -502,7 +551,13 @@ def read_deployment(
             return None
         try:  # docker-compose files use anchors and << merges
             docs = yaml_documents(text, file=path, aliases=True)
-        except DataError:
+        except DataError as bound:
+            if (
+                "limit qualgate" in bound.message
+                or "recursive alias" in bound.message
+                or "nested deeper" in bound.message
+            ):
+                raise
             return None
         if not (docs and isinstance(docs[0][1], Mapping) and isinstance(docs[0][1].get("services"), Mapping)):
             raise

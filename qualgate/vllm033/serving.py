@@ -43,20 +43,19 @@ from pathlib import Path
 import yaml
 
 from qualgate.errors import DataError
-from qualgate.records.strict import compose_yaml, loads_yaml, read_text
+from qualgate.records.strict import LIMITS, compose_yaml, decode_text, loads_yaml, read_text
 from qualgate.vllm033.arguments import ARGUMENTS
 from qualgate.vllm033.cli_args import (
     _ENTRY_SERVE,
     _SPECULATIVE_WORD,
+    _from_start,
     _mapping_args,
-    _scan_other_commands,
     _serve_args,
-    _shell_words,
     parse_command_line,
-    stated_release,
 )
 from qualgate.vllm033.deployments import NoServeCommand, read_deployment
 from qualgate.vllm033.serving_config import _NUMERIC_KEYS, ServingConfig, _key_lines
+from qualgate.vllm033.shell import read_script, vllm_start
 
 __all__ = ["ServingConfig", "parse_command_line", "read_serving_config"]
 
@@ -161,8 +160,17 @@ def read_serving_config(
     cannot resolve exactly as vLLM 0.33 would (fail closed).
     """
     p = Path(path)
-    text = read_text(p, kind="yaml", bom="strip")  # a regular file, UTF-8
-    spath = str(p)
+    if str(path) == "-":  # `helm template ... | qualgate check -`: stdin, files relative to the working directory
+        import sys
+
+        data = sys.stdin.buffer.read(LIMITS["yaml"] + 1)
+        if len(data) > LIMITS["yaml"]:
+            raise DataError(f"standard input over {LIMITS['yaml']:,} bytes (the limit qualgate reads)", file="-")
+        text, spath = decode_text(data, file="<stdin>", bom="strip"), str(Path.cwd() / "<stdin>")
+    else:
+        _refuse_unrendered(p)
+        text = read_text(p, kind="yaml", bom="strip")  # a regular file, UTF-8
+        spath = str(p)
     cfg = read_deployment(text, path=spath, manifests=manifests, assume_entrypoint=assume_entrypoint)
     if cfg is None:
         cfg = _read_other(text, spath)
@@ -175,29 +183,48 @@ def read_serving_config(
     return cfg
 
 
+def _refuse_unrendered(p: Path) -> None:
+    """A Helm chart or a kustomize folder (or a file inside one) is not what runs: its rendered
+    output is. Refused with the way to give that."""
+    how = {
+        "helm": "helm template RELEASE CHART -f VALUES | qualgate check -",
+        "kustomize": "kubectl kustomize DIR | qualgate check -",
+    }
+    for d in [p] + list(p.resolve().parents)[:3] if p.is_dir() else [p.parent, *list(p.resolve().parents)[:3]]:
+        kind = (
+            "helm"
+            if (d / "Chart.yaml").is_file()
+            else "kustomize"
+            if any((d / k).is_file() for k in ("kustomization.yaml", "kustomization.yml", "Kustomization"))
+            else None
+        )
+        if kind == "kustomize" and d not in (p, p.parent):
+            continue  # a kustomization further up need not list this file
+        if kind:
+            raise DataError(
+                f"{'a Helm chart' if kind == 'helm' else 'a kustomize folder'} ({d}): what runs is its rendered "
+                f"output (overlays, patches and values applied), not this file; render it first: {how[kind]}",
+                file=str(p),
+            )
+
+
 def _read_other(text: str, spath: str) -> ServingConfig:
     """A command line, an args file, a ``--config`` mapping or a decoding config."""
 
-    commands = shell_error = None
+    script = shell_error = None
     launches = re.search(r"\bvllm\b[^\n]*\bserve\b|vllm\.entrypoints|vllm/vllm-openai", text)
     if "vllm" in text or re.match(r"\s*--?[A-Za-z]", text):
         try:
-            commands = _shell_words(text, path=spath)
+            script = read_script(text, path=spath)
         except DataError as exc:  # maybe YAML/JSON with quotes a shell would not balance
             if launches:
                 raise
             shell_error = exc
-    if commands:
-        serves = [(c, a) for c in commands if (a := _serve_args(c)) is not None]
-        if len(serves) > 1:
-            at = ", ".join(str(c[0][1]) for c, _ in serves)
-            raise DataError(f"{len(serves)} vllm serve commands (lines {at}); give one per file", file=spath)
-        if serves:
-            command, (entry, args, box) = serves[0]
-            _scan_other_commands(commands, command, path=spath)
-            cfg = parse_command_line(args, path=spath, fmt="command-line", entry=entry, container=box)
-            stated = stated_release(command[: len(command) - len(args)], path=spath)
-            return dataclasses.replace(cfg, **stated)
+    if script is not None and script.commands:
+        start = vllm_start(script, lambda words: _serve_args(list(words)) is not None, path=spath)
+        if start is not None:
+            return _from_start(script, start, path=spath)
+        commands = [list(c.words) for c in script.commands]
         if re.match(r"--?[A-Za-z]", commands[0][0][0]):
             return parse_command_line([w for c in commands for w in c], path=spath, fmt="args-file")
 

@@ -11,11 +11,29 @@ import yaml
 from qualgate.config.decoding import IDENTITY_OPTIONS, config_id
 from qualgate.errors import DataError
 
-__all__ = ["SERVING_OPTIONS", "ServingConfig"]
+__all__ = ["SERVING_OPTIONS", "Loc", "ServingConfig"]
 
 #: Serving options kept besides the identity: they matter to lint and admission, not to the id.
 SERVING_OPTIONS = ("max_num_seqs", "max_num_batched_tokens", "max_num_active_seqs")
 _NUMERIC_KEYS = (*IDENTITY_OPTIONS, *SERVING_OPTIONS)
+
+
+class Loc(int):
+    """A 1-based line number that names its file too: a setting read from another file than the
+    one given (a ``--config`` YAML, a compose override or ``extends`` file). It is an ``int``
+    everywhere else, so the readers carry it as they carry a line."""
+
+    file: str
+
+    def __new__(cls, line: int, file: str):
+        obj = super().__new__(cls, line)
+        obj.file = file
+        return obj
+
+    def __add__(self, other):  # a line further down the same file
+        return Loc(int(self) + int(other), self.file) if isinstance(other, int) else NotImplemented
+
+    __radd__ = __add__
 
 
 @dataclass(frozen=True)
@@ -47,13 +65,22 @@ class ServingConfig:
     #: (``VLLM_USE_V2_MODEL_RUNNER``, ``VLLM_BATCH_INVARIANT``, ...), by name
     environment: dict[str, str] = field(default_factory=dict)
 
-    def line_of(self, key: str | None) -> int | None:
-        """The line of ``key``, or of its nearest parent that has one."""
+    def _at(self, key: str | None):
         while key:
             if key in self.lines:
                 return self.lines[key]
             key = key.rpartition(".")[0]
         return None
+
+    def line_of(self, key: str | None) -> int | None:
+        """The line of ``key``, or of its nearest parent that has one."""
+        at = self._at(key)
+        return None if at is None else int(at)
+
+    def file_of(self, key: str | None) -> str:
+        """The file where ``key`` (or its nearest parent with a line) is set: ``path``, or the
+        file it was read from (a ``--config`` YAML, a compose override)."""
+        return getattr(self._at(key), "file", self.path)
 
     @property
     def numerics(self) -> dict[str, Any]:

@@ -111,7 +111,11 @@ _FIELD_KINDS = {
     "prompt_lookup_min": "int?",
     "synthetic_acceptance_length": "float?",
 }
-_INT_TEXT = re.compile(r"^\s*[+-]?\d[\d_]*(?:\.0*)?\s*$")
+#: a string pydantic's lax mode reads as an int (pydantic-core 2.x, checked against
+#: ``TypeAdapter(int).validate_python`` in tests/ci/test_read_whole.py): ASCII digits with single
+#: underscores between them, an optional ``.0...`` (``"8."`` and a full-width ``"８"`` are refused);
+#: only ASCII whitespace is taken around it (other whitespace: refused, where pydantic may accept)
+_INT_TEXT = re.compile(r"^[ \t\n\r\f\v]*[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?[ \t\n\r\f\v]*$")
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
 _FALSE = {"0", "off", "f", "false", "n", "no"}
 
@@ -132,7 +136,7 @@ def _lax(name: str, kind: str, value: Any, release: str = DEFAULT_RELEASE) -> An
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             return int(value)
         if isinstance(value, str) and _INT_TEXT.match(value):
-            return int(float(value.replace("_", ""))) if "." in value else int(value)
+            return int(value.strip().split(".")[0])
         raise bad
     if kind == "float":
         if isinstance(value, (bool, int, float)):
