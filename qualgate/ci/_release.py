@@ -71,8 +71,7 @@ def deployment_release(cfg: ServingConfig, vllm_version: str | None = None, *, r
     if cfg.vllm_version is None and cfg.vllm_version_source and vllm_version is None:
         # the files name a vLLM but no one release of it (a 'latest' tag, no tag, an open pin)
         raise DataError(
-            f"{cfg.vllm_version_source}: qualgate cannot tell which rules apply nor bind evidence to "
-            f"it; {_HOW}",
+            f"{cfg.vllm_version_source}: qualgate cannot tell which rules apply nor bind evidence to it; {_HOW}",
             file=cfg.path,
             field="vllm_version",
         )

@@ -126,7 +126,7 @@ class _Group(click.Group):
 def _version(ctx, param, value):
     if not value or ctx.resilient_parsing:
         return
-    from qualgate.code import code_identity, short
+    from qualgate.run.code import code_identity, short
 
     click.echo(f"qualgate {short(code_identity(files=False))}")
     ctx.exit()

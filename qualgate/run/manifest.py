@@ -276,7 +276,7 @@ def _provenance(plan, out) -> dict[str, Any]:
             "sha256": sha256_file(plan.path) if plan.path and Path(plan.path).is_file() else None,
             "run_id": manifest.get("run_id"),
             "fingerprint_sha256": hashlib.sha256(fingerprint.encode()).hexdigest(),
-            # the qualgate code that wrote the records (qualgate.code; None outside a run directory
+            # the qualgate code that wrote the records (qualgate.run.code; None outside a run directory
             # or for a run written before qualgate recorded it)
             "code": {k: v for k, v in manifest["code"].items() if k != "files"} if manifest.get("code") else None,
         },

@@ -23,7 +23,7 @@ next config opens on the pool: it is dropped there, and the config runs on the o
 actors are replaced when no config has an engine open on the pool. When every actor of a
 config is lost the run stops (exit 3) and ``--resume`` continues it.
 
-Every actor reports the qualgate code it runs (:func:`qualgate.code.code_identity`): an actor
+Every actor reports the qualgate code it runs (:func:`qualgate.run.code.code_identity`): an actor
 whose code differs from the driver's (a node with another image tag or commit) is refused
 before any batch goes to it (exit 3).
 
@@ -44,7 +44,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from qualgate.backends import Backend, Generation, Request
-from qualgate.code import code_identity, compare
+from qualgate.run.code import code_identity, compare
 from qualgate.errors import DataError
 
 __all__ = ["RayBackend", "RayCluster", "actor_resources", "import_ray"]
@@ -110,7 +110,7 @@ class _EngineActor:  # pragma: no cover - runs in a Ray worker process
     def where(self) -> dict[str, Any]:
         import ray
 
-        from qualgate.code import code_identity
+        from qualgate.run.code import code_identity
 
         ctx = ray.get_runtime_context()
         return {

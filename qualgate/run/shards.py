@@ -173,10 +173,10 @@ def _check_same_plan(parts: list[_Part], plan, fingerprint: dict, where: str) ->
 
 
 def _check_same_code(parts: list[_Part]) -> dict | None:
-    """The code identity every shard was written by (:mod:`qualgate.code`); shards written by
+    """The code identity every shard was written by (:mod:`qualgate.run.code`); shards written by
     different qualgate code (a requeued task after an update, pods on mixed image tags) are
     refused, naming the first that differs from shard 0 and what differs."""
-    from qualgate.code import compare
+    from qualgate.run.code import compare
 
     first = min(parts, key=lambda p: p.shard.index)
     for p in parts:
@@ -409,7 +409,7 @@ def merge_shards(
         A shard is missing, given twice, unfinished, torn, of another plan or fingerprint, or
         holds requests of another shard; ``out`` is not empty.
     """
-    from qualgate.code import code_identity
+    from qualgate.run.code import code_identity
     from qualgate.config.decoding import load_plan
     from qualgate.records import RecordWriter, read_records
     from qualgate.run.manifest import (

@@ -88,16 +88,20 @@ class Side:
 
     def to_dict(self) -> dict:
         engine = {"engine": self.engine, "engine_version": self.engine_version} if self.engine else {}
-        return engine | {
-            "path": self.path,
-            "config_id": self.config_id,
-            "mode": self.mode,
-            "run_ids": list(self.run_ids),
-            "files": [{"path": f, "sha256": h} for f, h in zip(self.files, self.sha256)],
-            "records": self.n_records,
-            "dropped_truncated": list(self.dropped_truncated),
-            "decided_by": dict(self.decided_by),
-        } | ({"metric": dict(self.metrics)} if self.metrics else {})
+        return (
+            engine
+            | {
+                "path": self.path,
+                "config_id": self.config_id,
+                "mode": self.mode,
+                "run_ids": list(self.run_ids),
+                "files": [{"path": f, "sha256": h} for f, h in zip(self.files, self.sha256)],
+                "records": self.n_records,
+                "dropped_truncated": list(self.dropped_truncated),
+                "decided_by": dict(self.decided_by),
+            }
+            | ({"metric": dict(self.metrics)} if self.metrics else {})
+        )
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,5 +1,5 @@
 """The code that wrote each record is known: a run's manifest, each shard and each resume carry
-the identity of the qualgate code (:mod:`qualgate.code`), ``merge`` and ``--resume`` refuse
+the identity of the qualgate code (:mod:`qualgate.run.code`), ``merge`` and ``--resume`` refuse
 records of other code, and the gate report names the code that wrote the records.
 
 "Other code" here is real: a copy of the package whose request-seed derivation differs by one
@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 import qualgate
 from qualgate.cli import cli
-from qualgate.code import code_identity, compare
+from qualgate.run.code import code_identity, compare
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def _copy_package(tmp_path: Path, *, edit: bool = True) -> Path:
 
 
 def _identity_of(copy: Path) -> dict:
-    code = "import json; from qualgate.code import code_identity; print(json.dumps(code_identity()))"
+    code = "import json; from qualgate.run.code import code_identity; print(json.dumps(code_identity()))"
     out = subprocess.run(
         [sys.executable, "-c", code],
         env={**os.environ, "PYTHONPATH": str(copy)},

@@ -29,7 +29,7 @@ CODE_HASH = "sha256 over sorted 'relative/path.py\\0sha256(bytes)\\n' of every *
 
 @functools.lru_cache(maxsize=1)
 def _files() -> dict[str, str]:
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent  # the qualgate package
     out = {}
     for path in sorted(root.rglob("*.py")):
         if "__pycache__" in path.parts:
@@ -48,7 +48,7 @@ def code_identity(*, files: bool = True) -> dict[str, Any]:
     >>> a = code_identity()
     >>> a == code_identity() and len(a["source_sha256"]) == 64
     True
-    >>> "code.py" in a["files"]
+    >>> "run/code.py" in a["files"]
     True
     """
     digests = _files()
