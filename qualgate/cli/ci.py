@@ -313,6 +313,8 @@ def check(
     from qualgate.formatting import append_step_summary
 
     append_step_summary(_check_markdown(result))
+    if result.unbound:  # the evidence is not about this config's own baseline: a configuration error
+        return ExitCode.DATA
     return ExitCode.OK if result.allowed else ExitCode.FAIL
 
 
