@@ -106,6 +106,9 @@ class CheckResult:
     evidence: dict[str, Any] | None = None  #: what the evidence says about this config
     notes: tuple[str, ...] = field(default_factory=tuple)
     release: Release | None = None  #: the vLLM release the deployment runs (issue 45)
+    #: the reasons (among ``reasons``) that the evidence's baseline is not this config's own
+    #: reference: a configuration error, exit 3 (:func:`_belongs`)
+    unbound: tuple[str, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -125,6 +128,7 @@ class CheckResult:
             "evidence": self.evidence,
             "notes": list(self.notes),
             "vllm": self.release.to_dict() if self.release else None,
+            "unbound": list(self.unbound),
         }
 
 
@@ -418,6 +422,8 @@ def check(
     )
     reasons += chained
     notes += chain_notes
+    unbound, other = _belongs(report, cfg, cid)
+    reasons += unbound
     if "signature" not in verified and not reasons:
         notes.append(
             "not verifiable without QUALGATE_EVIDENCE_KEY: the report's created_at (a report re-dated "
@@ -428,7 +434,8 @@ def check(
         notes.append(
             "the report was neither recomputed from its records nor signed: accepted only because of --trust-unsigned"
         )
-    return CheckResult(cfg, cid, True, method, tuple(reasons), info, (*notes, *engine_notes), release)
+    notes += other
+    return CheckResult(cfg, cid, True, method, tuple(reasons), info, (*notes, *engine_notes), release, tuple(unbound))
 
 
 def _method_unknown(release: Release) -> str:
@@ -446,6 +453,40 @@ def _method_unknown(release: Release) -> str:
         "draft_model otherwise, so the config id of what runs is not known; set `method`, or pass "
         f"--drafter-model-type TYPE ({cite('spec-drafter-config', release.minor)})"
     )
+
+
+def _belongs(report: Evidence, cfg: ServingConfig, cid) -> tuple[list[str], list[str]]:
+    """``(reasons, notes)``: whether the report's baseline is this config's own reference
+    (:func:`qualgate.evidence.binding.compare_sides`): the same target, tokenizer and chat
+    template, sampling, numerics and engine, differing only in the speculative block (none, or
+    lossless verification of the same drafter). What differs, or what the report does not
+    record, is a reason; other engine options that differ are notes."""
+    from qualgate.evidence.binding import compare_sides, describe_side
+
+    cand = report.candidate(cid)
+    bmethod, problem = resolved_method(report.baseline.config)
+    if cand is None or problem or bmethod not in LOSSLESS:
+        return [], []  # (refused already: no candidate has this id, or the baseline is unknown or lossy)
+    mine = cand.config
+    if mine is None:  # what the deployment itself says (no sampling: a server does not choose it)
+        mine = describe_side(cfg.model, cfg.speculative, cfg.numerics, sampling=cfg.sampling or None)
+    elif mine.get("config_id") != cid:
+        return [
+            f"the report's description of candidate {cand.name} is config {mine.get('config_id')}, not this "
+            f"config's {cid}: the report does not say what this config serves"
+        ], []
+    b = compare_sides(report.baseline.config, mine, baseline_mode=report.baseline.mode, candidate_mode=cand.mode)
+    reasons = []
+    if b.differences:
+        reasons.append(
+            f"the report's baseline {report.baseline.config_id} is not this config's own reference: it differs "
+            "in more than the speculative block (" + "; ".join(b.differences) + "); evidence must compare the "
+            "candidate with its own target-only config (or, chained, the standard speculative config of its "
+            "own drafter) at the same sampling and numerics"
+        )
+    reasons += [f"the baseline's binding to this config cannot be checked: {u}" for u in b.unknown]
+    notes = [f"the sides differ in engine options outside the config id: {'; '.join(b.other)}"] if b.other else []
+    return reasons, notes
 
 
 def _binding(

@@ -158,7 +158,13 @@ def _recompute(report: Evidence, located: dict[str, str], progress) -> str:
                 missing=s.missing,
                 multiplicity=s.multiplicity,
             )
-        again = dataclasses.replace(again, reading=s.reading, baseline_config=report.baseline.config, plan=report.plan)
+        again = dataclasses.replace(
+            again,
+            reading=s.reading,
+            baseline_config=report.baseline.config,
+            plan=report.plan,
+            candidate_configs=tuple(c.config for c in report.candidates),
+        )
         diffs = _diff(again.to_dict(), report.to_dict(), "")
     return "; ".join(diffs[:3]) + (f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else "")
 

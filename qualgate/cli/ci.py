@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from qualgate.formatting import inert
@@ -171,10 +173,17 @@ def _check_markdown(result) -> str:
 
 
 @click.command()
-@click.argument("config", type=click.Path(allow_dash=True))
+@click.argument("config", type=click.Path(dir_okay=False, allow_dash=True), required=False)
 @click.option(
     "--evidence", type=click.Path(dir_okay=False), help="Gate report JSON (qualgate gate --output REPORT.json)."
 )
+@click.option(
+    "--server",
+    help="A running vLLM's URL: check what it runs (its /v1/models, /version, /metrics and, with "
+    "--server-log, its startup log's non-default arguments) instead of, or besides, CONFIG; exit 3 "
+    "when it cannot tell or when the server runs another config than CONFIG.",
+)
+@click.option("--server-log", type=click.Path(exists=True, dir_okay=False), help="The --server's startup log.")
 @click.option(
     "--max-margin",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
@@ -246,6 +255,8 @@ def check(
     policy_file,
     against_target,
     fmt,
+    server,
+    server_log,
     manifests,
     assume_entrypoint,
     drafter_model_type,
@@ -280,6 +291,11 @@ def check(
     from ..ci import parse_age
     from .run import stage_progress
 
+    served_notes = ()
+    if server:
+        config, served_notes = _served(config, server, server_log)
+    elif config is None:
+        raise click.UsageError("give CONFIG, or --server URL")
     with stage_progress("qualgate check") as bar:  # (lines only when it takes a while)
         result = check_config(
             config,
@@ -299,6 +315,10 @@ def check(
             vllm_version=vllm_version,
             progress=None if bar is None else bar.at,
         )
+    if served_notes:
+        import dataclasses
+
+        result = dataclasses.replace(result, notes=tuple(served_notes) + result.notes)
     if fmt == "json":
         _emit_json(result.to_dict())
     else:
@@ -329,7 +349,37 @@ def check(
     from qualgate.formatting import append_step_summary
 
     append_step_summary(_check_markdown(result))
+    if result.unbound:  # the evidence is not about this config's own baseline: a configuration error
+        return ExitCode.DATA
     return ExitCode.OK if result.allowed else ExitCode.FAIL
+
+
+def _served(config, server, server_log):
+    """``(the config the server runs, notes)``; with CONFIG too, the server must run CONFIG
+    (a :class:`DataError`, exit 3, naming what differs)."""
+    from ..ci import read_serving_config
+    from ..ci._server import read_server, server_config
+
+    served, notes = server_config(read_server(server), server_log)
+    if config is not None:
+        mine = read_serving_config(config)
+        if mine.config_id() != served.config_id():
+            from qualgate.evidence.binding import compare_sides, describe_side
+
+            d = compare_sides(
+                describe_side(mine.model, mine.speculative, mine.numerics, sampling={}),
+                describe_side(served.model, served.speculative, served.numerics, sampling={}),
+            )
+            what = "; ".join(d.differences) or (
+                f"speculative_config: {json.dumps(mine.speculative)} against {json.dumps(served.speculative)}"
+            )
+            raise DataError(
+                f"the server at {server} runs config {served.config_id()}, not {config}'s {mine.config_id()} "
+                f"(CONFIG first, the server second: {what})",
+                file=str(config),
+            )
+        notes.append(f"the server runs {config}'s config {mine.config_id()}")
+    return served, notes
 
 
 def _say(line: str) -> None:

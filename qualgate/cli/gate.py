@@ -87,8 +87,11 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
     from qualgate.formatting import append_step_summary, to_json, write_atomic
 
     # a gate report is written as evidence: signed when QUALGATE_EVIDENCE_KEY is set
-    doc = to_json(report.evidence().signed() if hasattr(report, "evidence") else report)
+    evidence = report.evidence() if hasattr(report, "evidence") else None
+    doc = to_json(evidence.signed() if evidence is not None else report)
     click.echo(doc if fmt == "json" else inert(text(report)), nl=fmt == "json")
+    for warning in evidence.warnings if evidence is not None else ():  # (recorded in the report too)
+        click.echo(inert(f"warning: {warning}"), err=True)
     if output:
         write_atomic(output, doc + "\n")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -193,6 +196,16 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
     "whose baseline config it cannot resolve to a lossless one.",
 )
 @click.option(
+    "--candidate-config",
+    "candidate_configs",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=str),
+    help="Each candidate's serving or decoding config, in the candidates' order (repeat it once per "
+    "candidate); its config id must be the candidate records'. With --baseline-config, written into "
+    "the report so that qualgate check can verify that the baseline is the candidate's own reference "
+    "(same target, tokenizer, sampling and numerics); a decoding config states the sampling.",
+)
+@click.option(
     "--judge-units",
     is_flag=True,
     help="Records from qualgate judge: the margin is in the judge's own verdicts, not corrected by its "
@@ -217,6 +230,7 @@ def gate(
     power,
     missing,
     baseline_config,
+    candidate_configs,
     judge_units,
     on_missing,
     max_errors,
@@ -269,6 +283,7 @@ def gate(
         allow_unknown=allow_unknown,
         missing=missing,
         baseline_config=_describe(baseline_config),
+        candidate_configs=_describe_candidates(candidate_configs, candidates),
     )
     foreign = dict(input_format=input_format, import_options=options_from(kwargs), on_prompt_mismatch=prompt_mismatch)
     if sequential and (policy_file or input_format != "auto" or prompt_mismatch != "error"):
@@ -337,16 +352,32 @@ def _same_file(a, b) -> bool:
 
 
 def _describe(path):
-    """:func:`qualgate.evidence.gate_report.describe_config` of a serving or decoding config file."""
+    """:func:`qualgate.evidence.binding.describe_side` of a serving or decoding config file (the
+    sampling and engine where a decoding config states them)."""
     if path is None:
         return None
-    from qualgate.evidence.gate_report import describe_config
+    from qualgate.evidence.binding import describe_side
 
     from ..ci import read_serving_config
 
     cfg = read_serving_config(path)
     cfg.config_id()  # a DataError naming the file when it cannot be resolved
-    return describe_config(cfg.model, cfg.speculative, cfg.numerics)
+    if cfg.format == "decoding-config":
+        from qualgate.config.decoding import load_config
+        from qualgate.run.manifest import describe_decoding
+
+        return describe_decoding(load_config(path))
+    return describe_side(cfg.model, cfg.speculative, cfg.numerics, engine_version=getattr(cfg, "vllm_version", None))
+
+
+def _describe_candidates(paths, candidates):
+    if not paths:
+        return None
+    if len(paths) != len(candidates):
+        raise click.UsageError(
+            f"--candidate-config was given {len(paths)} times for {len(candidates)} candidates: once per candidate"
+        )
+    return [_describe(p) for p in paths]
 
 
 class _Losses(click.ParamType):

@@ -299,6 +299,7 @@ class Candidate:
     loss_upper_bound: float | None
     missing: Missingness
     side: ReportSide
+    config: Mapping[str, Any] | None  #: what it serves (:func:`qualgate.evidence.binding.describe_side`)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -318,6 +319,8 @@ class FixedCandidate(Candidate, _Part):
     loss_upper_bound: float | None = None
     missing: FixedMissingness = dataclasses.field(metadata=_read(FixedMissingness.from_dict))
     side: ReportSide = dataclasses.field(metadata=_read(ReportSide.from_dict))
+    #: what the candidate serves (:func:`qualgate.evidence.binding.describe_side`), or ``None``
+    config: Mapping[str, Any] | None = dataclasses.field(default=None, metadata=_read(_dict))
     pooled: Mapping[str, Any] | None = dataclasses.field(default=None, metadata=_read(_dict))
     suites: tuple[Mapping[str, Any], ...] = dataclasses.field(default=(), metadata=_read(_tuple_of(_dict)))
     notes: tuple[str, ...] = dataclasses.field(default=(), metadata=_read(tuple))
@@ -346,6 +349,7 @@ class SequentialCandidate(Candidate, _Part):
     alpha: float | None = None
     missing: Missingness = dataclasses.field(metadata=_read(Missingness.from_dict))
     side: ReportSide = dataclasses.field(metadata=_read(ReportSide.from_dict))
+    config: Mapping[str, Any] | None = dataclasses.field(default=None, metadata=_read(_dict))
 
 
 SETTINGS = {s.DESIGN: s for s in (FixedSettings, SequentialSettings)}

@@ -95,7 +95,7 @@ _TOP = (
     "exit_code",
     "signature",
 )
-_OPTIONAL_TOP = ("chain",)
+_OPTIONAL_TOP = ("chain", "warnings")
 _CHAIN_LEGS = ("lossless", "candidate")
 _SETTINGS = {design: cls.keys() for design, cls in SETTINGS.items()}
 
@@ -227,6 +227,8 @@ class Evidence:
     qualgate_version: str = __version__
     signature: dict | None = None
     chain: dict | None = None  #: the chained design (:mod:`qualgate.run.chain`); absent: none
+    #: what the gate warned about (:func:`qualgate.evidence.binding.binding_warnings`); absent: nothing
+    warnings: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.design not in SETTINGS:
@@ -249,6 +251,7 @@ class Evidence:
         from qualgate.formatting import json_ready
 
         chain = {} if self.chain is None else {"chain": self.chain}
+        chain |= {"warnings": list(self.warnings)} if self.warnings else {}
         return json_ready(
             {
                 "kind": REPORT_KIND,
@@ -320,6 +323,7 @@ class Evidence:
             qualgate_version=data["qualgate_version"],
             signature=data["signature"],
             chain=data.get("chain"),
+            warnings=tuple(data.get("warnings") or ()),
         )
 
     @property
@@ -411,6 +415,12 @@ class _Check:
             self.fail(f"must be null or {{'algorithm': {_ALGORITHM!r}, 'value': HEX}}", "signature")
         if "chain" in d:
             self.chain(d["chain"], d)
+        if "warnings" in d and (
+            not isinstance(d["warnings"], list)
+            or not d["warnings"]
+            or not all(isinstance(w, str) and w for w in d["warnings"])
+        ):
+            self.fail("must be a non-empty list of non-empty strings", "warnings")
 
     def chain(self, c, d):
         """``chain``: a lossless leg's identity, or a chained report's claim and embedded leg."""

@@ -31,20 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from qualgate.errors import DataError
+from qualgate.evidence.binding import DRAFTER_KEYS, drafter
 
 __all__ = ["DRAFTER_KEYS", "chained_evidence", "check_chain_plan", "drafter", "identity_differences", "leg_identity"]
 
-#: The keys of a resolved speculative config that describe the drafter (not the verifier).
-DRAFTER_KEYS = ("method", "model", "num_speculative_tokens", "draft_sample_method")
 #: The packages whose versions identify an engine's numerics, by engine.
 ENGINE_PACKAGES = {"reference": ("torch", "transformers"), "vllm": ("vllm", "torch"), "vllm-server": ("vllm",)}
-
-
-def drafter(speculative) -> dict[str, Any] | None:
-    """The drafter of a resolved speculative config (:data:`DRAFTER_KEYS`), ``None`` without one."""
-    if not speculative:
-        return None
-    return {k: speculative[k] for k in DRAFTER_KEYS if speculative.get(k) is not None}
 
 
 def leg_identity(plan, fingerprint: dict, packages: dict, seed_derivation: str) -> dict[str, Any]:
@@ -125,9 +117,7 @@ def check_chain_plan(plan, sequential, suites, environment: dict) -> None:
 
 def _gate_leg(plan, out: Path, max_errors: int, identity: dict):
     """Gate the lossless leg of the run in ``out``: the evidence, written to ``lossless.json``."""
-    from qualgate.config.decoding import IDENTITY_OPTIONS
-    from qualgate.evidence.gate_report import describe_config
-    from qualgate.run.manifest import _provenance
+    from qualgate.run.manifest import _provenance, describe_decoding
     from qualgate.verdict.fixed import run_gate
 
     target = plan.configs[plan.chain.lossless]
@@ -142,9 +132,8 @@ def _gate_leg(plan, out: Path, max_errors: int, identity: dict):
         weighting=plan.weighting,
         inconclusive=plan.inconclusive,
         max_errors=max_errors,
-        baseline_config=describe_config(
-            target.model, target.speculative, {k: target.engine_options.get(k) for k in IDENTITY_OPTIONS}
-        ),
+        baseline_config=describe_decoding(target),
+        candidate_configs=[describe_decoding(plan.configs[plan.baseline])],
         plan=provenance["plan"],
     )
     leg = dataclasses.replace(report.evidence(), chain={"leg": "lossless", "identity": identity})

@@ -257,19 +257,17 @@ def _alive(pid: int) -> bool:
 
 def _provenance(plan, out) -> dict[str, Any]:
     """What a run's gate report says about the baseline config and the plan (for ``check``)."""
-    from qualgate.config.decoding import IDENTITY_OPTIONS
-    from qualgate.evidence.gate_report import describe_config
     from qualgate.verdict.pairing import sha256_file
 
     base = plan.configs[plan.baseline]
-    numerics = {k: base.engine_options.get(k) for k in IDENTITY_OPTIONS}
     try:
         manifest = read_manifest(out)
     except DataError:  # records gated outside a run directory
         manifest = {}
     fingerprint = json.dumps(manifest.get("fingerprint"), sort_keys=True, separators=(",", ":"))
     return {
-        "baseline_config": describe_config(base.model, base.speculative, numerics),
+        "baseline_config": describe_decoding(base),
+        "candidate_configs": tuple(describe_decoding(plan.configs[c]) for c in plan.candidates),
         "plan": {
             "name": plan.name,
             "path": plan.path,
@@ -281,3 +279,20 @@ def _provenance(plan, out) -> dict[str, Any]:
             "code": {k: v for k, v in manifest["code"].items() if k != "files"} if manifest.get("code") else None,
         },
     }
+
+
+def describe_decoding(config) -> dict[str, Any]:
+    """What a plan's decoding config serves, as a gate report records it
+    (:func:`qualgate.evidence.binding.describe_side`: model, resolved speculative config,
+    numerics, sampling, engine and its options)."""
+    from qualgate.config.decoding import IDENTITY_OPTIONS
+    from qualgate.evidence.binding import describe_side
+
+    return describe_side(
+        config.model,
+        config.speculative,
+        {k: config.engine_options.get(k) for k in IDENTITY_OPTIONS},
+        sampling=config.sampling,
+        engine=config.engine,
+        engine_options=config.engine_options,
+    )

@@ -44,8 +44,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from qualgate.backends import Backend, Generation, Request
-from qualgate.run.code import code_identity, compare
 from qualgate.errors import DataError
+from qualgate.run.code import code_identity, compare
 
 __all__ = ["RayBackend", "RayCluster", "actor_resources", "import_ray"]
 

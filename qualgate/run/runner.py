@@ -49,10 +49,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qualgate.backends import Request, open_on_devices, package_versions
-from qualgate.run.code import code_identity, compare
 from qualgate.errors import DataError, ExitCode
 from qualgate.evidence.gate_report import now as _now
 from qualgate.run.chain import chained_evidence, check_chain_plan
+from qualgate.run.code import code_identity, compare
 from qualgate.run.manifest import (
     FINGERPRINT_VERSION,
     LOCK_FILES,

@@ -16,7 +16,7 @@ from typing import Any
 from qualgate.config.options import MULTIPLICITIES
 from qualgate.errors import DataError, ExitCode
 from qualgate.evidence.contract import Verdict
-from qualgate.run.manifest import _provenance
+from qualgate.run.manifest import _provenance, describe_decoding
 
 __all__ = ["SequentialSettings"]
 
@@ -75,7 +75,9 @@ def _sequential_report(plan, out, settings, order_seed, max_errors, candidates=N
         complete=complete,
     )
     reading = {"on_missing": "drop", "max_errors": max_errors, "drop_truncated": False, "allow_unknown": False}
-    return dataclasses.replace(report, reading=reading, **_provenance(plan, out))
+    provenance = _provenance(plan, out)
+    provenance["candidate_configs"] = tuple(describe_decoding(plan.configs[c]) for c in candidates)
+    return dataclasses.replace(report, reading=reading, **provenance)
 
 
 def _run_sequential(plan, out, work, runner, settings, order_seed, max_errors, log):

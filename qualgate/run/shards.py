@@ -409,9 +409,9 @@ def merge_shards(
         A shard is missing, given twice, unfinished, torn, of another plan or fingerprint, or
         holds requests of another shard; ``out`` is not empty.
     """
-    from qualgate.run.code import code_identity
     from qualgate.config.decoding import load_plan
     from qualgate.records import RecordWriter, read_records
+    from qualgate.run.code import code_identity
     from qualgate.run.manifest import (
         LOCK_FILES,
         MANIFEST_VERSION,

@@ -446,6 +446,7 @@ def run_gate(
     allow_unknown: bool = False,
     baseline_config: dict | None = None,
     plan: dict | None = None,
+    candidate_configs: Sequence[dict | None] | None = None,
     suite_policy: Policy | None = None,
     input_format: str = "auto",
     import_options=None,
@@ -492,6 +493,7 @@ def run_gate(
         flips.append(find_flips(base, cand))
         audits.append(divergence_audit(base, cand, greedy=greedy[i] if greedy else None))
     _check_baseline_config(baseline_config, pairings[0].baseline)
+    _check_candidate_configs(candidate_configs, pairings)
     progress(f"testing {len(pairings)} candidate(s)")
     report = gate(
         pairings,
@@ -508,7 +510,12 @@ def run_gate(
     reading = dict(on_missing=on_missing, max_errors=max_errors, **opts)
     comparisons = tuple(dataclasses.replace(c, divergence=a) for c, a in zip(report.comparisons, audits))
     return dataclasses.replace(
-        report, comparisons=comparisons, reading=reading, baseline_config=baseline_config, plan=plan
+        report,
+        comparisons=comparisons,
+        reading=reading,
+        baseline_config=baseline_config,
+        plan=plan,
+        candidate_configs=None if candidate_configs is None else tuple(candidate_configs),
     )
 
 
@@ -520,3 +527,19 @@ def _check_baseline_config(description, side: Side) -> None:
             file=side.path,
             field="config_id",
         )
+
+
+def _check_candidate_configs(descriptions, pairings) -> None:
+    """Each candidate's description (``None``: not known) is of the config its records carry."""
+    if descriptions is None:
+        return
+    if len(descriptions) != len(pairings):
+        raise DataError(f"{len(descriptions)} candidate configs given for {len(pairings)} candidates")
+    for d, p in zip(descriptions, pairings):
+        if d is not None and d.get("config_id") != p.candidate.config_id:
+            raise DataError(
+                f"the candidate config given has config id {d.get('config_id')}, but the candidate records "
+                f"carry {p.candidate.config_id}: it is not the config that produced them",
+                file=p.candidate.path,
+                field="config_id",
+            )

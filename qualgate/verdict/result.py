@@ -43,25 +43,51 @@ class GateResult:
     reading: dict = dataclasses.field(default_factory=lambda: dict(READING_DEFAULTS))
     baseline_config: dict | None = None
     plan: dict | None = None
+    #: what each candidate serves (:func:`qualgate.evidence.binding.describe_side`), in order; ``None``: unknown
+    candidate_configs: tuple[dict | None, ...] | None = None
 
     def settings(self) -> Settings:
         """The report's ``settings``: every setting that can change a verdict."""
         raise NotImplementedError
 
     def candidates(self) -> tuple[Candidate, ...]:
-        return tuple(c.to_candidate() for c in self.comparisons)
+        out = tuple(c.to_candidate() for c in self.comparisons)
+        if self.candidate_configs is None:
+            return out
+        return tuple(
+            dataclasses.replace(c, config=cfg, absent=c.absent - {"config"})
+            for c, cfg in zip(out, self.candidate_configs)
+        )
+
+    def warnings(self, candidates: tuple[Candidate, ...] | None = None) -> tuple[str, ...]:
+        """Swapped sides, sides that differ in more than the speculative block, a binding that
+        cannot be checked (:func:`qualgate.evidence.binding.binding_warnings`)."""
+        from qualgate.evidence.binding import binding_warnings
+
+        candidates = self.candidates() if candidates is None else candidates
+        return tuple(
+            binding_warnings(
+                self.baseline_config,
+                [c.config for c in candidates],
+                [c.name for c in candidates],
+                baseline_mode=self.baseline.mode,
+                candidate_modes=[c.mode for c in candidates],
+            )
+        )
 
     def evidence(self) -> Evidence:
         """The report file (:class:`qualgate.evidence.gate_report.Evidence`), unsigned."""
+        candidates = self.candidates()
         return Evidence(
             created_at=self.created_at,
             design=self.DESIGN,
             settings=self.settings(),
             baseline=Baseline.of(self.baseline, self.baseline_config),
-            candidates=self.candidates(),
+            candidates=candidates,
             verdict=self.verdict,
             exit_code=int(self.exit_code),
             plan=self.plan,
+            warnings=self.warnings(candidates),
         )
 
     def to_dict(self) -> dict:

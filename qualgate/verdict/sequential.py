@@ -314,11 +314,12 @@ def run_sequential_gate(
     allow_unknown: bool = False,
     baseline_config: dict | None = None,
     plan: dict | None = None,
+    candidate_configs=None,
     **settings,
 ) -> SequentialReport:
     """Read, pair and run :func:`sequential_gate` (``settings`` are its keyword arguments);
     ``baseline_config`` and ``plan`` as :func:`qualgate.verdict.fixed.run_gate`."""
-    from qualgate.verdict.fixed import _check_baseline_config
+    from qualgate.verdict.fixed import _check_baseline_config, _check_candidate_configs
 
     if isinstance(candidates, (str, Path)):
         candidates = [candidates]
@@ -328,9 +329,16 @@ def run_sequential_gate(
         pair_records(base, load_side(c, **opts), on_missing=on_missing, max_errors=max_errors) for c in candidates
     ]
     _check_baseline_config(baseline_config, pairings[0].baseline)
+    _check_candidate_configs(candidate_configs, pairings)
     report = sequential_gate(pairings, names=names(candidates), **settings)
     reading = dict(on_missing=on_missing, max_errors=max_errors, **opts)
-    return dataclasses.replace(report, reading=reading, baseline_config=baseline_config, plan=plan)
+    return dataclasses.replace(
+        report,
+        reading=reading,
+        baseline_config=baseline_config,
+        plan=plan,
+        candidate_configs=None if candidate_configs is None else tuple(candidate_configs),
+    )
 
 
 _HEADERS = [

@@ -44,7 +44,9 @@ N = 600
 KEY = "ci-secret-for-tests"
 KEY_ENV = "QUALGATE_EVIDENCE_KEY"
 MODES = ("records", "signed", "unsigned")
-W2, DEFAULT = DATA / "fly-w2.yaml", DATA / "fly-default-window.yaml"
+W2, DEFAULT = DATA / "fly-w2.yaml", DATA / "fly-default.decoding.yaml"
+#: the configs the candidates' records were written for
+CANDIDATE_CONFIGS = {"fly-w2": DATA / "fly-w2.decoding.yaml", "fly-default": DEFAULT}
 
 
 # ------------------------------------------------------------------ records and honest reports
@@ -114,6 +116,9 @@ class Ctx:
 
     def gate(self, *args, out, baseline_config=DATA / "target.decoding.yaml"):
         extra = ["--baseline-config", str(baseline_config)] if self.new and baseline_config else []
+        if extra:  # and what each candidate serves (issue 46: the baseline must be its own reference)
+            for p in [a for a in args if isinstance(a, Path)][1:]:
+                extra += ["--candidate-config", str(CANDIDATE_CONFIGS[p.stem])]
         env = {KEY_ENV: self.key} if self.key else {}
         code, text = self.invoke(["gate", *map(str, args), *extra, "--output", str(out)], env)
         report = json.loads(Path(out).read_text())

@@ -24,13 +24,14 @@ def check(*args, **kwargs):
 DATA = Path(__file__).parent / "data"
 N = 600
 TARGET = DATA / "target.decoding.yaml"
+W2, DEFAULT = DATA / "fly-w2.decoding.yaml", DATA / "fly-default.decoding.yaml"
 
 
 def ids():
     return {
         "target": load_config(DATA / "target.decoding.yaml").config_id,
         "fly-w2": load_config(DATA / "fly-w2.decoding.yaml").config_id,
-        "fly-default": read_serving_config(DATA / "fly-default-window.yaml").config_id(),
+        "fly-default": read_serving_config(DEFAULT).config_id(),
     }
 
 
@@ -73,15 +74,16 @@ def evidence(tmp_path_factory):
     w2 = write_records(d / "fly-w2.jsonl", i["fly-w2"], "fly", flip(base, 2, 2))
     fd = write_records(d / "fly-default.jsonl", i["fly-default"], "fly", flip(base, 40, 0))
     out = {}
-    gate(b, w2, fd, "--margin", 0.02, "--baseline-config", TARGET, "--output", d / "report.json")
+    configs = ("--baseline-config", TARGET, "--candidate-config", W2)
+    gate(b, w2, fd, "--margin", 0.02, *configs, "--candidate-config", DEFAULT, "--output", d / "report.json")
     out["report"] = d / "report.json"
-    gate(b, w2, "--margin", 0.02, "--policy", "mcnemar", "--baseline-config", TARGET, "--output", d / "mcnemar.json")
+    gate(b, w2, "--margin", 0.02, "--policy", "mcnemar", *configs, "--output", d / "mcnemar.json")
     out["mcnemar"] = d / "mcnemar.json"
-    gate(b, w2, "--margin", 0.05, "--baseline-config", TARGET, "--output", d / "margin5.json")
+    gate(b, w2, "--margin", 0.05, *configs, "--output", d / "margin5.json")
     out["margin5"] = d / "margin5.json"
     small = write_records(d / "small" / "target.jsonl", i["target"], "target", base[:30])
     small_w2 = write_records(d / "small" / "fly-w2.jsonl", i["fly-w2"], "fly", base[:30])
-    gate(small, small_w2, "--margin", 0.02, "--baseline-config", TARGET, "--output", d / "inconclusive.json")
+    gate(small, small_w2, "--margin", 0.02, *configs, "--output", d / "inconclusive.json")
     out["inconclusive"] = d / "inconclusive.json"
     lossy_base = write_records(d / "lossy-base.jsonl", i["fly-default"], "fly", base)
     gate(
@@ -90,7 +92,7 @@ def evidence(tmp_path_factory):
         "--margin",
         0.02,
         "--baseline-config",
-        DATA / "fly-default-window.yaml",
+        DEFAULT,
         "--output",
         d / "lossy-baseline.json",
     )
@@ -176,7 +178,7 @@ def test_evidence_for_another_window_is_refused_showing_the_resolved_window(evid
 
 @pytest.mark.slow
 def test_a_fail_verdict_is_refused_with_the_gates_reason(evidence):
-    res = check(DATA / "fly-default-window.yaml", evidence["report"])
+    res = check(DEFAULT, evidence["report"])
     (reason,) = res.reasons
     assert reason.startswith(
         f"the gate's verdict for candidate fly-default ({ids()['fly-default']}) is FAIL, not PASS: "
@@ -237,12 +239,12 @@ def test_a_baseline_config_with_another_id_than_the_records_is_a_data_error(evid
 
 
 def test_a_config_that_is_the_baseline_is_refused(evidence):
-    reasons = check(DATA / "fly-default-window.yaml", evidence["lossy-baseline"]).reasons
+    reasons = check(DEFAULT, evidence["lossy-baseline"]).reasons
     assert any("this config is the baseline, not a candidate" in r for r in reasons)
 
 
 def test_every_unmet_condition_is_listed(evidence):
-    r = run(DATA / "fly-default-window.yaml", "--evidence", evidence["margin5"])
+    r = run(DEFAULT, "--evidence", evidence["margin5"])
     assert r.exit_code == 1
     assert r.stdout.count("  refused: ") == 2  # no candidate with its id; the margin
 
@@ -340,9 +342,7 @@ def test_json_output_has_the_decision_and_the_candidate(evidence):
 def test_the_github_step_summary_is_appended(evidence, tmp_path):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    r = run(
-        DATA / "fly-default-window.yaml", "--evidence", evidence["report"], env={"GITHUB_STEP_SUMMARY": str(summary)}
-    )
+    r = run(DEFAULT, "--evidence", evidence["report"], env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert r.exit_code == 1
     text = summary.read_text()
     assert text.startswith("earlier step\n### qualgate check: refused\n")

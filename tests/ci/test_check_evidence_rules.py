@@ -74,6 +74,8 @@ def gate_report(records, out, *extra, env=None):
         0.05,
         "--baseline-config",
         TARGET,
+        "--candidate-config",
+        DATA / "fly-w2.decoding.yaml",
         "--output",
         out,
         *extra,
@@ -228,7 +230,17 @@ def test_a_newline_in_a_record_file_name_cannot_inject_workflow_commands(records
     evil = d / "x\n::notice title=pwned::hello.jsonl"
     shutil.copy(records / "fly-w2.jsonl", evil)
     r = invoke(
-        "gate", d / "target.jsonl", evil, "--margin", 0.05, "--baseline-config", TARGET, "--output", d / "g.json"
+        "gate",
+        d / "target.jsonl",
+        evil,
+        "--margin",
+        0.05,
+        "--baseline-config",
+        TARGET,
+        "--candidate-config",
+        DATA / "fly-w2.decoding.yaml",
+        "--output",
+        d / "g.json",
     )
     assert r.exit_code == 0, r.output
     c = invoke(
@@ -267,7 +279,19 @@ def test_candidate_record_files_that_share_a_name_are_recomputed(records, tmp_pa
     support.write_records(d / "cand" / "a.jsonl", recs[: N // 2])
     support.write_records(d / "cand" / "b.jsonl", recs[N // 2 :])
     rep = tmp_path / "split.json"
-    r = invoke("gate", d / "target.jsonl", d / "cand", "--margin", 0.05, "--baseline-config", TARGET, "--output", rep)
+    r = invoke(
+        "gate",
+        d / "target.jsonl",
+        d / "cand",
+        "--margin",
+        0.05,
+        "--baseline-config",
+        TARGET,
+        "--candidate-config",
+        DATA / "fly-w2.decoding.yaml",
+        "--output",
+        rep,
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(rep.read_text())
     for k, f in enumerate(doc["candidates"][0]["side"]["files"]):
@@ -303,7 +327,17 @@ def test_a_huge_max_questions_is_a_usage_error_and_a_large_one_a_verdict(records
     r = invoke(*args, "--max-questions", 10**30)
     assert r.exit_code == 2 and "--max-questions" in r.output, r.output
     rep = tmp_path / "seq.json"
-    r = invoke(*args, "--max-questions", 10**15, "--baseline-config", TARGET, "--output", rep)
+    r = invoke(
+        *args,
+        "--max-questions",
+        10**15,
+        "--baseline-config",
+        TARGET,
+        "--candidate-config",
+        DATA / "fly-w2.decoding.yaml",
+        "--output",
+        rep,
+    )
     assert r.exit_code in (0, 4), r.output  # the budget is far away: a verdict, not an OverflowError
     assert json.loads(rep.read_text())["settings"]["max_questions"] == 10**15
 

@@ -58,7 +58,20 @@ def report(tmp_path):
     c = write_records(d / "fly-w2.jsonl", w2, "fly", base)
     out = tmp_path / "report.json"
     r = CliRunner().invoke(
-        cli, ["gate", str(b), str(c), "--margin", "0.02", "--baseline-config", str(TARGET), "--output", str(out)]
+        cli,
+        [
+            "gate",
+            str(b),
+            str(c),
+            "--margin",
+            "0.02",
+            "--baseline-config",
+            str(TARGET),
+            "--candidate-config",
+            str(DATA / "fly-w2.decoding.yaml"),
+            "--output",
+            str(out),
+        ],
     )
     assert r.exit_code == 0, r.output
     return out, d

@@ -38,7 +38,21 @@ def decide(root: Path, base, cand, seeds, shuffle, *order):
     b = write(root / "target.jsonl", base, seeds, ids[0], "target", shuffle)
     c = write(root / "fly-w2.jsonl", cand, seeds, ids[1], "fly", None if shuffle is None else shuffle + 1)
     rep = root / "gate.json"
-    g = invoke("gate", b, c, "--sequential", "--margin", 0.05, "--baseline-config", TARGET, "--output", rep, *order)
+    g = invoke(
+        "gate",
+        b,
+        c,
+        "--sequential",
+        "--margin",
+        0.05,
+        "--baseline-config",
+        TARGET,
+        "--candidate-config",
+        DATA / "fly-w2.decoding.yaml",
+        "--output",
+        rep,
+        *order,
+    )
     assert g.exit_code in (0, 1, 4), g.output
     verdict = json.loads(rep.read_text())["verdict"]
     k = invoke(

@@ -47,6 +47,8 @@ def setup(tmp_path_factory):
                 str(d / f"{name}.yaml"),
                 "--baseline-config",
                 str(DATA / "target.decoding.yaml"),
+                "--candidate-config",
+                str(DATA / "fly-w2.decoding.yaml"),
                 "--output",
                 str(d / f"{name}.json"),
             ],
@@ -64,6 +66,8 @@ def setup(tmp_path_factory):
             str(d / "plain.json"),
             "--baseline-config",
             str(DATA / "target.decoding.yaml"),
+            "--candidate-config",
+            str(DATA / "fly-w2.decoding.yaml"),
         ],
     )
     return d
