@@ -169,9 +169,12 @@ def _recompute(report: Evidence, located: dict[str, str], progress) -> str:
     return "; ".join(diffs[:3]) + (f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else "")
 
 
-#: not part of the decision: the flips (outputs of the verified record files, for people to read);
-#: the chain's lossless leg is verified on its own (qualgate.ci._chain)
+#: not part of the decision: the flips (outputs of the verified record files, for people to read),
+#: the warnings (sentences for people, derived from what the report records, e.g. whether the
+#: sides' configs bind; check decides binding itself); the chain's lossless leg is verified on its
+#: own (qualgate.ci._chain)
 _NOT_RECOMPUTED = {
+    "warnings",
     "created_at",
     "signature",
     "qualgate_version",
@@ -189,6 +192,8 @@ def _diff(a, b, where) -> list[str]:
         for k in sorted(set(a) | set(b)):
             if k in _NOT_RECOMPUTED:
                 continue
+            if k not in b and a.get(k) is None:
+                continue  # a field a later writer keeps, absent from an earlier report: null either way
             if k not in a or k not in b:
                 out.append(f"{where}{k} only in {'the report' if k in b else 'the recomputation'}")
             else:

@@ -52,11 +52,12 @@ class GateResult:
 
     def candidates(self) -> tuple[Candidate, ...]:
         out = tuple(c.to_candidate() for c in self.comparisons)
-        if self.candidate_configs is None:
-            return out
-        return tuple(
+        configs = self.candidate_configs or (None,) * len(out)
+        return tuple(  # an unknown config is left out (as reports before issue 46 have it), not null
             dataclasses.replace(c, config=cfg, absent=c.absent - {"config"})
-            for c, cfg in zip(out, self.candidate_configs)
+            if cfg is not None
+            else dataclasses.replace(c, absent=c.absent | {"config"})
+            for c, cfg in zip(out, configs)
         )
 
     def warnings(self, candidates: tuple[Candidate, ...] | None = None) -> tuple[str, ...]:

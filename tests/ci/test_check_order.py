@@ -68,7 +68,7 @@ def decide(root: Path, base, cand, seeds, shuffle, *order):
         "json",
     )
     assert k.exit_code in (0, 1), k.output
-    return g.exit_code, verdict, k.exit_code, tuple(json.loads(k.output)["evidence"]["verified"])
+    return g.exit_code, verdict, k.exit_code, tuple(json.loads(k.stdout)["evidence"]["verified"])
 
 
 @pytest.mark.slow

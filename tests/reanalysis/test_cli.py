@@ -21,7 +21,7 @@ def test_text_report_of_a_shipped_table_by_name():
 def test_json_is_one_object_on_stdout():
     r = invoke("fly_pr53987_v1_eval", "--format", "json")
     assert r.exit_code == 0
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert [t["net_answers"] for t in d["totals"]] == [-8, -10]
 
 
@@ -36,7 +36,7 @@ def test_markdown_is_written_to_the_file(tmp_path):
 
 def test_options_reach_the_sample_size_table():
     r = invoke("fly_pr53987_v1_eval", "--discordance", "0.3", "--format", "json")
-    assert {q["discordance"] for q in json.loads(r.output)["requirements"]} == {0.3}
+    assert {q["discordance"] for q in json.loads(r.stdout)["requirements"]} == {0.3}
 
 
 def test_malformed_table_exits_3_naming_the_line(tmp_path):

@@ -409,7 +409,7 @@ def test_records_converted_to_parquet_are_the_same_records_and_gate_the_same(tmp
     for suffix in (".jsonl", ".parquet"):
         result = _cli("gate", b.with_suffix(suffix), c.with_suffix(suffix), "--margin", "0.05", "--format", "json")
         assert result.exit_code in (0, 1), result.output
-        doc = json.loads(result.output)
+        doc = json.loads(result.stdout)
         reports.append(([{k: v for k, v in x.items() if k != "side"} for x in doc["candidates"]], doc["verdict"]))
     assert reports[0] == reports[1]
 

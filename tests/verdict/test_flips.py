@@ -67,7 +67,7 @@ def test_flips_command_json_lists_the_same_flips_as_the_gate_report(write, table
     base, cand = write("b.jsonl", b), write("c.jsonl", c, config="cfg-c")
     r = CliRunner().invoke(cli, ["flips", str(base), str(cand), "--format", "json"])
     assert r.exit_code == 0, r.output
-    flips = json.loads(r.output)
+    flips = json.loads(r.stdout)
     g = CliRunner().invoke(cli, ["gate", str(base), str(cand), "--margin", "0.05", "--format", "json"])
-    assert json.loads(g.output)["candidates"][0]["flips"] == flips
+    assert json.loads(g.stdout)["candidates"][0]["flips"] == flips
     assert (flips["lost"], flips["gained"], len(flips["flips"])) == (4, 2, 6)

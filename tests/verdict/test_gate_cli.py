@@ -49,7 +49,7 @@ def test_inconclusive_exit_code_can_be_mapped(write, mapping, code):
     base, cand = write("b.jsonl", outcomes), write("c.jsonl", outcomes, config="cfg-c")
     r = run("gate", base, cand, "--margin", 0.02, "--inconclusive", mapping, "--format", "json")
     assert r.exit_code == code
-    report = json.loads(r.output)
+    report = json.loads(r.stdout)
     assert report["verdict"] == "INCONCLUSIVE" and report["exit_code"] == code
 
 
@@ -160,7 +160,7 @@ def test_a_missing_file_is_a_usage_error(fly_lossy, tmp_path):
 def test_json_report_is_the_evidence_for_check(fly_lossy, tmp_path):
     out = tmp_path / "evidence" / "REPORT.json"
     r = run("gate", *fly_lossy, "--margin", 0.02, "--format", "json", "--output", out)
-    report = json.loads(r.output)
+    report = json.loads(r.stdout)
     assert json.loads(out.read_text()) == report
     s = report["settings"]
     assert (report["kind"], report["version"], report["design"], s["policy"], s["margin"], s["alpha"]) == (
@@ -202,7 +202,7 @@ def test_several_seeds_make_the_question_the_unit(write, records_of):
     b = ["correct"] * (12 * 3) + ["incorrect"] * (6 * 3) + ["correct"] * (182 * 3)
     c = ["incorrect"] * (12 * 3) + ["correct"] * (6 * 3) + ["correct"] * (182 * 3)
     base, cand = write("b.jsonl", b, seeds=3), write("c.jsonl", c, seeds=3, config="c")
-    report = json.loads(run("gate", base, cand, "--margin", 0.05, "--format", "json").output)
+    report = json.loads(run("gate", base, cand, "--margin", 0.05, "--format", "json").stdout)
     pooled = report["candidates"][0]["pooled"]
     assert pooled["clustered"] and pooled["questions"] == 200 and pooled["pairs"] == 600
     assert pooled["design_effect"] == pytest.approx(3, rel=0.05)
@@ -217,7 +217,7 @@ def test_suites_are_reported_and_pooled(write, records_of, table):
     b2, c2 = table(60, 1, 3, 36)
     base = write("b.jsonl", records_of(b1) + records_of(b2, suite="math500"))
     cand = write("c.jsonl", records_of(c1, config="c") + records_of(c2, suite="math500", config="c"))
-    report = json.loads(run("gate", base, cand, "--margin", 0.03, "--format", "json").output)
+    report = json.loads(run("gate", base, cand, "--margin", 0.03, "--format", "json").stdout)
     (c,) = report["candidates"]
     assert [s["scope"] for s in c["suites"]] == ["gsm8k", "math500"]
     assert (c["pooled"]["scope"], c["pooled"]["lost"], c["pooled"]["gained"], c["pooled"]["pairs"]) == (
@@ -226,7 +226,7 @@ def test_suites_are_reported_and_pooled(write, records_of, table):
         5,
         300,
     )
-    equal = json.loads(run("gate", base, cand, "--margin", 0.03, "--format", "json", "--weighting", "equal").output)
+    equal = json.loads(run("gate", base, cand, "--margin", 0.03, "--format", "json", "--weighting", "equal").stdout)
     pooled = equal["candidates"][0]["pooled"]
     assert pooled["difference"] == pytest.approx(((2 - 8) / 200 + (3 - 1) / 100) / 2)
     assert pooled["methods"]["noninferiority"] == "score-stratified"
@@ -237,7 +237,7 @@ def test_holm_adjustment_across_candidates_can_withhold_a_pass(write):
     outcomes = ["correct"] * 120 + ["incorrect"] * 41
     base = write("b.jsonl", outcomes)
     c1, c2 = write("c1.jsonl", outcomes, config="c1"), write("c2.jsonl", outcomes, config="c2")
-    alone = json.loads(run("gate", base, c1, "--margin", 0.02, "--format", "json").output)
+    alone = json.loads(run("gate", base, c1, "--margin", 0.02, "--format", "json").stdout)
     assert alone["verdict"] == "PASS" and alone["candidates"][0]["pooled"]["pvalue_noninferiority"] == pytest.approx(
         0.98**161, rel=1e-6
     )
@@ -255,13 +255,13 @@ def test_directories_are_record_sets(write, tmp_path):
         write(f"runs/base/part{part}.jsonl", outcomes, suite=f"s{part}")
         write(f"runs/cand/part{part}.jsonl", outcomes, suite=f"s{part}", config="c")
     r = run("gate", tmp_path / "runs" / "base", tmp_path / "runs" / "cand", "--margin", 0.02, "--format", "json")
-    assert r.exit_code == 0 and json.loads(r.output)["candidates"][0]["pooled"]["pairs"] == 500
+    assert r.exit_code == 0 and json.loads(r.stdout)["candidates"][0]["pooled"]["pairs"] == 500
 
 
 @pytest.mark.slow
 def test_the_library_call_is_what_the_command_prints(fly_lossy):
     report = run_gate(fly_lossy[0], [fly_lossy[1]], margin=0.02)
-    printed = json.loads(run("gate", *fly_lossy, "--margin", 0.02, "--format", "json").output)
+    printed = json.loads(run("gate", *fly_lossy, "--margin", 0.02, "--format", "json").stdout)
     ours = json.loads(json.dumps(report.to_dict()))
     assert {k: v for k, v in ours.items() if k != "created_at"} == {
         k: v for k, v in printed.items() if k != "created_at"
@@ -275,7 +275,7 @@ def test_calibrate_reports_discordance_and_sample_sizes(write, table):
     b, c = table(700, 30, 28, 242)  # an A/A pair: 5.8% discordant, net -2
     r = run("calibrate", write("a.jsonl", b), write("b.jsonl", c, config="c"), "--format", "json")
     assert r.exit_code == 0, r.output
-    cal = json.loads(r.output)
+    cal = json.loads(r.stdout)
     assert cal["kind"] == "qualgate.calibration_report" and cal["consistent"]
     assert cal["discordant"] == pytest.approx(58 / 1000)
     # Clopper-Pearson 95% for 58/1000, from scipy's own implementation (binomtest)
@@ -317,7 +317,7 @@ def test_calibrate_with_seeds_uses_the_question_as_unit(write):
     r = run(
         "calibrate", write("a.jsonl", base, seeds=3), write("b.jsonl", cand, seeds=3, config="c"), "--format", "json"
     )
-    cal = json.loads(r.output)
+    cal = json.loads(r.stdout)
     assert cal["clustered"] and cal["questions"] == 200 and cal["test_method"] == "sign-flip-exact"
     assert cal["pvalue"] == pytest.approx(0.5)  # two questions, both one way: 2 * 1/4
 
@@ -339,7 +339,7 @@ def test_records_mode_labels_are_reported(write, records_of):
             0.05,
             "--format",
             "json",
-        ).output
+        ).stdout
     )
     assert report["baseline"]["mode"] is None and report["candidates"][0]["mode"] == "fly"
 
@@ -363,7 +363,7 @@ def test_losses_hidden_as_errors_or_gaps_do_not_pass(write, table, records_of, h
     cand = write("fly.jsonl", records)
     allow = ["--max-errors", 30] if how == "error" else ["--on-missing", "drop"]
     r = run("gate", base, cand, "--margin", 0.05, *allow, "--format", "json")
-    (c,) = json.loads(r.output)["candidates"]
+    (c,) = json.loads(r.stdout)["candidates"]
     assert r.exit_code == 1 and c["verdict"] == "FAIL"
     m = c["missing"]
     assert (m["verdict_worst_case"], m["verdict_dropped"], m["imputed_as_lost"]) == ("FAIL", "PASS", 26)
@@ -385,7 +385,7 @@ def test_losses_hidden_as_errors_or_gaps_do_not_pass(write, table, records_of, h
     ) in text
     # dropping them is an explicit choice, which the report records (and check refuses)
     r = run("gate", base, cand, "--margin", 0.05, *allow, "--missing", "drop", "--format", "json")
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     assert r.exit_code == 0 and doc["settings"]["missing"] == "drop"
     assert doc["candidates"][0]["missing"]["verdict_worst_case"] == "FAIL"
 
@@ -403,7 +403,7 @@ def test_the_share_decided_by_each_extractor_is_printed_beside_the_no_answer_rat
     )
     assert "decided by, c (200 records): strict:after_marker 95.0%, think:unfinished 5.0%" in r.output
     report = json.loads(
-        run("gate", write("b2.jsonl", base), write("c2.jsonl", cand), "--margin", 0.05, "--format", "json").output
+        run("gate", write("b2.jsonl", base), write("c2.jsonl", cand), "--margin", 0.05, "--format", "json").stdout
     )
     assert report["baseline"]["decided_by"] == {"strict:after_marker": 180, "lenient:last_number": 10}
 

@@ -57,7 +57,7 @@ def test_the_same_loss_on_a_warning_suite_is_a_warning_not_a_failure(tmp_path, t
     policy = _policy(tmp_path, "suites:\n  gsm8k: {margin: 0.02}\n  math500: {margin: 0.02, tier: warning}\n")
     r = CliRunner().invoke(cli, ["gate", *map(str, two_suites), "--policy-file", str(policy), "--format", "json"])
     assert r.exit_code == 0, r.output
-    report = json.loads(r.output)
+    report = json.loads(r.stdout)
     (c,) = report["candidates"]
     assert c["verdict"] == "PASS"
     assert [(s["scope"], s["tier"], s["verdict_decisive"]) for s in c["suites"]] == [

@@ -52,7 +52,7 @@ def test_a_lossy_candidate_fails_and_exits_1(tmp_path):
     b, c = pair(tmp_path, 2000, 200, 10)
     r = invoke(b, c, "--margin", "0.02", "--format", "json")
     assert r.exit_code == 1, r.output
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     cand = doc["candidates"][0]
     assert cand["verdict"] == "FAIL" and cand["questions_used"] < 2000
     assert cand["loss_lower_bound"] > 0
@@ -70,7 +70,7 @@ def test_budget_is_respected(tmp_path):
     b, c = pair(tmp_path, 3000, 0, 0)
     r = invoke(b, c, "--margin", "0.002", "--max-questions", "50", "--format", "json")
     assert r.exit_code == 4
-    assert json.loads(r.output)["candidates"][0]["questions_used"] == 50
+    assert json.loads(r.stdout)["candidates"][0]["questions_used"] == 50
 
 
 def test_evidence_is_a_noninferiority_gate_report(tmp_path):
@@ -91,7 +91,7 @@ def test_evidence_is_a_noninferiority_gate_report(tmp_path):
 def test_several_seeds_per_question_are_one_unit(tmp_path):
     b, c = pair(tmp_path, 1500, 0, 0, seeds=3)
     r = invoke(b, c, "--margin", "0.02", "--format", "json")
-    doc = json.loads(r.output)["candidates"][0]
+    doc = json.loads(r.stdout)["candidates"][0]
     assert doc["pairs_per_question"] == 3 and doc["questions_available"] == 1500
 
 
@@ -128,7 +128,7 @@ def test_a_budget_above_the_questions_there_are_ends_with_the_final_test_on_them
     b, c = pair(tmp_path, 800, 24, 24, seed=3)
     r = invoke(b, c, "--margin", "0.02", "--max-questions", "1000", "--format", "json")
     assert r.exit_code == 0, r.output
-    cand = json.loads(r.output)["candidates"][0]
+    cand = json.loads(r.stdout)["candidates"][0]
     assert (cand["verdict"], cand["stopped_by"], cand["questions_used"]) == ("PASS", "final", 800)
     assert "the budget of 1,000 is more than the questions there are: it is 800" in cand["reason"]
 
@@ -148,7 +148,7 @@ def test_the_final_test_with_several_seeds_is_the_fixed_gates_test_on_the_same_p
     b = write(tmp_path / "b.jsonl", flat(base), config="cfg-base", seeds=seeds)
     c = write(tmp_path / "c.jsonl", flat(cand), config="cfg-cand", seeds=seeds)
     r = invoke(b, c, "--margin", "0.02", "--max-questions", str(n), "--format", "json")
-    cand_doc = json.loads(r.output)["candidates"][0]
+    cand_doc = json.loads(r.stdout)["candidates"][0]
     assert cand_doc["stopped_by"] in ("final", "budget") and cand_doc["questions_used"] == n
     table = ClusteredTable.from_outcomes(np.repeat(np.arange(n), seeds), base.ravel(), cand.ravel())
     fixed = clustered_noninferiority(table, margin=0.02, alpha=0.05 * 0.98)  # the final test's level

@@ -267,7 +267,7 @@ def test_gate_reads_two_lm_eval_output_folders_directly(tmp_path):
     ]
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 4, r.output
-    report = json.loads(r.output)
+    report = json.loads(r.stdout)
     (c,) = report["candidates"]
     flips = c["flips"]
     assert c["pooled"]["lost"] == flips["lost"] and c["pooled"]["gained"] == flips["gained"]
@@ -281,7 +281,7 @@ def test_calibrate_reads_nemo_results_directly():
     assert r.exit_code == 0, r.output
     # 5 answered pairs and the errored one, which both sides' worst case counts as lost (a
     # baseline gap is imputed like a candidate gap: issue 34 item 2)
-    assert json.loads(r.output)["pairs"] == 6
+    assert json.loads(r.stdout)["pairs"] == 6
 
 
 def test_flips_command_lists_every_lost_and_gained_question_as_csv():
