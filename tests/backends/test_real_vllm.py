@@ -214,7 +214,7 @@ def test_audit_log_reads_a_real_vllm_server_log(vllm_target_server):
     r = CliRunner().invoke(cli, ["audit-log", str(vllm_target_server.log), "--format", "json"])
     assert r.exit_code == 0, r.output
     report = json.loads(r.output)
-    versions = [e["data"]["vllm_version"] for e in report["events"] if e["kind"] == "version"]
+    versions = [e["vllm_version"] for e in report["events"] if e["kind"] == "version"]
     assert versions and set(versions) == {"0.32.0"}, report
 
 
