@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 
 from support import REPO, SHARED, make_records, save_demo_tokenizer_pair, table_outcomes, write_plan, write_records
 from toy_engine import register as register_toy_engine
+from vllm_server import vllm_target_server  # noqa: F401 - the real vLLM server fixture, for every test directory
 
 # no periodic progress lines in tests: on a loaded machine a slow step would add them to outputs
 # that tests parse; tests/run/test_progress.py turns them on

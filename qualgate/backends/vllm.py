@@ -85,6 +85,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from qualgate.config.decoding import ENGINE_OPTION_KEYS
+from qualgate.vllm033.installed import INSTALL, MISMATCHED
 from qualgate.vllm033.rules import rule
 from qualgate.vllm033.speculative import FLY_LOSSY_WARNING
 
@@ -115,7 +117,6 @@ SPEC_COUNTERS = {
 }
 SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 _OVERRIDE = re.compile(r"Overriding max_num_active_seqs from (\d+) to (\d+)")
-_INSTALL = "pip install 'qualgate[vllm]'"
 #: warnings vLLM logs once per process, already seen by an earlier engine of this process
 _SEEN_ONCE: set[str] = set()
 
@@ -137,6 +138,8 @@ def llm_kwargs(config) -> dict[str, Any]:
     for key in _OPTIONAL_LLM_OPTIONS:
         if opts.get(key) is not None:
             kw[key] = opts[key]
+    for key in set(opts) - set(ENGINE_OPTION_KEYS):  # the installed vLLM's EngineArgs (parse_config)
+        kw[key] = opts[key]
     if spec:  # rule per-request-metrics: vLLM refuses it without a speculative config
         kw["per_request_spec_decode_metrics"] = "summary"
     kw["disable_log_stats"] = False  # rule llm-disable-log-stats
@@ -210,12 +213,23 @@ class VLLMBackend(Backend):
             self._env_set = True
         try:
             import vllm
-        except ImportError as exc:
+        except (ImportError, RuntimeError) as exc:  # RuntimeError: "operator torchvision::nms does not exist"
             self._restore_env()
+            if not isinstance(exc, ImportError) and not MISMATCHED.search(str(exc)):
+                raise
             missing = isinstance(exc, ModuleNotFoundError) and (exc.name or "").startswith("vllm")
-            what = "is not installed" if missing else f"cannot be imported ({exc})"
+            if missing:
+                what = f"vLLM, which is not installed; {INSTALL}"
+            elif MISMATCHED.search(str(exc)):  # the registry's builds next to the CPU torch
+                what = (
+                    f"vLLM, which cannot be imported ({type(exc).__name__}: {exc}): torchvision, torchaudio or "
+                    "torchcodec do not match the installed torch; vLLM runs without them: "
+                    "pip uninstall -y torchvision torchaudio torchcodec"
+                )
+            else:
+                what = f"vLLM, which cannot be imported ({type(exc).__name__}: {exc}); {INSTALL}"
             raise DataError(
-                f"engine 'vllm' needs vLLM 0.33, which {what}; install it with: {_INSTALL}",
+                f"engine 'vllm' needs {what}",
                 file=config.path,
                 field="engine",
                 value="vllm",

@@ -346,8 +346,16 @@ def run(
     if shard is not None and (sequential or speed_rounds):
         raise click.UsageError("--shard runs a part of a plain run: not with --sequential or --speed-rounds")
     factory = functools.partial(open_on_devices, threads=threads)
+    loaded = load_plan(plan)
+    engine_log = None
     try:
         with contextlib.ExitStack() as stack:
+            if any(c.engine == "vllm" for c in loaded.configs.values()):  # vLLM's engine logs to fd 2
+                from qualgate.vllm033.installed import capture_stderr
+
+                engine_log = capture_stderr()
+                stack.callback(_keep_engine_log, out, engine_log)  # after the capture ends
+                stack.enter_context(engine_log)
             if ray_address is not None:
                 from qualgate.run.ray_backend import RayCluster
 
@@ -355,7 +363,7 @@ def run(
                     RayCluster(ray_address or None, actors=ray_actors, threads=threads, log=log)
                 ).open
             result = run_plan(
-                with_limit(load_plan(plan), limit),
+                with_limit(loaded, limit),
                 out,
                 resume=resume,
                 progress=progress_factory(quiet),
@@ -386,8 +394,13 @@ def run(
         if os.environ.get("QUALGATE_DEBUG"):
             traceback.print_exc(file=sys.stderr)
         written = _records_written(out)
+        from qualgate.vllm033.installed import explain
+
+        cause = explain(engine_log.text) if engine_log is not None else None
         click.echo(
-            f"the run stopped: {type(exc).__name__}: {exc}; "
+            f"the run stopped: {cause if cause else f'{type(exc).__name__}: {exc}'}"
+            + (f" (vLLM's own message: {os.path.join(out, 'engine.log')})" if engine_log is not None else "")
+            + "; "
             + (
                 f"the {written} records written so far are kept; continue with --resume"
                 if written
@@ -407,6 +420,16 @@ def run(
     if result.manifest["gate"]["status"] == "refused":
         click.echo(f"gate refused the records: {result.manifest['gate']['message']}", err=True)
     return ExitCode(result.exit_code)
+
+
+def _keep_engine_log(out, capture) -> None:
+    """Append what vLLM's engine wrote to stderr during the run to OUT/engine.log (the run's
+    directory exists once the run started)."""
+    from pathlib import Path
+
+    if Path(out).is_dir() and capture.text:
+        with open(Path(out) / "engine.log", "a", encoding="utf-8") as f:
+            f.write(capture.text)
 
 
 def _records_per_config(out) -> dict[str, int]:

@@ -341,10 +341,21 @@ class DecodingConfig:
 
     @property
     def config_id(self) -> str:
+        from qualgate.vllm033.arguments import ARGUMENTS, SEPARATE
+
+        # engine arguments passed through (engine: vllm) that change outputs enter the id too
+        output = {
+            k: v
+            for k, v in self.engine_options.items()
+            if k not in ENGINE_OPTION_KEYS
+            and k not in SEPARATE
+            and getattr(ARGUMENTS.get(k), "klass", None) == "output"
+        }
         return config_id(
             self.model,
             self.speculative,
             **{k: self.engine_options.get(k) for k in IDENTITY_OPTIONS},
+            **output,
         )
 
     @property
@@ -444,7 +455,10 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
         sampling["top_k"] = 0
     _VLLM_SAMPLING.check(sampling, at.at("sampling"))
 
-    options = _ENGINE_OPTIONS.check(data.get("engine_options") or {}, at.at("engine_options"))
+    raw_options = data.get("engine_options") or {}
+    passed = _engine_arguments(engine, raw_options, path)
+    options = _ENGINE_OPTIONS.check({k: v for k, v in raw_options.items() if k not in passed}, at.at("engine_options"))
+    options = {**options, **passed}
     _check_parallel(options, path=path)
     if engine == "vllm-server" and not options.get("base_urls"):
         raise _err("engine 'vllm-server' needs engine_options.base_urls", path=path, key="engine_options.base_urls")
@@ -461,6 +475,31 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
         engine_options=dict(options),
         path=str(path) if path else None,
     )
+
+
+def _engine_arguments(engine: str, options: Any, path) -> dict[str, Any]:
+    """The ``engine_options`` of an ``engine: vllm`` config that are not qualgate's own keys but
+    engine arguments of the installed vLLM (its ``EngineArgs`` fields, or vLLM 0.33's table
+    without vLLM: :func:`qualgate.vllm033.installed.engine_arguments`): passed to ``vllm.LLM``
+    as they are. Any other unknown key is refused with the list of valid ones."""
+    if engine != "vllm" or not isinstance(options, Mapping):
+        return {}
+    extra = [k for k in options if k not in ENGINE_OPTION_KEYS]
+    if not extra:
+        return {}
+    from qualgate.vllm033.installed import engine_arguments
+
+    names, source = engine_arguments()
+    for key in extra:
+        if key not in names:
+            raise _err(
+                f"unknown key {key!r}: neither a qualgate engine option nor an engine argument of {source}; "
+                f"valid keys: {sorted({*ENGINE_OPTION_KEYS, *names})}",
+                path=path,
+                key=f"engine_options.{key}",
+                value=options[key],
+            )
+    return {k: options[k] for k in extra}
 
 
 def load_config(path: str | Path, *, name: str | None = None) -> DecodingConfig:

@@ -392,9 +392,11 @@ def run_plan(
             plan, sequential, suites, {"packages": package_versions(*PACKAGES), "seed_derivation": SEED_DERIVATION}
         )
         from qualgate.config.decoding import check_model_sources
+        from qualgate.vllm033.installed import check_installed
 
         for config in plan.configs.values():  # after the plan's and the suites' own checks
             check_model_sources(config)
+            check_installed(config)  # engine: vllm: installed, with the config's verifier
         if out.exists() and not out.is_dir():
             raise DataError("the output path exists and is not a directory", file=str(out))
         out.mkdir(parents=True, exist_ok=True)
