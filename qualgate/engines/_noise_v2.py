@@ -197,5 +197,6 @@ def rand32(seed_lo: torch.Tensor, seed_hi: torch.Tensor, offset: torch.Tensor) -
     zero = torch.zeros_like(offset)
     x = philox4x32((offset & M32, (offset >> 32) & M32, zero, zero), (seed_lo, seed_hi))[0]
     x = torch.where(x >= 1 << 31, M32 - x, x)  # int32 view, negatives complemented
-    scale = torch.tensor(TL_RAND_MIN, dtype=torch.float32, device=x.device)
-    return (x.float() * scale).clamp_(min=TL_RAND_MIN)
+    # a Python scalar, not a tensor made on the device: no host-to-device copy, which CUDA graph
+    # capture refuses (the reference engine then fell back to eager decoding); float32 math either way
+    return (x.float() * TL_RAND_MIN).clamp_(min=TL_RAND_MIN)
