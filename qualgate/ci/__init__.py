@@ -28,6 +28,7 @@ from ._audit import AuditEvent, AuditReport, audit_log, audit_text
 from ._check import CheckResult, check, parse_age
 from ._lint import RULES, SEVERITIES, Finding, LintReport, lint, lint_config, max_topk_entropy
 from ._release import Release, deployment_release
+from ._server import read_server, server_config
 
 __all__ = [
     "RULES",
@@ -57,5 +58,7 @@ __all__ = [
     "parse_exposition",
     "read_metrics",
     "read_serving_config",
+    "read_server",
     "running_plateau",
+    "server_config",
 ]

@@ -456,6 +456,13 @@ def parse_config(data: Any, *, path: str | Path | None = None, name: str | None 
     _VLLM_SAMPLING.check(sampling, at.at("sampling"))
 
     raw_options = data.get("engine_options") or {}
+    if not isinstance(raw_options, dict):
+        raise _err(
+            f"must be a mapping of option names to values, not {type(raw_options).__name__}",
+            path=path,
+            key="engine_options",
+            value=raw_options,
+        )
     passed = _engine_arguments(engine, raw_options, path)
     options = _ENGINE_OPTIONS.check({k: v for k, v in raw_options.items() if k not in passed}, at.at("engine_options"))
     options = {**options, **passed}

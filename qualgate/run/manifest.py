@@ -18,6 +18,7 @@ or held by one client only.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -190,9 +191,31 @@ class RunLock:
         self.out = Path(out)
         self.info = self.out / LOCK_NAME
         self._fd: int | None = None
+        self.created = False  #: whether this acquisition created the lock file
 
     def acquire(self) -> RunLock:
+        while True:
+            fd = self._acquire_once()
+            try:  # the file may have been discarded (:meth:`discard`) between our open and our flock
+                same = os.path.samestat(os.fstat(fd), os.stat(self.out / FLOCK_NAME, follow_symlinks=False))
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._fd = fd
+                return self
+            os.close(fd)
+
+    def discard(self) -> None:
+        """Remove the lock file this acquisition created, while still holding it (a run refused
+        before writing anything leaves the directory as it found it). A run that opened the
+        file before it was removed finds it gone once it holds the lock, and takes the new one."""
+        if self.created and self._fd is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.out / FLOCK_NAME)
+
+    def _acquire_once(self) -> int:
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        self.created = not os.path.lexists(self.out / FLOCK_NAME)
         try:
             fd = os.open(self.out / FLOCK_NAME, flags, 0o644)
         except OSError as exc:
@@ -210,8 +233,7 @@ class RunLock:
                     file=str(self.out),
                 ) from None
             raise DataError(self._refusal(), file=str(self.out)) from None
-        self._fd = fd
-        return self
+        return fd
 
     def announce(self) -> None:
         """Write who holds the lock to ``OUT/.qualgate.lock``."""

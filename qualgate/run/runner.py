@@ -501,6 +501,7 @@ def _run_locked(
     repaired: list[str] = []
     nonempty = any(p.name not in LOCK_FILES for p in out.iterdir())
     if nonempty and not resume:
+        lock.discard()  # the directory is someone else's: leave it as it was found
         raise DataError(
             "the output directory is not empty; pass --resume to continue the run in it, or choose a new directory",
             file=str(out),

@@ -74,7 +74,8 @@ def plan_run(tmp_path: Path, baseline: Path, candidate: Path, base_correct, cand
 
 
 def check(config: Path, evidence: Path):
-    return CliRunner().invoke(cli, ["check", str(config), "--evidence", str(evidence), "--max-margin", "0.25"])
+    args = ["check", "--vllm-version", "0.33.0", str(config), "--evidence", str(evidence), "--max-margin", "0.25"]
+    return CliRunner().invoke(cli, args)
 
 
 def accuracy(share: float):

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from qualgate.ci import check, deployment_release, lint_config, read_serving_config
@@ -216,8 +217,25 @@ def decoded_on_033(tmp_path_factory):
     served = serve(d, start="vllm serve Qwen/Qwen3-8B --dtype bfloat16 --max-num-seqs 128")
     base = ["correct" if k % 10 else "incorrect" for k in range(600)]
     b = _engine_records(d / "target.jsonl", load_config(TARGET).config_id, "target", base, "0.33.1")
+    # the candidate's decoding config (the target's sampling, FLy W = 2: the served config's id), so
+    # that the report binds its baseline to what the script serves (issue 46)
+    fly = yaml.safe_load(TARGET.read_text()) | {"name": "fly", "speculative": json.loads(FLY % "")}
+    (d / "fly.decoding.yaml").write_text(json.dumps(fly))
+    assert load_config(d / "fly.decoding.yaml").config_id == read_serving_config(served).config_id()
     c = _engine_records(d / "fly.jsonl", read_serving_config(served).config_id(), "fly", base, "0.33.1")
-    r = run("gate", b, c, "--margin", 0.02, "--baseline-config", TARGET, "--output", d / "gate.json")
+    r = run(
+        "gate",
+        b,
+        c,
+        "--margin",
+        0.02,
+        "--baseline-config",
+        TARGET,
+        "--candidate-config",
+        d / "fly.decoding.yaml",
+        "--output",
+        d / "gate.json",
+    )
     assert r.exit_code == 0, r.output
     return served, d / "gate.json"
 

@@ -67,13 +67,19 @@ def test_every_stored_verdict_is_reproduced_and_inconsistent_orders_tie(judged):
 
 
 @pytest.mark.slow
-def test_a_second_run_makes_no_judge_call(judged):
+def test_a_second_run_asks_the_judge_again_only_for_unreadable_replies(judged):
+    """FastChat's stored judgments hold three unreadable replies ('$ERROR$' and the like, two
+    pairs): a second run asks for those again (the double repeats them) and reads the 147
+    others from the cache; the pairs file is written again the same."""
     double, args, first, out = judged
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    unreadable = sum(v["verdict"] == "error" for p in pairs for v in p["verdicts"])
     before = (out / "pairs.jsonl").read_bytes()
     second = CliRunner().invoke(cli, args)
     assert second.exit_code == 0, second.output
     summary = json.loads(second.stdout)
-    assert summary["calls"] == 0 and summary["cached"] == 150 and double.requests == 150
+    assert (summary["calls"], summary["cached"], double.requests) == (unreadable, 150 - unreadable, 150 + unreadable)
+    assert unreadable == 3 and summary["judge_error"] == json.loads(first.stdout)["judge_error"] == 2
     assert (out / "pairs.jsonl").read_bytes().replace(b'"cached": true', b'"cached": false') == before
 
 

@@ -62,7 +62,9 @@ def test_a_plan_graded_by_a_reference_engine_judge_runs_and_its_gate_refuses_jud
     judged = plan / "pairwise"
     base, cand = out / "records" / "target.jsonl", out / "records" / "standard.jsonl"
     args = judge_args(base, cand, plan / "judge.yaml", judged, prompt=plan / "pairwise.yaml", suite=plan / "suite.yaml")
-    result = CliRunner().invoke(cli, args)
+    refused = CliRunner().invoke(cli, args)  # the demo model cannot judge: every pair a judge error
+    assert refused.exit_code == 3 and "judged pairs are judge errors" in refused.output, refused.output
+    result = CliRunner().invoke(cli, [*args, "--max-judge-errors", "1"])  # the records, read again
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     asked = summary["pairs"] - summary["identical"]
