@@ -13,6 +13,7 @@ context length, KV-cache dtype, drafting all agree); anything it cannot tell is 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 import tempfile
@@ -137,6 +138,8 @@ def server_config(facts: ServerFacts, log: str | Path | None):
         path = Path(tmp) / "server-non-default-args.yaml"
         path.write_text(json.dumps(args, default=str))
         cfg = read_serving_config(path)
+    if facts.version:  # the release the server itself reports: the rules that apply (issue 45)
+        cfg = dataclasses.replace(cfg, vllm_version=facts.version, vllm_version_source=f"{facts.url}/version")
     notes = [
         f"the server at {facts.url} runs vLLM {facts.version} serving {root} "
         f"(max_model_len {model.get('max_model_len')}); its arguments read from {log}"

@@ -25,6 +25,7 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import sys
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -44,9 +45,15 @@ INSTALL = (
 MISMATCHED = re.compile(r"torchvision::nms|torchaudio|torchcodec|torchvision")
 
 
-@lru_cache(maxsize=1)
 def installed_vllm() -> tuple[str | None, Path | None]:
     """``(version, package folder)`` of the importable ``vllm`` package, ``(None, None)`` without one."""
+    if "vllm" in sys.modules and sys.modules["vllm"] is None:  # Python's mark for "import vllm fails"
+        return None, None
+    return _installed_vllm()
+
+
+@lru_cache(maxsize=1)
+def _installed_vllm() -> tuple[str | None, Path | None]:
     try:
         spec = importlib.util.find_spec("vllm")
     except (ImportError, ValueError):

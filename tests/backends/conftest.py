@@ -229,7 +229,14 @@ def fake_llm(monkeypatch):
     if HAVE_VLLM:
         import vllm
 
+        from qualgate.vllm033 import installed
+        from qualgate.vllm033.rules import rule
+
         monkeypatch.setattr(vllm, "LLM", RecordingLLM)
+        # the double stands for vLLM 0.33 (FLy), not for the installed CPU build (0.32, no FLy):
+        # its verifiers are 0.33's (rule spec-method-literal), so a FLy config reaches it
+        verifiers = rule("spec-method-literal", "0.33").data["rejection_sample_methods"]
+        monkeypatch.setattr(installed, "rejection_methods", lambda: verifiers)
     else:
         mod = types.ModuleType("vllm")
         mod.LLM = RecordingLLM

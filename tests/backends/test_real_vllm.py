@@ -206,7 +206,7 @@ def test_admission_reads_a_live_metrics_endpoint(vllm_target_server):
         ],
     )
     assert r.exit_code == 0, r.output
-    report = json.loads(r.output)
+    report = json.loads(r.stdout)["metrics"]
     assert report["scrapes"] == 2 and report["series"], report  # the engine's vllm:num_requests_running
 
 
@@ -239,7 +239,7 @@ def test_a_server_killed_mid_run_is_resumed_without_losing_or_duplicating_a_reco
     plan = _plan(tmp_path / "p", {"served": cfg, "again": _again(cfg)})
     records = tmp_path / "run" / "records" / "served.jsonl"
     run = subprocess.Popen(
-        [sys.executable, "-m", "qualgate.cli", "run", str(plan), "--out", str(tmp_path / "run"), "-q"],
+        [sys.executable, "-m", "qualgate", "run", str(plan), "--out", str(tmp_path / "run"), "-q"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
