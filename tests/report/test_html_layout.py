@@ -212,3 +212,32 @@ def test_a_failing_candidates_flips_come_first_and_all_before_show_more(page):
     assert order == sorted(order)
     failing = sum(verdict[f[0]] == "FAIL" for f in flips)
     assert f'data-first="{failing}"' in text
+
+
+def _verdict(name, verdict):
+    return {"name": name, "mode": "fly", "verdict": verdict, "accuracy": 0.5, "loss": 0.0, "loss_upper": 0.1}
+
+
+@pytest.mark.slow
+def test_every_flip_of_a_failing_candidate_is_listed_before_show_more_and_before_a_passing_ones(browser, tmp_path):
+    from qualgate.report.html import HtmlReport, PageFlip, render_html
+    from qualgate.verdict.flips import Flip
+
+    def flip(i, candidate):
+        f = Flip("lost", "s", f"q{i}", 0, 0, "7", "correct", "incorrect", "7", "3", "so 7", "so 3")
+        return PageFlip(candidate, f)
+
+    flips = [flip(i, "passing") for i in range(30)] + [flip(i, "failing") for i in range(450)]
+    verdicts = [_verdict("passing", "PASS") | {"speedup": None, "reason": ""}]
+    verdicts.append(_verdict("failing", "FAIL") | {"speedup": None, "reason": ""})
+    report = HtmlReport("t", "s", 5.0, verdicts, [], [], [], [], [], flips, {}, [])
+    page = tmp_path / "page.html"
+    page.write_text(render_html(report), encoding="utf-8")
+    view(browser, page, 1400, "light")
+    rows = browser.find_elements("css selector", "tr.flip")
+    names = [r.get_attribute("data-candidate") for r in rows]
+    assert names == ["failing"] * 450  # all of the failing candidate's, the passing one's behind "show more"
+    more = browser.find_element("id", "flips-more")
+    assert more.is_displayed()
+    more.click()
+    assert len(browser.find_elements("css selector", "tr.flip")) == 480
