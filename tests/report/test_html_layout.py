@@ -241,3 +241,15 @@ def test_every_flip_of_a_failing_candidate_is_listed_before_show_more_and_before
     assert more.is_displayed()
     more.click()
     assert len(browser.find_elements("css selector", "tr.flip")) == 480
+
+
+@pytest.mark.slow
+def test_captions_and_columns_name_only_what_the_page_shows(page):
+    """One suite: no pooled row, so no diamonds; sampled at temperature 1: no candidate is
+    expected to match the baseline byte for byte, so no "lossless and greedy" column."""
+    text = page.read_text(encoding="utf-8")
+    gate = json.loads((page.parent / "out" / "gate.json").read_text())
+    assert all(len(c["suites"]) == 1 for c in gate["candidates"])
+    assert "diamond" not in text
+    divergence = re.search(r'<section id="divergence">(.*?)</section>', text, re.S).group(1)
+    assert "<th>candidate</th>" in divergence and "lossless and greedy" not in divergence
