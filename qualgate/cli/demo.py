@@ -136,9 +136,11 @@ def demo(out, questions, seeds, workers, threads, quiet, wide):
         return ExitCode.DATA
     t_report = time.perf_counter()
     click.echo(render_text(result.gate, wide=wide))
+    levels = [r["confidence_level"] for r in ((result.manifest.get("speed") or {}).get("results") or {}).values()]
     caption = (
         f"speed (tok/s: output tokens per second of engine time, median of {SPEED_ROUNDS} interleaved rounds "
-        f"of {SPEED_QUESTIONS} questions; speed-up: median of those rounds' ratios to the baseline [95% interval])"
+        f"of {SPEED_QUESTIONS} questions; speed-up: median of those rounds' ratios to the baseline "
+        f"[{f'{levels[0]:.1%} ' if levels else ''}interval], so the two columns can rank configs differently)"
     )
     click.echo(textwrap.fill(caption, 100))
     click.echo(text_table(speed_rows(summarize(out)), SPEED_HEADERS))

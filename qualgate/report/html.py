@@ -4,18 +4,23 @@ The page is one file that opens from disk with no network: the figures are inlin
 by matplotlib (:mod:`qualgate.report.plots`), the style and the flips filter are inline, nothing is
 fetched. It reads well in light and dark mode (``prefers-color-scheme``) and when printed.
 
-What it shows, in order:
+Its title is the finding (:func:`finding`: the failing candidates and their loss bounds, then
+the inconclusive ones, then those that pass), not a run id. What it shows, in order:
 
-1. the verdict table with each candidate's reason;
+1. the verdict table with each candidate's reason and speed-up with its interval (named by its
+   achieved level, as everywhere on the page), then the warnings the run logged about the
+   speed-ups and each interval that includes 1.0;
 2. a forest plot per candidate of the loss interval per suite and pooled, the margin drawn;
 3. speed-up (with its interval where the run measured one) against the loss upper bound;
 4. the mean acceptance length per speculative config;
 5. for a sequential run, the always-valid bounds of the loss against the questions used;
 6. the A/A check: the discordance of each lossless candidate with the baseline
    (:func:`qualgate.verdict.calibration.calibrate`), where the run has one;
-7. the flips: every question a candidate lost or gained against the baseline, with the prompt,
-   both outputs side by side (extracted answers highlighted) and the gold answer, filterable
-   by candidate, suite and direction;
+7. the flips: every question a candidate lost or gained against the baseline, a FAIL
+   candidate's first (all of them listed before "show more"), with the gold answer; opened, a
+   flip shows the prompt and both outputs at the table's full width (side by side where two fit,
+   else stacked), the extracted answers highlighted and the first difference outlined;
+   filterable by candidate, suite and direction;
 8. provenance: config ids, versions, GPU, git revision, seeds.
 
 :func:`run_html` builds the page from a run directory (``qualgate report DIR --html``);
@@ -47,6 +52,7 @@ __all__ = [
     "PageFlip",
     "collect_flips",
     "gate_html",
+    "finding",
     "headline",
     "natural_key",
     "render_html",
@@ -125,8 +131,11 @@ def _loss(c) -> float | None:
     return c.loss
 
 
-def _verdict_rows(gate: Evidence, summaries: Mapping[str, Any], baseline: Mapping | None = None) -> list[dict]:
-    """One row per candidate, after the baseline's (``baseline``: its name and accuracy)."""
+def _verdict_rows(
+    gate: Evidence, summaries: Mapping[str, Any], baseline: Mapping | None = None, speed: Mapping | None = None
+) -> list[dict]:
+    """One row per candidate, after the baseline's (``baseline``: its name and accuracy); ``speed``:
+    the manifest's interleaved speed results, whose warnings the rows carry."""
     rows = []
     if baseline is not None:
         rows.append(
@@ -152,6 +161,8 @@ def _verdict_rows(gate: Evidence, summaries: Mapping[str, Any], baseline: Mappin
                 "loss_upper": _plus_zero(c.loss_upper_bound),
                 "accuracy": getattr(s, "accuracy", None),
                 "speedup": getattr(s, "speedup", None),
+                "speedup_ci": getattr(s, "speedup_ci", None),
+                "speed_warning": ((speed or {}).get(c.name) or {}).get("warning"),
                 "reason": c.reason or "",
             }
         )
@@ -162,6 +173,28 @@ def _accuracy(records) -> float | None:
     """Correct among the graded records (``error`` ones left out), as the run report counts it."""
     graded = [r for r in records if r.outcome not in ("error", "judge_error")]
     return sum(r.outcome == "correct" for r in graded) / len(graded) if graded else None
+
+
+def finding(gate: Evidence) -> str:
+    """The page's title, the finding in one line: ``fly-aggressive may lose up to 13.00 points:
+    FAIL; fly-w2 and standard pass`` (failing candidates, then inconclusive ones, then those that pass)."""
+
+    def names(cs):
+        cs = [c.name for c in cs]
+        return cs[0] if len(cs) == 1 else f"{', '.join(cs[:-1])} and {cs[-1]}"
+
+    def bound(c):
+        ub = c.loss_upper_bound
+        return "" if ub is None or not math.isfinite(ub) else f" may lose up to {fmt_points(ub)} points"
+
+    if not gate.candidates:
+        return f"{gate.verdict}: no candidates"
+    parts = [f"{c.name}{bound(c)}: {c.verdict}" for c in gate.candidates if c.verdict == Verdict.FAIL]
+    parts += [f"{c.name}{bound(c)}: {c.verdict}" for c in gate.candidates if c.verdict == Verdict.INCONCLUSIVE]
+    passed = [c for c in gate.candidates if c.verdict == Verdict.PASS]
+    if passed:
+        parts.append(f"{names(passed)} pass{'es' if len(passed) == 1 else ''}")
+    return "; ".join(parts)
 
 
 def headline(gate: Evidence) -> str:
@@ -320,6 +353,7 @@ def run_html(out: str | Path) -> str:
     summaries = {c.name: c for c in report.configs}
     lossless = [c.name for c in report.configs if c.role == "candidate" and not c.lossy]
     provenance = _provenance(manifest)
+    speed = manifest.get("speed") or {}
     subtitle = (
         f"plan {report.plan} ({report.status}); baseline {base}; {gate.settings.policy}"
         f"{' (sequential)' if gate.design == 'sequential' else ''}, margin "
@@ -327,11 +361,13 @@ def run_html(out: str | Path) -> str:
     )
     return render_html(
         HtmlReport(
-            title=f"qualgate run {report.run_id}",
+            title=finding(gate),
             subtitle=subtitle,
             headline=headline(gate),
             margin=100 * report.margin,
-            verdicts=_verdict_rows(gate, summaries, {"name": base, "accuracy": summaries[base].accuracy}),
+            verdicts=_verdict_rows(
+                gate, summaries, {"name": base, "accuracy": summaries[base].accuracy}, speed.get("results")
+            ),
             forest=_forest(gate),
             speed=_speed_points(gate, summaries),
             acceptance=[(c.name, c.acceptance_length) for c in report.configs if c.acceptance_length],
@@ -342,6 +378,8 @@ def run_html(out: str | Path) -> str:
             provenance=provenance,
             notes=notes,
             divergence=audit_rows(report.divergence),
+            # the achieved level (order statistics give discrete levels), the same for every candidate
+            speed_level=next((r.get("confidence_level") for r in (speed.get("results") or {}).values()), None),
         )
     )
 
@@ -381,7 +419,7 @@ def gate_html(gate: Evidence | Mapping, baseline, candidates: Sequence, **read) 
     provenance += [(f"config id of {c.name}", str(c.config_id)) for c in gate.candidates]
     return render_html(
         HtmlReport(
-            title="qualgate gate",
+            title=finding(gate),
             subtitle=subtitle,
             headline=headline(gate),
             margin=100 * s.margin,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from qualgate.formatting import fmt_pct, fmt_points
 from qualgate.verdict.flips import Flip
 
-__all__ = ["MAX_OUTPUT_CHARS", "HtmlReport", "PageFlip", "render_html"]
+__all__ = ["MAX_OUTPUT_CHARS", "HtmlReport", "PageFlip", "interval_label", "render_html"]
 
 #: characters of an output shown in the page; longer outputs keep their start and their end
 #: (where the answer is) around an elision mark
@@ -51,6 +51,13 @@ class HtmlReport:
     #: the divergence audit's rows (:func:`qualgate.report.divergence.audit_rows`)
     divergence: list[list[str]] = field(default_factory=list)
     headline: str = ""  #: the verdict and the worst candidate, above the verdicts
+    #: the achieved level of the speed-ups' intervals (interleaved rounds), ``None`` without one
+    speed_level: float | None = None
+
+
+def interval_label(level: float) -> str:
+    """The one name of an interval on the page (and in the run's log): ``96.9% interval``."""
+    return f"{level:.1%} interval"
 
 
 _CSS = """
@@ -60,50 +67,68 @@ _CSS = """
 --pass:#5fd37a;--fail:#ff7b72;--inc:#f0b35a}figure svg{filter:invert(1) hue-rotate(180deg)}}
 body{font:14px/1.45 system-ui,sans-serif;color:var(--fg);background:var(--bg);margin:2rem auto;max-width:72rem;padding:0 1rem}
 h1{font-size:1.4rem;margin:0}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid var(--line)}
-.sub{color:var(--muted)}table{border-collapse:collapse;width:100%}
+.sub{color:var(--muted)}table{border-collapse:collapse;width:100%}.wide{overflow-x:auto}
 th,td{border-bottom:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.id,span.id{white-space:nowrap}
+.warn{color:var(--inc)}code.raw{overflow-wrap:anywhere}
 .PASS{color:var(--pass);font-weight:600}.FAIL{color:var(--fail);font-weight:600}.INCONCLUSIVE{color:var(--inc);font-weight:600}
 figure{margin:1rem 0}figure svg{width:100%;max-width:52rem;height:auto}
-pre{white-space:pre-wrap;word-break:break-word;margin:0;font-size:12px}mark{background:var(--mark);color:inherit}
-.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.filters{margin:.5rem 0}.filters label{margin-right:1rem}
-details summary{cursor:pointer}#flips-table{table-layout:fixed}#flips-table td{overflow-wrap:anywhere}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0;font-size:12px}mark{background:var(--mark);color:inherit}
+.pair{display:grid;grid-template-columns:repeat(auto-fit,minmax(28rem,1fr));gap:1rem}.pair>div{min-width:0}
+.diff{outline:2px solid var(--fail);outline-offset:-1px}tr.flip-detail>td{padding:.5rem 0 1rem}
+.filters{margin:.5rem 0}.filters label{margin-right:1rem;white-space:nowrap}details summary{cursor:pointer}
+#flips-table.one-suite .suite{display:none}
 @media print{.filters,#flips-more{display:none}body{max-width:none}figure svg{filter:none}}
 """
 
 _JS = """
 (function(){
-  var data=JSON.parse(document.getElementById('flips-data').textContent), PAGE=200, limit=PAGE,
-      body=document.querySelector('#flips-table tbody'), sel=document.querySelectorAll('.filters select'),
+  var data=JSON.parse(document.getElementById('flips-data').textContent), table=document.getElementById('flips-table'),
+      PAGE=200, FIRST=Math.max(PAGE, Number(table.dataset.first)||0), limit=FIRST,  // a failing candidate's: all
+      body=table.querySelector('tbody'), sel=document.querySelectorAll('.filters select'),
       shown=document.getElementById('flips-shown'), more=document.getElementById('flips-more');
   // one flip: [candidate, direction, suite, question, seed, sample, gold, baseline outcome,
   //            candidate outcome, baseline answer, candidate answer, baseline output, candidate output, prompt]
   function el(tag, text, cls){var e=document.createElement(tag); if(text!==undefined){e.textContent=text;}
     if(cls){e.className=cls;} return e;}
-  function marked(text, answer){  // the output with the last occurrence of the answer marked
+  function firstDiff(a, b){  // the first character where the two outputs differ; -1: identical or unknown
+    if(a===null||b===null||a===b){return -1;} var i=0; while(i<a.length&&i<b.length&&a[i]===b[i]){i++;} return i;}
+  function marked(text, answer, diff){  // the output: the answer's last occurrence marked, the first difference outlined
     var pre=el('pre'); if(text===null){pre.appendChild(el('em','no output recorded')); return pre;}
-    var at=answer ? text.lastIndexOf(answer) : -1;
-    if(at<0){pre.textContent=text; return pre;}
-    pre.appendChild(document.createTextNode(text.slice(0,at))); pre.appendChild(el('mark',answer));
-    pre.appendChild(document.createTextNode(text.slice(at+answer.length))); return pre;}
-  function detail(f){
-    var d=el('details'); d.appendChild(el('summary','prompt and outputs'));
-    d.addEventListener('toggle',function(){ if(!d.open||d.childNodes.length>1){return;}
-      if(f[13]!==null){d.appendChild(el('pre',f[13]));}
+    var at=answer ? text.lastIndexOf(answer) : -1, cuts=[0,text.length];
+    if(at>=0){cuts.push(at, at+answer.length);}
+    if(diff>=0&&diff<text.length){cuts.push(diff, diff+1);}
+    cuts=cuts.filter(function(c,i,a){return a.indexOf(c)===i;}).sort(function(x,y){return x-y;});
+    for(var i=0;i+1<cuts.length;i++){
+      var s=cuts[i], node=document.createTextNode(text.slice(s,cuts[i+1]));
+      if(s===diff){var d=el('span',undefined,'diff'); d.title='first difference'; d.appendChild(node); node=d;}
+      if(at>=0&&s>=at&&s<at+answer.length){var m=el('mark'); m.appendChild(node); node=m;}
+      pre.appendChild(node);}
+    return pre;}
+  function detail(f, tr){  // the prompt and both outputs in a row of their own, the table's full width
+    var d=el('details'), row=null; d.appendChild(el('summary','outputs'));
+    d.addEventListener('toggle',function(){
+      if(row){row.hidden=!d.open; return;} if(!d.open){return;}
+      row=el('tr',undefined,'flip-detail'); var td=el('td'); td.colSpan=tr.children.length; row.appendChild(td);
+      if(f[13]!==null){td.appendChild(el('strong','prompt')); td.appendChild(el('pre',f[13]));}
+      var at=firstDiff(f[11],f[12]);
+      if(at>=0){td.appendChild(el('p','first difference at character '+at.toLocaleString('en')+
+        ' of the text shown (outlined in both outputs)','sub'));}
       var pair=el('div',undefined,'pair');
-      [['baseline',f[11],f[9]],['candidate',f[12],f[10]]].forEach(function(s){
-        var box=el('div'); box.appendChild(el('strong',s[0])); box.appendChild(marked(s[1],s[2])); pair.appendChild(box);});
-      d.appendChild(pair);});
+      [['baseline output',f[11],f[9]],['candidate output',f[12],f[10]]].forEach(function(s){
+        var box=el('div'); box.appendChild(el('strong',s[0])); box.appendChild(marked(s[1],s[2],at)); pair.appendChild(box);});
+      td.appendChild(pair); tr.after(row);});
     return d;}
   function answer(a, outcome){  // a no_answer's recorded answer is the lenient extractor's reading
     if(outcome==='no_answer'){return 'no answer (strict)'+(a===null?'':'; lenient extractor read '+a);}
     return (a===null?'—':a)+' ('+outcome+')';}
   function row(f){
     var tr=el('tr',undefined,'flip'); tr.dataset.candidate=f[0]; tr.dataset.direction=f[1]; tr.dataset.suite=f[2];
-    [f[0],f[2],f[3],f[4]+'/'+f[5]].forEach(function(v){tr.appendChild(el('td',String(v)));});
+    [[f[0],'id'],[f[2],'id suite'],[f[3],'id'],[f[4]+'/'+f[5],'id']].forEach(function(v){
+      tr.appendChild(el('td',String(v[0]),v[1]));});
     tr.appendChild(el('td',f[1],f[1]==='lost'?'FAIL':'PASS')); tr.appendChild(el('td',f[6]===null?'—':f[6]));
     tr.appendChild(el('td',answer(f[9],f[7]))); tr.appendChild(el('td',answer(f[10],f[8])));
-    var td=el('td'); td.appendChild(detail(f)); tr.appendChild(td); return tr;}
+    var td=el('td'); tr.appendChild(td); td.appendChild(detail(f,tr)); return tr;}
   function render(){
     var want={candidate:'*',direction:'*',suite:'*'}; sel.forEach(function(s){want[s.name]=s.value;});
     var match=data.filter(function(f){return (want.candidate==='*'||f[0]===want.candidate)&&
@@ -111,7 +136,7 @@ _JS = """
     var frag=document.createDocumentFragment(); match.slice(0,limit).forEach(function(f){frag.appendChild(row(f));});
     body.replaceChildren(frag); shown.textContent=Math.min(limit,match.length)+' of '+match.length;
     more.hidden=match.length<=limit;}
-  sel.forEach(function(s){s.addEventListener('change',function(){limit=PAGE; render();});});
+  sel.forEach(function(s){s.addEventListener('change',function(){limit=FIRST; render();});});
   more.addEventListener('click',function(){limit+=PAGE; render();}); render();
 })();
 """
@@ -128,17 +153,43 @@ def _clip(text: str | None) -> str | None:
     return f"{text[:half]}\n[… {len(text) - 2 * half:,} characters not shown …]\n{text[-half:]}"
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], num: Sequence[int] = ()) -> str:
+def _table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], num: Sequence[int] = (), ids: Sequence[int] = ()
+) -> str:
+    """A table in a box that scrolls sideways where the page is too narrow for it: its cells wrap
+    between words only; ``num`` (numbers) and ``ids`` (names) columns do not wrap."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = []
     for row in rows:
-        cells = "".join(f'<td class="num">{c}</td>' if i in num else f"<td>{c}</td>" for i, c in enumerate(row))
+        cells = "".join(
+            f'<td class="num">{c}</td>' if i in num else f'<td class="id">{c}</td>' if i in ids else f"<td>{c}</td>"
+            for i, c in enumerate(row)
+        )
         body.append(f"<tr>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
-def _fmt_speed(x) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{x:.2f}x"
+def _fmt_speed(v: dict) -> str:
+    """The speed-up with its interval, as the run's text report writes it (``1.23 [0.98, 1.52]``)."""
+    from qualgate.report.run import fmt_speedup
+
+    x = v["speedup"]
+    return "—" if x is None or not math.isfinite(x) else fmt_speedup(x, v.get("speedup_ci"))
+
+
+def _speed_notes(r: HtmlReport) -> str:
+    """The warnings the run logged about its speed-ups, and each interval that includes 1.0."""
+    notes = []
+    for v in r.verdicts:
+        ci = v.get("speedup_ci")
+        if v.get("speed_warning"):
+            notes.append(f"{v['name']}: warning: {v['speed_warning']}")
+        if ci is not None and ci[0] <= 1.0 <= ci[1]:
+            notes.append(
+                f"{v['name']}: the speed-up's {interval_label(r.speed_level or 0.95)} "
+                f"[{ci[0]:.2f}, {ci[1]:.2f}] includes 1.00: not shown faster than the baseline"
+            )
+    return "".join(f'<p class="warn">{html.escape(n)}</p>' for n in notes)
 
 
 def _verdict_section(r: HtmlReport) -> str:
@@ -150,14 +201,16 @@ def _verdict_section(r: HtmlReport) -> str:
             _e(fmt_pct(v["accuracy"])),
             _e(fmt_points(v["loss"], sign=True) if v["loss"] is not None else None),
             _e(fmt_points(v["loss_upper"])),
-            _e(_fmt_speed(v["speedup"])),
+            _e(_fmt_speed(v)),
             _e(v["reason"]),
         ]
         for v in r.verdicts
     ]
-    headers = ["config", "mode", "verdict", "accuracy", "loss (pts)", "loss upper bound (pts)", "speed-up", "reason"]
+    speed = f"speed-up [{interval_label(r.speed_level)}]" if r.speed_level else "speed-up"
+    headers = ["config", "mode", "verdict", "accuracy", "loss (pts)", "loss upper bound (pts)", speed, "reason"]
     lead = f'<p class="headline"><strong>{html.escape(r.headline)}</strong></p>' if r.headline else ""
-    return f'<section id="verdicts"><h2>Verdicts</h2>{lead}{_table(headers, rows, num=(3, 4, 5, 6))}</section>'
+    table = _table(headers, rows, num=(3, 4, 5, 6), ids=(0, 1, 2))
+    return f'<section id="verdicts"><h2>Verdicts</h2>{lead}{table}{_speed_notes(r)}</section>'
 
 
 def _divergence_section(r: HtmlReport) -> str:
@@ -174,11 +227,13 @@ def _divergence_section(r: HtmlReport) -> str:
         "lossless and greedy",
     ]
     rows = [[_e(c) for c in row] for row in r.divergence]
+    if not any(row[-1] for row in r.divergence):  # no candidate is expected to be identical: no column
+        headers, rows = headers[:-1], [row[:-1] for row in rows]
     return (
         '<section id="divergence"><h2>Divergence</h2><p class="sub">Outputs byte-identical to the '
         "baseline's, and where the others first differ (in tokens when the records carry token ids, else "
         "in characters); a near-tie is a first difference where the target's top-2 probability margin is "
-        f"below the audit's threshold: numerics, not a changed decision.</p>{_table(headers, rows, num=(1, 2))}</section>"
+        f"below the audit's threshold: numerics, not a changed decision.</p>{_table(headers, rows, num=(1, 2), ids=(0, 3, 4, 5))}</section>"
     )
 
 
@@ -194,8 +249,9 @@ def _plots_section(r: HtmlReport) -> str:
         parts.append(
             _figure(
                 _plots.forest_plot(r.forest, margin=r.margin),
-                "loss per candidate and suite (and pooled: diamonds): the two-sided interval whose upper end is the "
-                "gate's one-sided bound; the dashed line is the margin",
+                "loss per candidate and suite"
+                + (" (and pooled: diamonds)" if any(getattr(i, "pooled", False) for i in r.forest) else "")
+                + ": the two-sided interval whose upper end is the gate's one-sided bound; the dashed line is the margin",
                 "forest",
             )
         )
@@ -204,7 +260,9 @@ def _plots_section(r: HtmlReport) -> str:
     if r.speed:
         measured = any(p["speedup_low"] is not None for p in r.speed)
         caption = "speed-up against the loss upper bound, one point per candidate" + (
-            "; bars: the speed-up's interval"
+            f"; bars: the speed-up's {interval_label(r.speed_level or 0.95)}. The speed-up is the median of "
+            "the interleaved rounds' ratios to the baseline, not the ratio of median tok/s, so the run's tok/s "
+            "column can rank configs differently"
             if measured
             else "; each speed-up is one measurement of engine throughput (no interval was measured)"
         )
@@ -255,13 +313,13 @@ def _calibration_section(r: HtmlReport) -> str:
         "lossless candidate",
         "questions",
         "discordance",
-        f"{1 - r.calibration[0]['report'].alpha:.0%} CI",
+        interval_label(1 - r.calibration[0]["report"].alpha),
         "p (no difference)",
         "A/A",
     ]
     return (
         f'<section id="aa"><h2>A/A check (lossless candidates against the baseline)</h2>'
-        f"{_table(headers, rows, num=(1, 2, 4))}</section>"
+        f"{_table(headers, rows, num=(1, 2, 3, 4), ids=(0,))}</section>"
     )
 
 
@@ -272,9 +330,8 @@ def _options(name: str, label: str, values: Sequence[str], texts: Sequence[str] 
     return f'<label>{html.escape(label)} <select name="{name}">{opts}</select></label>'
 
 
-_FLIP_COLUMNS = (
-    "<colgroup>" + "".join(f'<col style="width:{w}%">' for w in (10, 12, 10, 7, 8, 6, 10, 10, 27)) + "</colgroup>"
-)
+#: the flips of a FAIL candidate first, then INCONCLUSIVE, then PASS (the baseline and others last)
+_FLIP_ORDER = {"FAIL": 0, "INCONCLUSIVE": 1, "PASS": 2}
 
 
 def _flips_section(r: HtmlReport) -> str:
@@ -283,6 +340,9 @@ def _flips_section(r: HtmlReport) -> str:
     counts = "; ".join(f"{k}: {v['lost']} lost, {v['gained']} gained" for k, v in r.flip_counts.items())
     total = sum(v["lost"] + v["gained"] for v in r.flip_counts.values())
     listed = len(r.flips)
+    verdicts = {v["name"]: str(v["verdict"]) for v in r.verdicts}
+    flips = sorted(r.flips, key=lambda p: _FLIP_ORDER.get(verdicts.get(p.candidate), 3))
+    failing = sum(verdicts.get(p.candidate) == "FAIL" for p in flips)
     filters = "".join(
         [
             _options("candidate", "candidate", sorted({f.candidate for f in r.flips})),
@@ -312,7 +372,7 @@ def _flips_section(r: HtmlReport) -> str:
             _clip(f.candidate_output),
             _clip(p.prompt),
         ]
-        for p in r.flips
+        for p in flips
         for f in (p.flip,)
     ]
     # inside <script>, "</" would end the element: JSON allows "<\/" for it
@@ -328,12 +388,15 @@ def _flips_section(r: HtmlReport) -> str:
         "candidate answer",
         "",
     ]
-    head = "".join(f"<th>{h}</th>" for h in headers)
+    head = "".join(f'<th class="suite">{h}</th>' if h == "suite" else f"<th>{h}</th>" for h in headers)
+    # one suite: its column says nothing the filter does not (and the narrow page needs the room)
+    one = ' class="one-suite"' if len({f.flip.suite for f in r.flips}) == 1 else ""
     capped = f" (the first {listed:,} of each candidate's are listed)" if listed < total else ""
     return (
         f'<section id="flips"><h2>Flips</h2><p>{total:,} flips{capped}: {html.escape(counts or "none")}. '
         f'Shown: <span id="flips-shown">{listed}</span>.</p><div class="filters">{filters}</div>'
-        f'<table id="flips-table">{_FLIP_COLUMNS}<thead><tr>{head}</tr></thead><tbody></tbody></table>'
+        f'<div class="wide"><table id="flips-table"{one} data-first="{failing}"><thead><tr>{head}</tr></thead>'
+        "<tbody></tbody></table></div>"
         f'<button id="flips-more" type="button" hidden>show more</button>'
         f'<script id="flips-data" type="application/json">{payload}</script></section>'
     )
@@ -341,7 +404,7 @@ def _flips_section(r: HtmlReport) -> str:
 
 def render_html(r: HtmlReport) -> str:
     """The page for ``r``: one self-contained HTML document."""
-    provenance = _table(["", ""], [[_e(k), f"<code>{_e(v)}</code>"] for k, v in r.provenance])
+    provenance = _table(["", ""], [[_e(k), f'<code class="raw">{_e(v)}</code>'] for k, v in r.provenance], ids=(0,))
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.notes)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

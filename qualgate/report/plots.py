@@ -52,7 +52,9 @@ def _pyplot():
     return plt
 
 
-def _svg(fig, plt) -> str:
+def _svg(fig, plt, prefix: str) -> str:
+    """The figure as one ``<svg>`` element whose ids (and the references to them) start with
+    ``prefix``: matplotlib numbers them the same way in every figure, and one page holds several."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", transparent=True, metadata={"Date": None})
     plt.close(fig)
@@ -61,7 +63,13 @@ def _svg(fig, plt) -> str:
     # responsive: the page sets the width, the height follows the viewBox
     head, rest = text[start:].split(">", 1)
     head = re.sub(r'\s(width|height)="[^"]*"', "", head)
-    return f'{head} role="img">{rest}'.strip()
+    svg = f'{head} role="img">{rest}'.strip()
+    ids = set(re.findall(r'\sid="([^"]+)"', svg))
+    return re.sub(
+        r'(\sid="|url\(#|href="#)([^")]+)',
+        lambda m: m.group(1) + (f"{prefix}-{m.group(2)}" if m.group(2) in ids else m.group(2)),
+        svg,
+    )
 
 
 def forest_plot(rows: Sequence[Interval], *, margin: float) -> str:
@@ -82,7 +90,7 @@ def forest_plot(rows: Sequence[Interval], *, margin: float) -> str:
     ax.set_yticks(ys, [r.label for r in rows])
     ax.set_ylim(-0.7, len(rows) - 0.2)
     ax.set_xlabel("loss in points of accuracy (candidate below baseline →)")
-    return _svg(fig, plt)
+    return _svg(fig, plt, "svg-forest")
 
 
 def speed_risk_plot(points: Sequence[dict], *, margin: float) -> str:
@@ -104,7 +112,7 @@ def speed_risk_plot(points: Sequence[dict], *, margin: float) -> str:
     ax.axhline(1.0, color="#888888", lw=0.8)
     ax.set_xlabel("upper confidence bound of the loss (points); right of the dashed line: not shown safe")
     ax.set_ylabel("speed-up over the baseline")
-    return _svg(fig, plt)
+    return _svg(fig, plt, "svg-speed")
 
 
 def acceptance_plot(labels: Sequence[str], values: Sequence[float]) -> str:
@@ -117,7 +125,7 @@ def acceptance_plot(labels: Sequence[str], values: Sequence[float]) -> str:
         ax.text(v, y, f" {v:.2f}", va="center")
     ax.set_yticks(ys, labels)
     ax.set_xlabel("mean acceptance length (1 + accepted draft tokens per drafting step)")
-    return _svg(fig, plt)
+    return _svg(fig, plt, "svg-acceptance")
 
 
 def sequential_plot(paths: Sequence[dict], *, margin: float) -> str:
@@ -138,4 +146,4 @@ def sequential_plot(paths: Sequence[dict], *, margin: float) -> str:
     ax.set_xlabel("questions used")
     ax.set_ylabel("loss bounds (points): upper solid, lower dotted")
     ax.legend(loc="upper right", frameon=False)
-    return _svg(fig, plt)
+    return _svg(fig, plt, "svg-sequential")

@@ -70,7 +70,7 @@ def test_the_gate_text_and_the_html_page_show_the_audit(tmp_path):
     assert "divergence, c: 60.0% of 10 pairs byte-identical; first difference at token 0 / 2 / 5" in text
     assert "2 of 4 at a near-tie (top-2 margin < 0.01: the target's numerics), 2 at a changed decision" in text
     page = gate_html(report.evidence(), b, [c])
-    assert '<section id="divergence">' in page and "<td>token</td>" in page and "2 / 4" in page
+    assert '<section id="divergence">' in page and '<td class="id">token</td>' in page and "2 / 4" in page
 
 
 @pytest.mark.slow

@@ -309,13 +309,13 @@ def test_outputs_show_as_text_with_the_answer_marked_even_when_they_hold_markup(
     browser.find_element(By.CSS_SELECTOR, "tr.flip details summary").click()
     # the details are built on the toggle event, which fires asynchronously after the click
     pres = WebDriverWait(browser, 10).until(
-        lambda b: b.find_elements(By.CSS_SELECTOR, "tr.flip details .pair pre") or False
+        lambda b: b.find_elements(By.CSS_SELECTOR, "tr.flip-detail .pair pre") or False
     )
     assert pres[1].text == hostile.replace("<b>3</b>", "<b>3</b>")
     assert pres[1].find_element(By.TAG_NAME, "mark").text == "3"
     assert pres[0].find_element(By.TAG_NAME, "mark").text == "7"
     assert browser.execute_script("return window.pwned === undefined")
-    assert browser.find_elements(By.CSS_SELECTOR, "tr.flip details pre")[0].text == "prompt 0"
+    assert browser.find_elements(By.CSS_SELECTOR, "tr.flip-detail pre")[0].text == "prompt 0"
 
 
 @pytest.mark.slow
