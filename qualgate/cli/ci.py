@@ -357,8 +357,7 @@ def check(
 def _served(config, server, server_log):
     """``(the config the server runs, notes)``; with CONFIG too, the server must run CONFIG
     (a :class:`DataError`, exit 3, naming what differs)."""
-    from ..ci import read_serving_config
-    from ..ci import read_server, server_config
+    from ..ci import read_server, read_serving_config, server_config
 
     served, notes = server_config(read_server(server), server_log)
     if config is not None:

@@ -73,7 +73,9 @@ def test_an_unreadable_reply_is_a_judge_error_and_the_gate_refuses_it(tmp_path, 
             "4",
         ],
     )
-    assert allowed.exit_code == 3 and "fix the judge" in allowed.output  # never a pass: judge errors outnumber decided pairs
+    assert (
+        allowed.exit_code == 3 and "fix the judge" in allowed.output
+    )  # never a pass: judge errors outnumber decided pairs
 
 
 @pytest.mark.slow
