@@ -12,8 +12,10 @@
   ``synthetic`` and ``block``) is refused before any engine starts, naming the version.
 - :func:`explain` and :func:`capture_stderr`: vLLM's engine runs in child processes whose
   errors reach the parent only as ``EngineDeadError`` or "Engine core initialization failed";
-  their cause is in the engine's log (file descriptor 2). ``qualgate run`` keeps a copy of it
-  in the run's ``engine.log`` and turns the known causes (:data:`FAILURES`) into one line that
+  their cause is in the engine's log. vLLM logs to standard output unless
+  ``VLLM_LOGGING_STREAM`` says otherwise (``vllm/envs.py``, default ``ext://sys.stdout``), so
+  the capture points vLLM's logging at file descriptor 2 (a user's own setting is kept), and
+  ``qualgate run`` keeps a copy of it in the run's ``engine.log`` and turns the known causes (:data:`FAILURES`) into one line that
   names the setting that avoids them.
 """
 
@@ -192,8 +194,17 @@ class capture_stderr(contextlib.AbstractContextManager):
             return self._chunks.decode("utf-8", "replace")
 
     def __enter__(self):
+        import logging
         import sys
 
+        self._stream_set = "VLLM_LOGGING_STREAM" not in os.environ
+        self._moved = []
+        if self._stream_set:  # read by vLLM's logger at import, also in spawned engine processes
+            os.environ["VLLM_LOGGING_STREAM"] = "ext://sys.stderr"
+            for handler in logging.getLogger("vllm").handlers:  # vLLM already imported here
+                if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+                    handler.setStream(sys.stderr)
+                    self._moved.append(handler)
         sys.stderr.flush()
         self._saved = os.dup(2)
         read, write = os.pipe()
@@ -216,6 +227,10 @@ class capture_stderr(contextlib.AbstractContextManager):
     def __exit__(self, *exc) -> None:
         import sys
 
+        if self._stream_set:
+            os.environ.pop("VLLM_LOGGING_STREAM", None)
+            for handler in self._moved:
+                handler.setStream(sys.stdout)
         sys.stderr.flush()
         os.dup2(self._saved, 2)  # the pipe's last writer here; engine processes still alive hold theirs
         self._thread.join(timeout=2)

@@ -25,6 +25,7 @@ import qualgate
 from qualgate.backends import Request, open_backend
 from qualgate.cli import cli
 from qualgate.config.decoding import parse_config
+from qualgate.records import Record, read_records
 from qualgate.run.runner import request_seed
 
 from vllm_server import CPU_ENGINE, DRAFTER, TARGET, needs_vllm
@@ -261,14 +262,19 @@ def test_a_server_killed_mid_run_is_resumed_without_losing_or_duplicating_a_reco
     assert 5 <= len(done) < n and len(first) == n  # killed mid-run: every question has a record
     r = _qualgate("run", str(plan), "--out", str(tmp_path / "run"), "--resume", "-q")
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
-    final = [json.loads(line) for line in records.read_text().splitlines()]
-    keys = [(x["question_id"], x["seed"], x["sample_index"]) for x in final]
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert lines[:n] == first  # append-only: what the first run wrote is still there as written
+    final = read_records(records)  # a retried error's new record supersedes it
+    assert len(final.superseded) == n - len(done)
+    keys = [x.key for x in final]
     assert len(keys) == len(set(keys)) == n  # none lost, none twice
-    assert all(x["outcome"] != "error" for x in final)
-    by_key = {(x["suite"], x["question_id"], x["seed"], x["sample_index"]): x for x in final}
-    assert {k: v["output"] for k, v in by_key.items()} == {k: v["output"] for k, v in offline.items()}
+    assert all(x.outcome != "error" for x in final)
+    assert {x.key: x.output for x in final} == {k: v["output"] for k, v in offline.items()}
     # the records written before the kill were kept as they were, not decoded again
-    assert [x for x in final if x["run_id"] == done[0]["run_id"]][: len(done)] == done
+    assert [x.to_dict() for x in final if x.run_id == done[0]["run_id"]] == [
+        x.to_dict() for x in map(Record.from_dict, done)
+    ]
+    assert len((tmp_path / "run" / "retried_errors" / "served.jsonl").read_text().splitlines()) == n - len(done)
 
 
 def test_a_fly_config_on_a_vllm_without_fly_is_refused_before_any_engine_starts(tmp_path):
