@@ -311,7 +311,7 @@ def _final_pass(d, pairs, margin, alpha, counts=None):
     for the common n); several: the fixed gate's robust clustered score test
     (``clustered_noninferiority``), on the (lost, gained) ``counts`` per question when given.
     """
-    from ._cluster_variance import robust_z
+    from ._cluster_variance import question_arrays, robust_z
 
     m, lost_k, gained_k = _per_question(d, pairs, counts)
     lost, gained = lost_k.sum(axis=1), gained_k.sum(axis=1)
@@ -320,18 +320,7 @@ def _final_pass(d, pairs, margin, alpha, counts=None):
     if np.all(m <= 1):
         z = score_z(lost, gained, float(questions), margin)
         return z <= _exact_critical(questions, float(margin), float(alpha)) + 1e-9
-    net = lost_k - gained_k
-    arrays = (
-        m.sum(axis=1),
-        lost,
-        gained,
-        float(questions),
-        (net * net).sum(axis=1),
-        np.maximum(net, 0).sum(axis=1),
-        np.maximum(-net, 0).sum(axis=1),
-        (net * net / m).sum(axis=1),
-    )
-    return robust_z(arrays, margin, crit) < -crit
+    return robust_z(question_arrays(m, lost_k, gained_k), margin, crit) < -crit
 
 
 def _final_bound(d, pairs, margin, alpha, counts=None):
