@@ -233,10 +233,12 @@ def _tail_at(n, delta, b_star, t):
     return np.concatenate([_tail(n, delta, b_star, psi[i : i + _BATCH]) for i in range(0, len(psi), _BATCH)])
 
 
-def _sup_tail(n, delta, b_star, known_at=None):
+def _sup_tail(n, delta, b_star, known_at=None, *, decide=False):
     """sup_ψ P_ψ(Z <= z) over ψ in [δ, 1]. With ``known_at``, the answer to "is the supremum
     below ``known_at``?" is proven: the value returned is below ``known_at`` only when the
-    supremum is (otherwise it is at least ``known_at``).
+    supremum is (otherwise it is at least ``known_at``: the supremum to :data:`P_TOLERANCE`,
+    or with ``decide`` the first value found at or above ``known_at``, for callers that need
+    the decision only, such as :func:`exact_critical_value`).
 
     The search runs in t, ψ = δ + (1 − δ)·sin²t, t in [0, π/2]. The trinomial's cells are
     P(gained) = (1 − δ)sin²t/2, P(concordant) = (1 − δ)cos²t and P(lost) = δ + P(gained), so
@@ -259,15 +261,14 @@ def _sup_tail(n, delta, b_star, known_at=None):
 
     if np.all(b_star < 0):
         return 0.0
-    span = 1 - abs(delta)  # ψ runs over [|δ|, 1]
-    count = int(math.ceil(8 * math.pi * math.sqrt(n * span))) + 2
-    t = np.linspace(0.0, math.pi / 2, count)
+    t = _grid(n, delta)  # ψ runs over [|δ|, 1]
+    count = len(t)
     f = _tail_at(n, delta, b_star, t)
     best = float(f.max())
     if known_at is not None and best >= known_at:
         # not below alpha: the value reported is the supremum to P_TOLERANCE (issue 47: the
         # grid's maximum alone was up to 1.6e-4 below it)
-        return _sup_to_tolerance(n, delta, b_star, t, f)
+        return best if decide else _sup_to_tolerance(n, delta, b_star, t, f)
     padded = np.concatenate([[-np.inf], f, [-np.inf]])
     peaks = np.flatnonzero((padded[1:-1] >= padded[:-2]) & (padded[1:-1] >= padded[2:]))
     for i in peaks[np.argsort(f[peaks])[-3:]]:
@@ -280,14 +281,11 @@ def _sup_tail(n, delta, b_star, known_at=None):
     if known_at is None:
         return best
     if best >= known_at:
-        return _sup_to_tolerance(n, delta, b_star, t, f)
-    root_i = 2 * math.sqrt(n * span)
+        return best if decide else _sup_to_tolerance(n, delta, b_star, t, f)
     a, b, fa, fb = t[:-1], t[1:], f[:-1], f[1:]
     spent = count
     while True:
-        half = (b - a) / 2
-        u = np.minimum(np.maximum(fa, fb) + root_i * half / 2, 0.5)  # f <= u on [a, b]
-        keep = (fa + fb) / 2 + root_i * np.sqrt(u * (1 - u)) * half >= known_at
+        keep = _cap(n, delta, a, b, fa, fb) >= known_at
         if not keep.any():
             return best  # proven: the supremum is below known_at
         if spent + keep.sum() > _CERTIFY_BUDGET:
@@ -298,9 +296,38 @@ def _sup_tail(n, delta, b_star, known_at=None):
         spent += len(mid)
         best = max(best, float(fm.max()))
         if best >= known_at:
-            return _sup_to_tolerance(n, delta, b_star, t, f)
+            return best if decide else _sup_to_tolerance(n, delta, b_star, t, f)
         a, b = np.concatenate([a, mid]), np.concatenate([mid, b])
         fa, fb = np.concatenate([fa, fm]), np.concatenate([fm, fb])
+
+
+def _cap(n, delta, a, b, fa, fb):
+    """An upper bound of f(t) = P_t(Z <= z) on each interval [a, b] of t, from f(a), f(b).
+
+    Two proven bounds, the smaller taken (notation of :func:`_sup_tail`):
+
+    - first order: |f'| <= sqrt(f(1 − f))·sqrt(n·4(1 − δ)), so f <= (f(a) + f(b))/2 + L·(b − a)/2;
+    - second order (issue 47: the flat tails of the critical value needed ~10^4 halvings with the
+      first order alone): f'' = E[(1_A − f)·V] with V = p''/p of the n pairs (E V = 0), so
+      |f''| <= M = sqrt(f(1 − f))·sqrt(E V²); V = Σ a_i + Σ_{i≠j} u_i u_j with a = p''/p and
+      u = p'/p of one pair, so E V² = n·E a² + 2n(n − 1)·I², I <= 4(1 − δ) (:func:`_sup_tail`),
+      and E a² = Σ_cells p''²/p <= 16(1 − δ)·cot²(2t) (cells' second derivatives (1 − δ)cos 2t,
+      −2(1 − δ)cos 2t, (1 − δ)cos 2t; 1/P(lost) <= 1/P(gained)), largest at an end of [a, b].
+      Then f <= max(f(a), f(b)) + M·(b − a)²/8 (f minus its chord is 0 at both ends).
+
+    sqrt(f(1 − f)) is bounded by sqrt(u(1 − u)), u = min(max(f(a), f(b)) + sqrt(n(1 − δ))·(b − a)/2, 1/2).
+    """
+    span = 1 - abs(delta)
+    root_i = 2 * math.sqrt(n * span)
+    half = (b - a) / 2
+    u = np.minimum(np.maximum(fa, fb) + root_i * half / 2, 0.5)  # f <= u on [a, b]
+    spread = np.sqrt(u * (1 - u))
+    first = (fa + fb) / 2 + root_i * spread * half
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cot2 = np.maximum(1 / np.tan(2 * a) ** 2, 1 / np.tan(2 * b) ** 2)  # inf at t = 0 or π/2
+        ev2 = n * 16 * span * cot2 + 2.0 * n * (n - 1) * (4 * span) ** 2
+        second = np.maximum(fa, fb) + spread * np.sqrt(ev2) * (b - a) ** 2 / 8
+    return np.minimum(first, np.where(np.isfinite(second), second, np.inf))
 
 
 P_TOLERANCE = 1e-6  #: absolute: a reported exact p-value is at most this far below the supremum
@@ -311,13 +338,10 @@ def _sup_to_tolerance(n, delta, b_star, t, f):
     Lipschitz bound of :func:`_sup_tail`: intervals whose bound reaches the best value found
     plus the tolerance are halved until none is left. If the search budget runs out first,
     the proven upper bound of the supremum is returned instead (a conservative p-value)."""
-    root_i = 2 * math.sqrt(n * (1 - abs(delta)))
     a, b, fa, fb = t[:-1], t[1:], f[:-1], f[1:]
     best, spent = float(f.max()), len(t)
     while True:
-        half = (b - a) / 2
-        u = np.minimum(np.maximum(fa, fb) + root_i * half / 2, 0.5)
-        cap = (fa + fb) / 2 + root_i * np.sqrt(u * (1 - u)) * half  # >= sup of f on [a, b]
+        cap = _cap(n, delta, a, b, fa, fb)  # >= sup of f on [a, b]
         keep = cap >= best + P_TOLERANCE
         if not keep.any():
             return min(best, 1.0)
@@ -376,17 +400,74 @@ def _attainable(n, delta, low=-math.inf, high=0.0):
     return np.unique(z[(z >= low) & (z < high)])
 
 
+def _grid(n, delta):
+    """The grid in t of :func:`_sup_tail`: 16 steps per 1/(2·sqrt(n(1 − |δ|))), the scale of the tail."""
+    count = int(math.ceil(8 * math.pi * math.sqrt(n * (1 - abs(delta))))) + 2
+    return np.linspace(0.0, math.pi / 2, count)
+
+
+_FIND_CELLS = 20_000_000  #: outcomes x grid points :func:`_grid_crossing` may hold (else the bisection alone)
+
+
+def _grid_crossing(n, delta, alpha, values):
+    """(k, t): ``values[k]`` is the last of the sorted attainable ``values`` whose tail stays below
+    ``alpha`` at every point of :func:`_sup_tail`'s grid, for all of them at once (−1: not even
+    the first), and t the grid point where the tail of ``values[k + 1]`` is largest (None: none);
+    None when there are too many outcomes to hold. The tail at ``values[0]`` is computed as :func:`_sup_tail` does;
+    each further value adds the trinomial probabilities of the outcomes it admits (a cumulative
+    sum), so the grid's maximum is known for every value after one pass. The grid's maximum is
+    a lower bound of the supremum; :func:`exact_critical_value` proves its answer with the
+    search of :func:`_sup_tail` on each side of the index (the grid only says where to look).
+    """
+    t = _grid(n, delta)
+    b_first = _thresholds(n, delta, values[0])
+    b_last = _thresholds(n, delta, values[-1])
+    count = np.maximum(b_last - b_first, 0)  # outcomes admitted after values[0], per s
+    if count.sum() * len(t) > _FIND_CELLS:
+        return None
+    s = np.repeat(np.arange(n + 1), count)
+    b = np.repeat(b_first + 1, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+    g = s - b
+    z = score_z(b.astype(float), g.astype(float), float(n), delta)
+    k = np.searchsorted(values, z - _TIE, side="left")  # the first value whose thresholds admit it
+    psi = _psi_of(t, abs(delta))[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_p = (
+            special.gammaln(n + 1.0)
+            - special.gammaln(b + 1.0)[:, None]
+            - special.gammaln(g + 1.0)[:, None]
+            - special.gammaln(n - s + 1.0)[:, None]
+            + special.xlogy(b[:, None], np.clip((psi + delta) / 2, 0, 1))
+            + special.xlogy(g[:, None], np.clip((psi - delta) / 2, 0, 1))
+            + special.xlog1py((n - s)[:, None], -psi)
+        )
+    added = np.zeros((len(values), len(t)))
+    np.add.at(added, np.minimum(k, len(values) - 1), np.exp(log_p))
+    tails = _tail_at(n, delta, b_first, t)[None, :] + np.cumsum(added, axis=0)
+    top = np.maximum.accumulate(tails.max(axis=1))
+    k = int(np.searchsorted(top, alpha, side="left")) - 1
+    return k, (t[np.argmax(tails[k + 1])] if k + 1 < len(values) else None)
+
+
 def exact_critical_value(n, delta, alpha, *, near=None):
     """Largest attainable score statistic z with ``sup_ψ P_ψ(Z <= z) < alpha`` (−inf if none).
 
     The exact test rejects H0: loss >= ``delta`` exactly when the observed Z is at most this
     value (the p-value is non-decreasing in Z); ``benchmarks/exact_size.py`` uses it to
-    enumerate the test's size. ``near``: a guess (e.g. the value at n − 1); the search looks
-    in a window around it first and falls back to all attainable values.
+    enumerate the test's size. ``near``: a guess (e.g. the value at n − 1; default the normal
+    quantile of ``alpha``). The attainable values within 0.02 of it are screened at once on the
+    supremum's grid (:func:`_grid_crossing`) and the value found is proven on both sides
+    (below alpha, and the next attainable value not); when that fails the search bisects in a
+    window around ``near`` and then over all attainable values, as before (issue 47: this
+    screening made ``qualgate power``'s exact search answer at once, with the same values:
+    ``tests/stats/test_power_speed.py``).
     """
 
-    def below(z):  # does the test at level alpha reject at Z = z?
-        return _sup_tail(n, delta, _thresholds(n, delta, z), known_at=alpha) < alpha
+    def below(z, hint=None):  # does the test at level alpha reject at Z = z?
+        b_star = _thresholds(n, delta, z)
+        if hint is not None and _tail_at(n, delta, b_star, hint)[0] >= alpha:  # one point at alpha: no
+            return False
+        return _sup_tail(n, delta, b_star, known_at=alpha, decide=True) < alpha
 
     def largest_below(values):  # given below(values[0]) and not below(values[-1] + ε)
         lo, hi = 0, len(values) - 1
@@ -401,6 +482,13 @@ def exact_critical_value(n, delta, alpha, *, near=None):
                 hi = mid - 1
         return float(values[lo])
 
+    guess = near if near is not None and math.isfinite(near) else float(special.ndtri(alpha))
+    values = _attainable(n, delta, guess - 0.02, min(guess + 0.02, 0.0))
+    found = _grid_crossing(n, delta, alpha, values) if len(values) > 1 else None
+    if found is not None and 0 <= found[0] < len(values) - 1:
+        k, peak = found
+        if not below(values[k + 1], hint=peak) and below(values[k]):
+            return float(values[k])
     if near is not None and math.isfinite(near):
         values = _attainable(n, delta, near - 0.06, min(near + 0.06, 0.0))
         if len(values) > 1 and below(values[0]) and not below(values[-1]):

@@ -380,24 +380,31 @@ STABLE_RUN = 8
 
 def _ni_exact_sample_size(n0, margin, discordant, expected_loss, alpha, target):
     """(first n with exact power >= target, its power, n_stable, n_checked), scanning from the
-    normal approximation's n0 (down while n − 1 still reaches the target, else up)."""
+    normal approximation's n0 (down while n − 1 still reaches the target, else up). Each n's
+    power is computed once (the stable run re-reads the scan's) and each n's critical value
+    is searched near the previous one's."""
+    known = {}
+    last_crit = [None]
+
+    def power_at(k):
+        if k not in known:
+            known[k], last_crit[0] = _ni_exact_power(k, margin, discordant, expected_loss, alpha, near=last_crit[0])
+        return known[k]
+
     n = max(1, n0)
-    achieved, crit = _ni_exact_power(n, margin, discordant, expected_loss, alpha)
+    achieved = power_at(n)
     if achieved >= target:
-        while n > 1:
-            below, c = _ni_exact_power(n - 1, margin, discordant, expected_loss, alpha, near=crit)
-            if below < target:
-                break
-            n, achieved, crit = n - 1, below, c
+        while n > 1 and power_at(n - 1) >= target:
+            n -= 1
+        achieved = power_at(n)
     while achieved < target:
         n += 1
-        achieved, crit = _ni_exact_power(n, margin, discordant, expected_loss, alpha, near=crit)
+        achieved = power_at(n)
     first, first_power = n, achieved
     stable, k = n, n
     while k - stable + 1 < STABLE_RUN:
         k += 1
-        value, crit = _ni_exact_power(k, margin, discordant, expected_loss, alpha, near=crit)
-        if value < target:
+        if power_at(k) < target:
             stable = k + 1
     return first, first_power, stable, k
 
