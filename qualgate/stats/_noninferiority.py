@@ -188,6 +188,14 @@ def _thresholds(n, delta, z):
         hi = np.where(open_ & ~ok, mid - 1, hi)
 
 
+@functools.lru_cache(maxsize=8)
+def _log_factorial(n):
+    """log k! for k = 0..n (``gammaln(k + 1)``), read-only."""
+    out = special.gammaln(np.arange(n + 1) + 1.0)
+    out.flags.writeable = False
+    return out
+
+
 def _tail(n, delta, b_star, psi):
     """P_ψ(Z <= z) for every ψ in ``psi`` (1-d), given the thresholds ``b_star``.
 
@@ -205,11 +213,12 @@ def _tail(n, delta, b_star, psi):
     pi = np.clip((psi + delta) / (2 * psi), 0.0, 1.0)
     inside = special.bdtr(np.maximum(b, 0), s, pi)
     inside = np.where(b < 0, 0.0, np.where(b >= s, 1.0, inside))
+    log_factorial = _log_factorial(n)  # the same values as gammaln(k + 1) elementwise, looked up
     with np.errstate(divide="ignore", invalid="ignore"):
         log_pmf = (
-            special.gammaln(n + 1)
-            - special.gammaln(s + 1)
-            - special.gammaln(n - s + 1)
+            log_factorial[n]
+            - log_factorial[s]
+            - log_factorial[n - s]
             + special.xlogy(s, psi)
             + special.xlog1py(n - s, -psi)
         )
@@ -233,12 +242,13 @@ def _tail_at(n, delta, b_star, t):
     return np.concatenate([_tail(n, delta, b_star, psi[i : i + _BATCH]) for i in range(0, len(psi), _BATCH)])
 
 
-def _sup_tail(n, delta, b_star, known_at=None, *, decide=False):
+def _sup_tail(n, delta, b_star, known_at=None, *, decide=False, grid_values=None):
     """sup_ψ P_ψ(Z <= z) over ψ in [δ, 1]. With ``known_at``, the answer to "is the supremum
     below ``known_at``?" is proven: the value returned is below ``known_at`` only when the
     supremum is (otherwise it is at least ``known_at``: the supremum to :data:`P_TOLERANCE`,
     or with ``decide`` the first value found at or above ``known_at``, for callers that need
-    the decision only, such as :func:`exact_critical_value`).
+    the decision only, such as :func:`exact_critical_value`). ``grid_values``: the tail on
+    :func:`_grid` already computed (by :func:`_grid_crossing`).
 
     The search runs in t, ψ = δ + (1 − δ)·sin²t, t in [0, π/2]. The trinomial's cells are
     P(gained) = (1 − δ)sin²t/2, P(concordant) = (1 − δ)cos²t and P(lost) = δ + P(gained), so
@@ -263,7 +273,7 @@ def _sup_tail(n, delta, b_star, known_at=None, *, decide=False):
         return 0.0
     t = _grid(n, delta)  # ψ runs over [|δ|, 1]
     count = len(t)
-    f = _tail_at(n, delta, b_star, t)
+    f = _tail_at(n, delta, b_star, t) if grid_values is None else grid_values
     best = float(f.max())
     if known_at is not None and best >= known_at:
         # not below alpha: the value reported is the supremum to P_TOLERANCE (issue 47: the
@@ -410,14 +420,16 @@ _FIND_CELLS = 20_000_000  #: outcomes x grid points :func:`_grid_crossing` may h
 
 
 def _grid_crossing(n, delta, alpha, values):
-    """(k, t): ``values[k]`` is the last of the sorted attainable ``values`` whose tail stays below
-    ``alpha`` at every point of :func:`_sup_tail`'s grid, for all of them at once (−1: not even
-    the first), and t the grid point where the tail of ``values[k + 1]`` is largest (None: none);
-    None when there are too many outcomes to hold. The tail at ``values[0]`` is computed as :func:`_sup_tail` does;
+    """(k, t, f): ``values[k]`` is the last of the sorted attainable ``values`` whose tail stays
+    below ``alpha`` at every point of :func:`_sup_tail`'s grid, for all of them at once (−1: not
+    even the first), t the grid point where the tail of ``values[k + 1]`` is largest and f the
+    tail of ``values[k]`` on the grid (None, None when k is not inside); None when there are
+    too many outcomes to hold. The tail at ``values[0]`` is computed as :func:`_sup_tail` does;
     each further value adds the trinomial probabilities of the outcomes it admits (a cumulative
     sum), so the grid's maximum is known for every value after one pass. The grid's maximum is
     a lower bound of the supremum; :func:`exact_critical_value` proves its answer with the
-    search of :func:`_sup_tail` on each side of the index (the grid only says where to look).
+    search of :func:`_sup_tail` on each side of the index, from these grid values (they equal
+    :func:`_tail`'s to rounding, ~1e-15: the outcomes beyond its 12-sd window add < 1e-30).
     """
     t = _grid(n, delta)
     b_first = _thresholds(n, delta, values[0])
@@ -446,7 +458,9 @@ def _grid_crossing(n, delta, alpha, values):
     tails = _tail_at(n, delta, b_first, t)[None, :] + np.cumsum(added, axis=0)
     top = np.maximum.accumulate(tails.max(axis=1))
     k = int(np.searchsorted(top, alpha, side="left")) - 1
-    return k, (t[np.argmax(tails[k + 1])] if k + 1 < len(values) else None)
+    if not 0 <= k < len(values) - 1:
+        return k, None, None
+    return k, t[np.argmax(tails[k + 1])], tails[k]
 
 
 def exact_critical_value(n, delta, alpha, *, near=None):
@@ -455,19 +469,19 @@ def exact_critical_value(n, delta, alpha, *, near=None):
     The exact test rejects H0: loss >= ``delta`` exactly when the observed Z is at most this
     value (the p-value is non-decreasing in Z); ``benchmarks/exact_size.py`` uses it to
     enumerate the test's size. ``near``: a guess (e.g. the value at n − 1; default the normal
-    quantile of ``alpha``). The attainable values within 0.02 of it are screened at once on the
-    supremum's grid (:func:`_grid_crossing`) and the value found is proven on both sides
+    quantile of ``alpha``). The attainable values within 0.005 of it (0.02 of the default; 0.06
+    when the crossing is not inside) are screened at once on the supremum's grid (:func:`_grid_crossing`) and the value found is proven on both sides
     (below alpha, and the next attainable value not); when that fails the search bisects in a
     window around ``near`` and then over all attainable values, as before (issue 47: this
     screening made ``qualgate power``'s exact search answer at once, with the same values:
     ``tests/stats/test_power_speed.py``).
     """
 
-    def below(z, hint=None):  # does the test at level alpha reject at Z = z?
+    def below(z, hint=None, grid_values=None):  # does the test at level alpha reject at Z = z?
         b_star = _thresholds(n, delta, z)
         if hint is not None and _tail_at(n, delta, b_star, hint)[0] >= alpha:  # one point at alpha: no
             return False
-        return _sup_tail(n, delta, b_star, known_at=alpha, decide=True) < alpha
+        return _sup_tail(n, delta, b_star, known_at=alpha, decide=True, grid_values=grid_values) < alpha
 
     def largest_below(values):  # given below(values[0]) and not below(values[-1] + ε)
         lo, hi = 0, len(values) - 1
@@ -482,13 +496,16 @@ def exact_critical_value(n, delta, alpha, *, near=None):
                 hi = mid - 1
         return float(values[lo])
 
-    guess = near if near is not None and math.isfinite(near) else float(special.ndtri(alpha))
-    values = _attainable(n, delta, guess - 0.02, min(guess + 0.02, 0.0))
-    found = _grid_crossing(n, delta, alpha, values) if len(values) > 1 else None
-    if found is not None and 0 <= found[0] < len(values) - 1:
-        k, peak = found
-        if not below(values[k + 1], hint=peak) and below(values[k]):
-            return float(values[k])
+    hinted = near is not None and math.isfinite(near)
+    guess = near if hinted else float(special.ndtri(alpha))
+    for width in (0.005, 0.06) if hinted else (0.02, 0.06):
+        values = _attainable(n, delta, guess - width, min(guess + width, 0.0))
+        found = _grid_crossing(n, delta, alpha, values) if len(values) > 1 else None
+        if found is not None and 0 <= found[0] < len(values) - 1:
+            k, peak, grid_values = found
+            if not below(values[k + 1], hint=peak) and below(values[k], grid_values=grid_values):
+                return float(values[k])
+            break  # the grid's crossing was not the supremum's: bisect as before
     if near is not None and math.isfinite(near):
         values = _attainable(n, delta, near - 0.06, min(near + 0.06, 0.0))
         if len(values) > 1 and below(values[0]) and not below(values[-1]):

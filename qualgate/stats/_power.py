@@ -381,31 +381,42 @@ STABLE_RUN = 8
 def _ni_exact_sample_size(n0, margin, discordant, expected_loss, alpha, target):
     """(first n with exact power >= target, its power, n_stable, n_checked), scanning from the
     normal approximation's n0 (down while n − 1 still reaches the target, else up). Each n's
-    power is computed once (the stable run re-reads the scan's) and each n's critical value
-    is searched near the previous one's."""
-    known = {}
-    last_crit = [None]
+    power is computed once (the stable run re-reads the scan's), two n at a time on two
+    threads (the next n of the scan and the one after: the answer is the same as one at a
+    time, each n's power being a function of n alone), each critical value searched near the
+    last one found."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    def power_at(k):
-        if k not in known:
-            known[k], last_crit[0] = _ni_exact_power(k, margin, discordant, expected_loss, alpha, near=last_crit[0])
-        return known[k]
+    known, last_crit = {}, [None]
 
-    n = max(1, n0)
-    achieved = power_at(n)
-    if achieved >= target:
-        while n > 1 and power_at(n - 1) >= target:
-            n -= 1
+    def one(k):
+        return _ni_exact_power(k, margin, discordant, expected_loss, alpha, near=last_crit[0])
+
+    def power_at(*ks):  # the power at ks[0], computing the others alongside
+        todo = [k for k in ks if k >= 1 and k not in known]
+        for k, (value, crit) in zip(todo, pool.map(one, todo)):
+            known[k] = value
+            if crit is not None and math.isfinite(crit):
+                last_crit[0] = crit
+        return known[ks[0]]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        n = max(1, n0)
         achieved = power_at(n)
-    while achieved < target:
-        n += 1
-        achieved = power_at(n)
-    first, first_power = n, achieved
-    stable, k = n, n
-    while k - stable + 1 < STABLE_RUN:
-        k += 1
-        if power_at(k) < target:
-            stable = k + 1
+        if achieved >= target:
+            while n > 1 and power_at(n - 1, n - 2) >= target:
+                n -= 1
+            achieved = power_at(n)
+        while achieved < target:
+            n += 1
+            achieved = power_at(n, n + 1)
+        first, first_power = n, achieved
+        stable, k = n, n
+        power_at(*range(n, n + STABLE_RUN))
+        while k - stable + 1 < STABLE_RUN:
+            k += 1
+            if power_at(k, k + 1) < target:
+                stable = k + 1
     return first, first_power, stable, k
 
 
