@@ -4,6 +4,7 @@ slow search returned: the bisection over every attainable value with the first-o
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 
 import qualgate
 from qualgate.cli import cli
+from qualgate.cli.power import _progress_after
 from qualgate.stats import _noninferiority as ni
 from qualgate.stats import noninferiority_sample_size
 
@@ -112,3 +114,12 @@ def test_the_command_and_the_api_default_to_the_same_exact_answer():
     grid = qualgate.power(margin=0.1, discordant=0.3)
     assert printed["method"] == grid.method == "exact"
     assert printed["n"] == grid.results[0].n
+
+
+def test_a_slow_answer_prints_a_progress_line_on_stderr(capsys):
+    with _progress_after(0.01):
+        time.sleep(0.2)
+    with _progress_after(5.0):  # answered before the threshold: silent
+        pass
+    err = capsys.readouterr().err
+    assert err.count("qualgate power: computing exact power") == 1
