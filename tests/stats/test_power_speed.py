@@ -100,6 +100,10 @@ def test_exact_sample_size_keeps_its_definition_on_a_sawtooth_design():
     # margin 0.1, ψ 0.3, no loss: the first n from the normal n down while n − 1 still reaches
     # the target; n_stable the first of 8 consecutive n at or above it (each checked here)
     result = noninferiority_sample_size(0.1, 0.3, method="exact")
+    # recorded from the slow search before issue 47's change (commit e24cda9, 21.9 CPU-s):
+    # n 191, stable from 193, checked to 200, power 0.8014251102044346 (tolerance 1e-12)
+    assert (result.n, result.n_stable, result.n_checked) == (191, 193, 200)
+    assert result.power == pytest.approx(0.8014251102044346, abs=1e-12)
     span = range(result.n - 1, result.n_checked + 1)
     powers = {k: ni._tail(k, 0.0, ni.rejection_thresholds(k, 0.1, 0.05)[0], [0.3])[0] for k in span}
     assert powers[result.n] >= 0.8 > powers[result.n - 1]
