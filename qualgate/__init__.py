@@ -73,10 +73,13 @@ def power(
     design: str = "noninferiority",
     alpha: float = 0.05,
     target: float = 0.8,
-    method: str = "normal",
+    method: str = "exact",
     alternative: str | None = None,
 ):
     """Questions needed, the power at ``n``, or the detectable loss, as ``qualgate power``.
+
+    ``method`` is the command's default, ``exact`` (the power of the test the gate runs, every
+    outcome enumerated); ``normal`` for the approximation.
 
     ``discordant``, ``loss`` and ``n`` are numbers or lists of numbers (a list gives a grid).
     Returns a :class:`~qualgate.report.power.PowerGrid`: ``str()`` is the command's table,

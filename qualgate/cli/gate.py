@@ -172,6 +172,13 @@ def _emit(report, fmt, output, markdown, text, md, html=None):
     help="With --sequential: question budget per candidate.",
 )
 @click.option(
+    "--final",
+    is_flag=True,
+    help="With --sequential --max-questions: the records are final (the run finished), so the "
+    "budget's fixed-n test may decide. Without it each call is a look at records that may still "
+    "grow: only the always-valid test decides (valid however often the gate is re-run).",
+)
+@click.option(
     "--power",
     type=_FRACTION,
     default=0.8,
@@ -227,6 +234,7 @@ def gate(
     order,
     order_seed,
     max_questions,
+    final,
     power,
     missing,
     baseline_config,
@@ -315,6 +323,7 @@ def gate(
             seed=order_seed,
             max_questions=max_questions,
             inconclusive=inconclusive,
+            final=final,
             **records,
         )
         return _emit(report, fmt, output, markdown, seq.render_text, seq.render_markdown, html)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+import time
 
 import click
 
@@ -64,6 +67,32 @@ class _NumberList(click.ParamType):
 
 
 _PROBABILITY = Fraction()
+
+
+@contextlib.contextmanager
+def _progress_after(seconds):
+    """A line on stderr if the answer takes longer than ``seconds``, then every 10 s (issue 47:
+    a silent exact search looked hung)."""
+    done = threading.Event()
+    start = time.monotonic()
+
+    def report():
+        wait = seconds
+        while not done.wait(wait):
+            click.echo(
+                f"qualgate power: computing exact power, every outcome enumerated "
+                f"({time.monotonic() - start:.0f} s so far; --method normal answers at once)",
+                err=True,
+            )
+            wait = 10.0
+
+    thread = threading.Thread(target=report, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -228,17 +257,18 @@ def power(
         discordant = [judged_discordance(d, judge_noise) for d in discordant]
         click.echo(f"judge noise {judge_noise:g}: discordance " + ", ".join(f"{d:.4g}" for d in discordant), err=True)
     try:
-        grid = power_grid(
-            discordant=discordant,
-            margin=margin,
-            loss=loss,
-            n=n,
-            design=design,
-            alpha=alpha,
-            target=target,
-            method=method,
-            alternative=alternative,
-        )
+        with _progress_after(2.0):
+            grid = power_grid(
+                discordant=discordant,
+                margin=margin,
+                loss=loss,
+                n=n,
+                design=design,
+                alpha=alpha,
+                target=target,
+                method=method,
+                alternative=alternative,
+            )
     except ValueError as exc:  # a usage error, naming the option
         word, _, rest = str(exc).partition(" ")
         option = _OPTION_OF.get(word.rstrip(":"))

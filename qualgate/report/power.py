@@ -62,7 +62,7 @@ def power_grid(
     design="noninferiority",
     alpha=0.05,
     target=0.8,
-    method="normal",
+    method="exact",
     alternative=None,
 ) -> PowerGrid:
     """Solve each cell of the grid ``n x loss x discordant`` for the quantity left out.

@@ -34,6 +34,7 @@ __all__ = [
     "deff_score_z",
     "design_effect",
     "monotone_bound",
+    "question_arrays",
     "robust_variance",
     "robust_z",
     "sandwich_variance",
@@ -161,6 +162,44 @@ def sandwich_variance(n, lost, gained, clusters, sum_d2, delta):
     share = n / clusters * delta  # the mean question's expected difference under H0
     centred = np.maximum(sum_d2 - 2 * share * (lost - gained) + clusters * share**2, 0.0)
     return np.where(clusters >= 2, clusters / np.maximum(clusters - 1, 1) * centred, 0.0)
+
+
+def question_arrays(pairs, lost, gained):
+    """The statistics :func:`robust_z` takes, from per-question pair counts (last axis: questions).
+
+    ``pairs``, ``lost`` and ``gained`` hold each question's pairs, lost and gained pairs
+    (broadcast together; leading axes are replicates). Questions of equal size give the pair
+    counts themselves. Questions of unequal size are weighted equally (see
+    :mod:`qualgate.stats._clustered`, "Questions of unequal size"): question k enters as a
+    question of the mean size ``s = N/K`` with ``s·lost_k/n_k`` lost and ``s·gained_k/n_k``
+    gained pairs, so that ``(B − C)/N`` is the mean over questions of each question's loss
+    ``d_k/n_k`` and every term of :func:`robust_variance` is that of an equal-size design.
+    """
+    pairs, lost, gained = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (pairs, lost, gained)))
+    k = pairs.shape[-1]
+    n = pairs.sum(axis=-1)
+    net = lost - gained
+    equal = np.all(pairs == pairs[..., :1], axis=-1)
+    size = n / k
+    m = net / pairs  # each question's loss, in [-1, 1]
+    weighted = (
+        size * (lost / pairs).sum(axis=-1),
+        size * (gained / pairs).sum(axis=-1),
+        size * size * (m * m).sum(axis=-1),
+        size * np.maximum(m, 0).sum(axis=-1),
+        size * np.maximum(-m, 0).sum(axis=-1),
+        size * (m * m).sum(axis=-1),
+    )
+    counts = (
+        lost.sum(axis=-1),
+        gained.sum(axis=-1),
+        (net * net).sum(axis=-1),
+        np.maximum(net, 0).sum(axis=-1),
+        np.maximum(-net, 0).sum(axis=-1),
+        (net * net / pairs).sum(axis=-1),
+    )
+    lost_, gained_, sum_d2, net_lost, net_gained, sum_d2_n = (np.where(equal, c, w) for c, w in zip(counts, weighted))
+    return n, lost_, gained_, np.full_like(n, float(k)), sum_d2, net_lost, net_gained, sum_d2_n
 
 
 def robust_z(arrays, delta, crit, weights=None):

@@ -139,6 +139,11 @@ class ClusteredTable:
     sum_d2_n : float
         ``Σ d_k²/n_k`` (with ``net_lost + net_gained``, the typical size of a discordant
         question's mean difference, for the question-level variance of :func:`robust_variance`).
+    q_both_correct, q_lost, q_gained, q_sum_d2, q_net_lost, q_net_gained : float or None
+        The same sums over questions of each question's *shares* (``b_k/n_k``, ``c_k/n_k``,
+        ``(d_k/n_k)²``, ...), in questions: what the tests use when the questions are of unequal
+        size (each question weighted equally, module doc). ``None`` (a table built by hand):
+        the questions are taken to be of equal size.
     """
 
     clusters: int
@@ -155,6 +160,12 @@ class ClusteredTable:
     net_lost: int = 0
     net_gained: int = 0
     sum_d2_n: float = 0.0
+    q_both_correct: float | None = None
+    q_lost: float | None = None
+    q_gained: float | None = None
+    q_sum_d2: float | None = None
+    q_net_lost: float | None = None
+    q_net_gained: float | None = None
 
     @classmethod
     def from_outcomes(cls, cluster, baseline_correct, candidate_correct) -> ClusteredTable:
@@ -177,6 +188,8 @@ class ClusteredTable:
         _, k = np.unique(cluster, return_inverse=True)
         sizes = np.bincount(k)
         d = np.bincount(k, weights=(b & ~c).astype(np.int64) - (~b & c)).astype(np.int64)
+        per = np.maximum(sizes, 1).astype(float)
+        share = d / per
         absd = np.bincount(np.abs(d))[1:] if len(d) else np.zeros(0, np.int64)
         return cls(
             clusters=len(sizes),
@@ -193,6 +206,52 @@ class ClusteredTable:
             net_lost=int(np.maximum(d, 0).sum()),
             net_gained=int(np.maximum(-d, 0).sum()),
             sum_d2_n=float(np.sum(d * d / np.maximum(sizes, 1))),
+            q_both_correct=float(np.sum(np.bincount(k, weights=b & c, minlength=len(sizes)) / per)),
+            q_lost=float(np.sum(np.bincount(k, weights=b & ~c, minlength=len(sizes)) / per)),
+            q_gained=float(np.sum(np.bincount(k, weights=~b & c, minlength=len(sizes)) / per)),
+            q_sum_d2=float(share @ share),
+            q_net_lost=float(np.maximum(share, 0).sum()),
+            q_net_gained=float(np.maximum(-share, 0).sum()),
+        )
+
+    @property
+    def equal_sizes(self) -> bool:
+        """Every question holds the same number of pairs (or the shares are unknown)."""
+        return self.q_lost is None or self.max_cluster_size * self.clusters == self.n
+
+    @property
+    def loss(self) -> float:
+        """Estimated loss: ``(B − C)/N``, with questions of unequal size the mean of ``d_k/n_k``."""
+        if self.equal_sizes:
+            return (self.lost - self.gained) / self.n
+        return (self.q_lost - self.q_gained) / self.clusters
+
+    def accuracies(self) -> tuple[float, float]:
+        """(baseline, candidate) accuracy in the unit of :attr:`loss` (pairs, or questions
+        weighted equally when their sizes differ)."""
+        if self.equal_sizes:
+            return (self.both_correct + self.lost) / self.n, (self.both_correct + self.gained) / self.n
+        k = self.clusters
+        return (self.q_both_correct + self.q_lost) / k, (self.q_both_correct + self.q_gained) / k
+
+    @property
+    def robust_arrays(self) -> tuple[float, ...]:
+        """The statistics :func:`robust_variance` takes (as :func:`question_arrays` gives them)."""
+        if self.equal_sizes:
+            return tuple(
+                float(getattr(self, f))
+                for f in ("n", "lost", "gained", "clusters", "sum_d2", "net_lost", "net_gained", "sum_d2_n")
+            )
+        s = self.n / self.clusters
+        return (
+            float(self.n),
+            s * self.q_lost,
+            s * self.q_gained,
+            float(self.clusters),
+            s * s * self.q_sum_d2,
+            s * self.q_net_lost,
+            s * self.q_net_gained,
+            s * self.q_sum_d2,
         )
 
     @property
@@ -210,8 +269,7 @@ def _robust_fn(tables, weights, crit):
     """(robust statistic as a function of δ0, point estimate of the loss)."""
     if weights is None and len(tables) > 1:
         raise ValueError("several tables need weights (pool the counts into one table instead)")
-    fields = ("n", "lost", "gained", "clusters", "sum_d2", "net_lost", "net_gained", "sum_d2_n")
-    arrays = [np.array([getattr(t, f) for t in tables], dtype=float) for f in fields]
+    arrays = list(np.array([t.robust_arrays for t in tables], dtype=float).T)
     if weights is None:
         arrays = [a[0] for a in arrays]
         est = float((arrays[1] - arrays[2]) / arrays[0])

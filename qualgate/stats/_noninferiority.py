@@ -1,4 +1,11 @@
-"""Non-inferiority of the candidate against a margin on the paired loss."""
+"""Non-inferiority of the candidate against a margin on the paired loss.
+
+One module though over 500 lines: the exact test's p-value, its critical value (and the fast
+screening behind ``qualgate power``), the rejection thresholds that exact power and size use,
+and the score test past 2,000 pairs all rest on the same private pieces (the score statistic's
+thresholds, the tail over the discordance and its certified supremum); split, those would be
+imported across modules.
+"""
 
 from __future__ import annotations
 
@@ -188,6 +195,14 @@ def _thresholds(n, delta, z):
         hi = np.where(open_ & ~ok, mid - 1, hi)
 
 
+@functools.lru_cache(maxsize=8)
+def _log_factorial(n):
+    """log k! for k = 0..n (``gammaln(k + 1)``), read-only."""
+    out = special.gammaln(np.arange(n + 1) + 1.0)
+    out.flags.writeable = False
+    return out
+
+
 def _tail(n, delta, b_star, psi):
     """P_ψ(Z <= z) for every ψ in ``psi`` (1-d), given the thresholds ``b_star``.
 
@@ -205,11 +220,12 @@ def _tail(n, delta, b_star, psi):
     pi = np.clip((psi + delta) / (2 * psi), 0.0, 1.0)
     inside = special.bdtr(np.maximum(b, 0), s, pi)
     inside = np.where(b < 0, 0.0, np.where(b >= s, 1.0, inside))
+    log_factorial = _log_factorial(n)  # the same values as gammaln(k + 1) elementwise, looked up
     with np.errstate(divide="ignore", invalid="ignore"):
         log_pmf = (
-            special.gammaln(n + 1)
-            - special.gammaln(s + 1)
-            - special.gammaln(n - s + 1)
+            log_factorial[n]
+            - log_factorial[s]
+            - log_factorial[n - s]
             + special.xlogy(s, psi)
             + special.xlog1py(n - s, -psi)
         )
@@ -233,10 +249,13 @@ def _tail_at(n, delta, b_star, t):
     return np.concatenate([_tail(n, delta, b_star, psi[i : i + _BATCH]) for i in range(0, len(psi), _BATCH)])
 
 
-def _sup_tail(n, delta, b_star, known_at=None):
+def _sup_tail(n, delta, b_star, known_at=None, *, decide=False, grid_values=None):
     """sup_ψ P_ψ(Z <= z) over ψ in [δ, 1]. With ``known_at``, the answer to "is the supremum
     below ``known_at``?" is proven: the value returned is below ``known_at`` only when the
-    supremum is (otherwise it is at least ``known_at``).
+    supremum is (otherwise it is at least ``known_at``: the supremum to :data:`P_TOLERANCE`,
+    or with ``decide`` the first value found at or above ``known_at``, for callers that need
+    the decision only, such as :func:`exact_critical_value`). ``grid_values``: the tail on
+    :func:`_grid` already computed (by :func:`_grid_crossing`).
 
     The search runs in t, ψ = δ + (1 − δ)·sin²t, t in [0, π/2]. The trinomial's cells are
     P(gained) = (1 − δ)sin²t/2, P(concordant) = (1 − δ)cos²t and P(lost) = δ + P(gained), so
@@ -259,13 +278,14 @@ def _sup_tail(n, delta, b_star, known_at=None):
 
     if np.all(b_star < 0):
         return 0.0
-    span = 1 - abs(delta)  # ψ runs over [|δ|, 1]
-    count = int(math.ceil(8 * math.pi * math.sqrt(n * span))) + 2
-    t = np.linspace(0.0, math.pi / 2, count)
-    f = _tail_at(n, delta, b_star, t)
+    t = _grid(n, delta)  # ψ runs over [|δ|, 1]
+    count = len(t)
+    f = _tail_at(n, delta, b_star, t) if grid_values is None else grid_values
     best = float(f.max())
     if known_at is not None and best >= known_at:
-        return best
+        # not below alpha: the value reported is the supremum to P_TOLERANCE (issue 47: the
+        # grid's maximum alone was up to 1.6e-4 below it)
+        return best if decide else _sup_to_tolerance(n, delta, b_star, t, f)
     padded = np.concatenate([[-np.inf], f, [-np.inf]])
     peaks = np.flatnonzero((padded[1:-1] >= padded[:-2]) & (padded[1:-1] >= padded[2:]))
     for i in peaks[np.argsort(f[peaks])[-3:]]:
@@ -275,15 +295,14 @@ def _sup_tail(n, delta, b_star, known_at=None):
         )
         best = max(best, -float(res.fun))
     best = min(best, 1.0)
-    if known_at is None or best >= known_at:
+    if known_at is None:
         return best
-    root_i = 2 * math.sqrt(n * span)
+    if best >= known_at:
+        return best if decide else _sup_to_tolerance(n, delta, b_star, t, f)
     a, b, fa, fb = t[:-1], t[1:], f[:-1], f[1:]
     spent = count
     while True:
-        half = (b - a) / 2
-        u = np.minimum(np.maximum(fa, fb) + root_i * half / 2, 0.5)  # f <= u on [a, b]
-        keep = (fa + fb) / 2 + root_i * np.sqrt(u * (1 - u)) * half >= known_at
+        keep = _cap(n, delta, a, b, fa, fb) >= known_at
         if not keep.any():
             return best  # proven: the supremum is below known_at
         if spent + keep.sum() > _CERTIFY_BUDGET:
@@ -294,7 +313,62 @@ def _sup_tail(n, delta, b_star, known_at=None):
         spent += len(mid)
         best = max(best, float(fm.max()))
         if best >= known_at:
-            return best
+            return best if decide else _sup_to_tolerance(n, delta, b_star, t, f)
+        a, b = np.concatenate([a, mid]), np.concatenate([mid, b])
+        fa, fb = np.concatenate([fa, fm]), np.concatenate([fm, fb])
+
+
+def _cap(n, delta, a, b, fa, fb):
+    """An upper bound of f(t) = P_t(Z <= z) on each interval [a, b] of t, from f(a), f(b).
+
+    Two proven bounds, the smaller taken (notation of :func:`_sup_tail`):
+
+    - first order: |f'| <= sqrt(f(1 − f))·sqrt(n·4(1 − δ)), so f <= (f(a) + f(b))/2 + L·(b − a)/2;
+    - second order (issue 47: the flat tails of the critical value needed ~10^4 halvings with the
+      first order alone): f'' = E[(1_A − f)·V] with V = p''/p of the n pairs (E V = 0), so
+      |f''| <= M = sqrt(f(1 − f))·sqrt(E V²); V = Σ a_i + Σ_{i≠j} u_i u_j with a = p''/p and
+      u = p'/p of one pair, so E V² = n·E a² + 2n(n − 1)·I², I <= 4(1 − δ) (:func:`_sup_tail`),
+      and E a² = Σ_cells p''²/p <= 16(1 − δ)·cot²(2t) (cells' second derivatives (1 − δ)cos 2t,
+      −2(1 − δ)cos 2t, (1 − δ)cos 2t; 1/P(lost) <= 1/P(gained)), largest at an end of [a, b].
+      Then f <= max(f(a), f(b)) + M·(b − a)²/8 (f minus its chord is 0 at both ends).
+
+    sqrt(f(1 − f)) is bounded by sqrt(u(1 − u)), u = min(max(f(a), f(b)) + sqrt(n(1 − δ))·(b − a)/2, 1/2).
+    """
+    span = 1 - abs(delta)
+    root_i = 2 * math.sqrt(n * span)
+    half = (b - a) / 2
+    u = np.minimum(np.maximum(fa, fb) + root_i * half / 2, 0.5)  # f <= u on [a, b]
+    spread = np.sqrt(u * (1 - u))
+    first = (fa + fb) / 2 + root_i * spread * half
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cot2 = np.maximum(1 / np.tan(2 * a) ** 2, 1 / np.tan(2 * b) ** 2)  # inf at t = 0 or π/2
+        ev2 = n * 16 * span * cot2 + 2.0 * n * (n - 1) * (4 * span) ** 2
+        second = np.maximum(fa, fb) + spread * np.sqrt(ev2) * (b - a) ** 2 / 8
+    return np.minimum(first, np.where(np.isfinite(second), second, np.inf))
+
+
+P_TOLERANCE = 1e-6  #: absolute: a reported exact p-value is at most this far below the supremum
+
+
+def _sup_to_tolerance(n, delta, b_star, t, f):
+    """sup_t f on the grid ``t`` (values ``f``) to within :data:`P_TOLERANCE`, by the
+    Lipschitz bound of :func:`_sup_tail`: intervals whose bound reaches the best value found
+    plus the tolerance are halved until none is left. If the search budget runs out first,
+    the proven upper bound of the supremum is returned instead (a conservative p-value)."""
+    a, b, fa, fb = t[:-1], t[1:], f[:-1], f[1:]
+    best, spent = float(f.max()), len(t)
+    while True:
+        cap = _cap(n, delta, a, b, fa, fb)  # >= sup of f on [a, b]
+        keep = cap >= best + P_TOLERANCE
+        if not keep.any():
+            return min(best, 1.0)
+        if spent + keep.sum() > _CERTIFY_BUDGET:
+            return float(min(cap[keep].max(), 1.0))
+        a, b, fa, fb = a[keep], b[keep], fa[keep], fb[keep]
+        mid = (a + b) / 2
+        fm = _tail_at(n, delta, b_star, mid)
+        spent += len(mid)
+        best = max(best, float(fm.max()))
         a, b = np.concatenate([a, mid]), np.concatenate([mid, b])
         fa, fb = np.concatenate([fa, fm]), np.concatenate([fm, fb])
 
@@ -305,7 +379,9 @@ def exact_pvalue(lost, gained, n, delta, *, alpha=None):
     ``sup_ψ P_ψ(Z <= z_obs)`` over the nuisance discordance ψ in [|δ|, 1], Z the score
     statistic of :func:`noninferiority`. With ``delta`` = 1 − 1e-12 or more, or no pair at all,
     it is 1. With ``alpha``, ``p < alpha`` is proven to mean that the supremum is below alpha
-    (see :func:`_sup_tail`); the test at level alpha rejects exactly then.
+    (see :func:`_sup_tail`); the test at level alpha rejects exactly then, and a p of at least
+    alpha is the supremum to :data:`P_TOLERANCE` (1e-6, proven by the same Lipschitz bound),
+    or, when the search budget runs out first, the proven upper bound of it (conservative).
 
     Examples
     --------
@@ -341,17 +417,78 @@ def _attainable(n, delta, low=-math.inf, high=0.0):
     return np.unique(z[(z >= low) & (z < high)])
 
 
+def _grid(n, delta):
+    """The grid in t of :func:`_sup_tail`: 16 steps per 1/(2·sqrt(n(1 − |δ|))), the scale of the tail."""
+    count = int(math.ceil(8 * math.pi * math.sqrt(n * (1 - abs(delta))))) + 2
+    return np.linspace(0.0, math.pi / 2, count)
+
+
+_FIND_CELLS = 20_000_000  #: outcomes x grid points :func:`_grid_crossing` may hold (else the bisection alone)
+
+
+def _grid_crossing(n, delta, alpha, values):
+    """(k, t, f): ``values[k]`` is the last of the sorted attainable ``values`` whose tail stays
+    below ``alpha`` at every point of :func:`_sup_tail`'s grid, for all of them at once (−1: not
+    even the first), t the grid point where the tail of ``values[k + 1]`` is largest and f the
+    tail of ``values[k]`` on the grid (None, None when k is not inside); None when there are
+    too many outcomes to hold. The tail at ``values[0]`` is computed as :func:`_sup_tail` does;
+    each further value adds the trinomial probabilities of the outcomes it admits (a cumulative
+    sum), so the grid's maximum is known for every value after one pass. The grid's maximum is
+    a lower bound of the supremum; :func:`exact_critical_value` proves its answer with the
+    search of :func:`_sup_tail` on each side of the index, from these grid values (they equal
+    :func:`_tail`'s to rounding, ~1e-15: the outcomes beyond its 12-sd window add < 1e-30).
+    """
+    t = _grid(n, delta)
+    b_first = _thresholds(n, delta, values[0])
+    b_last = _thresholds(n, delta, values[-1])
+    count = np.maximum(b_last - b_first, 0)  # outcomes admitted after values[0], per s
+    if count.sum() * len(t) > _FIND_CELLS:
+        return None
+    s = np.repeat(np.arange(n + 1), count)
+    b = np.repeat(b_first + 1, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+    g = s - b
+    z = score_z(b.astype(float), g.astype(float), float(n), delta)
+    k = np.searchsorted(values, z - _TIE, side="left")  # the first value whose thresholds admit it
+    psi = _psi_of(t, abs(delta))[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_p = (
+            special.gammaln(n + 1.0)
+            - special.gammaln(b + 1.0)[:, None]
+            - special.gammaln(g + 1.0)[:, None]
+            - special.gammaln(n - s + 1.0)[:, None]
+            + special.xlogy(b[:, None], np.clip((psi + delta) / 2, 0, 1))
+            + special.xlogy(g[:, None], np.clip((psi - delta) / 2, 0, 1))
+            + special.xlog1py((n - s)[:, None], -psi)
+        )
+    added = np.zeros((len(values), len(t)))
+    np.add.at(added, np.minimum(k, len(values) - 1), np.exp(log_p))
+    tails = _tail_at(n, delta, b_first, t)[None, :] + np.cumsum(added, axis=0)
+    top = np.maximum.accumulate(tails.max(axis=1))
+    k = int(np.searchsorted(top, alpha, side="left")) - 1
+    if not 0 <= k < len(values) - 1:
+        return k, None, None
+    return k, t[np.argmax(tails[k + 1])], tails[k]
+
+
 def exact_critical_value(n, delta, alpha, *, near=None):
     """Largest attainable score statistic z with ``sup_ψ P_ψ(Z <= z) < alpha`` (−inf if none).
 
     The exact test rejects H0: loss >= ``delta`` exactly when the observed Z is at most this
     value (the p-value is non-decreasing in Z); ``benchmarks/exact_size.py`` uses it to
-    enumerate the test's size. ``near``: a guess (e.g. the value at n − 1); the search looks
-    in a window around it first and falls back to all attainable values.
+    enumerate the test's size. ``near``: a guess (e.g. the value at n − 1; default the normal
+    quantile of ``alpha``). The attainable values within 0.005 of it (0.02 of the default; 0.06
+    when the crossing is not inside) are screened at once on the supremum's grid (:func:`_grid_crossing`) and the value found is proven on both sides
+    (below alpha, and the next attainable value not); when that fails the search bisects in a
+    window around ``near`` and then over all attainable values, as before (issue 47: this
+    screening made ``qualgate power``'s exact search answer at once, with the same values:
+    ``tests/stats/test_power_speed.py``).
     """
 
-    def below(z):  # does the test at level alpha reject at Z = z?
-        return _sup_tail(n, delta, _thresholds(n, delta, z), known_at=alpha) < alpha
+    def below(z, hint=None, grid_values=None):  # does the test at level alpha reject at Z = z?
+        b_star = _thresholds(n, delta, z)
+        if hint is not None and _tail_at(n, delta, b_star, hint)[0] >= alpha:  # one point at alpha: no
+            return False
+        return _sup_tail(n, delta, b_star, known_at=alpha, decide=True, grid_values=grid_values) < alpha
 
     def largest_below(values):  # given below(values[0]) and not below(values[-1] + ε)
         lo, hi = 0, len(values) - 1
@@ -366,6 +503,16 @@ def exact_critical_value(n, delta, alpha, *, near=None):
                 hi = mid - 1
         return float(values[lo])
 
+    hinted = near is not None and math.isfinite(near)
+    guess = near if hinted else float(special.ndtri(alpha))
+    for width in (0.005, 0.06) if hinted else (0.02, 0.06):
+        values = _attainable(n, delta, guess - width, min(guess + width, 0.0))
+        found = _grid_crossing(n, delta, alpha, values) if len(values) > 1 else None
+        if found is not None and 0 <= found[0] < len(values) - 1:
+            k, peak, grid_values = found
+            if not below(values[k + 1], hint=peak) and below(values[k], grid_values=grid_values):
+                return float(values[k])
+            break  # the grid's crossing was not the supremum's: bisect as before
     if near is not None and math.isfinite(near):
         values = _attainable(n, delta, near - 0.06, min(near + 0.06, 0.0))
         if len(values) > 1 and below(values[0]) and not below(values[-1]):

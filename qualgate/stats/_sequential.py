@@ -193,7 +193,7 @@ def _design_step(lam, margin, x):
     return 0.5 * (up + down), 0.5 * (up * up + down * down)
 
 
-def _paths(d, *, margin, alpha, beta, prior, weight, max_questions, pairs=None, counts=None):
+def _paths(d, *, margin, alpha, beta, prior, weight, max_questions, pairs=None, counts=None, final_test=True):
     """Run the gate on every row of ``d`` (replicates × questions); vectorised over rows.
 
     Without ``max_questions``: the open-ended design (module doc). With it: the budgeted
@@ -214,7 +214,7 @@ def _paths(d, *, margin, alpha, beta, prior, weight, max_questions, pairs=None, 
     # that feeds the gate round by round must neither test "finally" at every round nor
     # judge futility against a horizon that is only the current round's
     final_at = float(max_questions) if budgeted else None  # a float: a budget of 10**30 stays a number
-    at_budget = budgeted and max_questions <= n
+    at_budget = budgeted and max_questions <= n and final_test  # the fixed-n test only on final records
     log_pass = np.zeros(reps)
     log_fail = np.zeros(reps)
     sq = np.zeros(reps)
@@ -311,7 +311,7 @@ def _final_pass(d, pairs, margin, alpha, counts=None):
     for the common n); several: the fixed gate's robust clustered score test
     (``clustered_noninferiority``), on the (lost, gained) ``counts`` per question when given.
     """
-    from ._cluster_variance import robust_z
+    from ._cluster_variance import question_arrays, robust_z
 
     m, lost_k, gained_k = _per_question(d, pairs, counts)
     lost, gained = lost_k.sum(axis=1), gained_k.sum(axis=1)
@@ -320,18 +320,7 @@ def _final_pass(d, pairs, margin, alpha, counts=None):
     if np.all(m <= 1):
         z = score_z(lost, gained, float(questions), margin)
         return z <= _exact_critical(questions, float(margin), float(alpha)) + 1e-9
-    net = lost_k - gained_k
-    arrays = (
-        m.sum(axis=1),
-        lost,
-        gained,
-        float(questions),
-        (net * net).sum(axis=1),
-        np.maximum(net, 0).sum(axis=1),
-        np.maximum(-net, 0).sum(axis=1),
-        (net * net / m).sum(axis=1),
-    )
-    return robust_z(arrays, margin, crit) < -crit
+    return robust_z(question_arrays(m, lost_k, gained_k), margin, crit) < -crit
 
 
 def _final_bound(d, pairs, margin, alpha, counts=None):
@@ -420,6 +409,7 @@ def sequential_noninferiority(
     pairs=None,
     counts=None,
     complete: bool = True,
+    final: bool = True,
 ) -> SequentialResult:
     """Sequential paired non-inferiority gate on questions in arrival order.
 
@@ -460,6 +450,11 @@ def sequential_noninferiority(
         ``differences`` hold every question there will be (``qualgate gate --sequential``);
         ``False`` while a run is still adding rounds (``qualgate run --sequential``), so that a
         budget above the questions so far does not end the gate early.
+    final : bool
+        The records are declared final (``qualgate gate --sequential --final``): only then may
+        the budgeted design's fixed-n test decide. ``False`` (a look at records that may still
+        grow, issue 47): only the always-valid e-process at ``alpha/50`` decides, so that any
+        number of looks followed by one final look keeps P(PASS) <= alpha.
 
     Examples
     --------
@@ -517,6 +512,7 @@ def sequential_noninferiority(
         max_questions=budget,
         pairs=None if pairs is None else pairs[None, :],
         counts=None if counts is None else tuple(np.asarray(c, dtype=float)[None, :] for c in counts),
+        final_test=final,
     )
     n_used = int(stop[0])
     code = int(reason[0])
@@ -524,7 +520,7 @@ def sequential_noninferiority(
         code = _EXHAUSTED  # the questions ran out before the budget; the final test ran on all of them
     used = d[:n_used]
     lower, upper = _bounds(used, alpha, discordant, prior_weight)
-    if max_questions is not None and code in (_FINAL, _BUDGET, _EXHAUSTED):
+    if max_questions is not None and final and code in (_FINAL, _BUDGET, _EXHAUSTED):
         part = None if counts is None else tuple(np.asarray(c)[:n_used] for c in counts)
         sizes = None if pairs is None else pairs[:n_used]
         upper = _final_bound(used, sizes, margin, alpha * (1 - _SEQUENTIAL_SHARE), part)

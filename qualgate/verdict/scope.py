@@ -227,11 +227,16 @@ def analyze(
     lost, gained = sum(t.lost for t in tables), sum(t.gained for t in tables)
     both_correct, both_wrong = sum(t.both_correct for t in tables), sum(t.both_wrong for t in tables)
     w = np.asarray(weights, dtype=float) if weights is not None else None
+    # in the unit of the test: pairs, or questions weighted equally where their sizes differ
+    each = [
+        t.accuracies() if clustered else ((t.both_correct + t.lost) / t.n, (t.both_correct + t.gained) / t.n)
+        for t in tables
+    ]
     if w is None:
-        acc_b, acc_c = (both_correct + lost) / n, (both_correct + gained) / n
+        acc_b, acc_c = each[0]
     else:
-        acc_b = float(sum(wi * (t.both_correct + t.lost) / t.n for wi, t in zip(w, tables)))
-        acc_c = float(sum(wi * (t.both_correct + t.gained) / t.n for wi, t in zip(w, tables)))
+        acc_b = float(sum(wi * a for wi, (a, _) in zip(w, each)))
+        acc_c = float(sum(wi * c for wi, (_, c) in zip(w, each)))
     target = tables[0] if w is None else tables
     if clustered or w is not None:
         ni = clustered_noninferiority(target, margin=margin, alpha=alpha, weights=w, design_effect=deff_arg)

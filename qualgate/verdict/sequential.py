@@ -164,7 +164,7 @@ def _method(r: SequentialResult, pairs_per_question: int) -> str:
     return "always-valid betting test (Waudby-Smith & Ramdas 2024)"
 
 
-def _sentence(r: SequentialResult, margin: float) -> str:
+def _sentence(r: SequentialResult, margin: float, final: bool = True) -> str:
     level = f"{1 - r.alpha:.1%}".replace(".0%", "%")
     used = f"{r.n_questions:,} of {r.n_available:,} questions"
     if r.max_questions is not None and r.budget is not None and r.budget < r.max_questions:
@@ -185,6 +185,8 @@ def _sentence(r: SequentialResult, margin: float) -> str:
             f"puts the loss at most {ub} points ({1 - 0.98 * r.alpha:.1%} upper bound), below the {m}-point margin"
         )
     what = "the budget ran out" if r.reason == "budget" else "the questions ran out"
+    if r.max_questions is not None and r.reason == "exhausted" and not final:
+        what = "the records are not declared final (--final), so the budget's fixed-n test did not run; the questions ran out"
     return f"{what} after {used} without a decision (upper bound {ub} points against the {m}-point margin)"
 
 
@@ -202,6 +204,7 @@ def sequential_gate(
     missing: str = "worst-case",
     multiplicity: str = "bonferroni",
     complete: bool = True,
+    final: bool = True,
 ) -> SequentialReport:
     """Run the sequential test for each candidate's pairing with the (same) baseline.
 
@@ -216,6 +219,9 @@ def sequential_gate(
     complete : bool
         The records hold every question there will be (``False`` in the rounds of ``qualgate
         run --sequential`` before the last).
+    final : bool
+        The records are declared final: the budget's fixed-n test may decide. ``False``
+        (``qualgate gate --sequential`` without ``--final``): only the always-valid test.
     missing : {'worst-case', 'drop'}
         As :func:`qualgate.verdict.fixed.gate` (see the module docstring).
     multiplicity : {'bonferroni', 'fixed-sequence'}
@@ -254,6 +260,7 @@ def sequential_gate(
                 pairs=sizes,
                 counts=question_counts(q, positions),
                 complete=complete,
+                final=final,
             )
         r, w, d = runs[missing], runs["worst-case"].verdict, runs["drop"].verdict
         info = Missingness(
@@ -265,7 +272,7 @@ def sequential_gate(
                 p.candidate,
                 r,
                 p.max_cluster_size,
-                f"{_sentence(r, margin)} [{_method(r, p.max_cluster_size)}]",
+                f"{_sentence(r, margin, final)} [{_method(r, p.max_cluster_size)}]",
                 info,
             )
         )

@@ -121,16 +121,19 @@ def tables_and_growth(draw):
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables_and_growth())
 def test_adding_agreeing_pairs_to_any_question_never_widens_the_upper_bound(design):
-    # Restricted to a candidate that is not better (lost >= gained): with a net gain, agreeing
-    # pairs dilute the gain and the estimate itself rises towards 0, as with independent pairs.
+    # Restricted to a question the candidate did not net-gain (lost_k >= gained_k): with
+    # questions of unequal size each question's loss d_k/n_k counts once (issue 47), and agreeing
+    # pairs added to a question that gained dilute its gain, so the estimate itself rises (as
+    # with independent pairs, where agreeing pairs dilute a net gain). Any question may grow
+    # here, sizes 1-5 become unequal, and the candidate may be better overall.
     # Tolerance 0.1 % of the bound: the question-level variance's all-or-nothing prior is in
     # pairs of the mean question, so a growing question moves the typical discordant size h a
     # hair towards 1 (largest widening found: 0.05 %, at a 34-point bound on 12 questions);
     # the issue's examples above do not widen at all
     rows, k, extra, margin, alpha = design
-    if sum(r[0] for r in rows) < sum(r[1] for r in rows):
-        return
     lost, gained, same = rows[k]
+    if lost < gained:
+        return
     grown = rows[:k] + [(lost, gained, same + extra)] + rows[k + 1 :]
     before = clustered_noninferiority(table(rows), margin=margin, alpha=alpha)
     after = clustered_noninferiority(table(grown), margin=margin, alpha=alpha)

@@ -68,7 +68,7 @@ def test_too_few_questions_is_inconclusive_and_exits_4(tmp_path):
 @pytest.mark.slow
 def test_budget_is_respected(tmp_path):
     b, c = pair(tmp_path, 3000, 0, 0)
-    r = invoke(b, c, "--margin", "0.002", "--max-questions", "50", "--format", "json")
+    r = invoke(b, c, "--margin", "0.002", "--max-questions", "50", "--final", "--format", "json")
     assert r.exit_code == 4
     assert json.loads(r.stdout)["candidates"][0]["questions_used"] == 50
 
@@ -126,7 +126,7 @@ def test_a_budget_above_the_questions_there_are_ends_with_the_final_test_on_them
     # 24 gained of 800: the always-valid boundary at alpha/50 is out of reach, the exact final
     # test on all 800 bounds the loss near 1.4 points
     b, c = pair(tmp_path, 800, 24, 24, seed=3)
-    r = invoke(b, c, "--margin", "0.02", "--max-questions", "1000", "--format", "json")
+    r = invoke(b, c, "--margin", "0.02", "--max-questions", "1000", "--final", "--format", "json")
     assert r.exit_code == 0, r.output
     cand = json.loads(r.stdout)["candidates"][0]
     assert (cand["verdict"], cand["stopped_by"], cand["questions_used"]) == ("PASS", "final", 800)
@@ -147,7 +147,7 @@ def test_the_final_test_with_several_seeds_is_the_fixed_gates_test_on_the_same_p
     flat = lambda a: ["correct" if x else "incorrect" for x in a.ravel()]  # noqa: E731
     b = write(tmp_path / "b.jsonl", flat(base), config="cfg-base", seeds=seeds)
     c = write(tmp_path / "c.jsonl", flat(cand), config="cfg-cand", seeds=seeds)
-    r = invoke(b, c, "--margin", "0.02", "--max-questions", str(n), "--format", "json")
+    r = invoke(b, c, "--margin", "0.02", "--max-questions", str(n), "--final", "--format", "json")
     cand_doc = json.loads(r.stdout)["candidates"][0]
     assert cand_doc["stopped_by"] in ("final", "budget") and cand_doc["questions_used"] == n
     table = ClusteredTable.from_outcomes(np.repeat(np.arange(n), seeds), base.ravel(), cand.ravel())
