@@ -25,7 +25,7 @@ from qualgate.records.prompts import prompt_hash
 from qualgate.run.runner import WorkItem, request_seed
 from qualgate.suites import load_suite
 
-from support import SHARED
+from support import SHARED, require_shared
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from traffic_corpus import SUITE as CORPUS_SUITE  # noqa: E402
@@ -57,8 +57,7 @@ def _suite_file(folder: Path, traffic, *, extra: str = "", gold: bool = True) ->
 @pytest.fixture(scope="module")
 def real_requests() -> list[dict]:
     """Distinct real chat requests: ``{"id", "messages", "reference"}``, about 3,000."""
-    if not OPEN.is_dir():
-        pytest.fail(f"shared data not found at {OPEN}")
+    require_shared()
     out, seen = [], set()
 
     def add(rid, messages, reference):
