@@ -420,6 +420,66 @@ def test_suites_show_renders_a_traffic_suite(tmp_path):
     assert r.stdout.count("=== ") == 2 and "gold: 2" in r.stdout
 
 
+def test_every_refused_line_of_a_file_is_named_in_one_run(tmp_path):
+    bad_role = {"messages": [{"role": "function", "content": "x"}], "reference": "r"}
+    lines = [_plain("a"), bad_role, _plain("b"), {"messages": "hi", "reference": "r"}, _plain("c", top_p=2)]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([json.dumps(x) for x in lines] + ["{not json"]) + "\n")
+    r = CliRunner().invoke(cli, ["suites", "show", str(_suite_file(tmp_path, "t.jsonl"))])
+    assert r.exit_code == 3, r.output
+    for number, field in [(2, "'messages[0].role'"), (4, "'messages'"), (5, "'top_p'"), (6, None)]:
+        assert f"{path}:{number}: " + ("" if field is None else f"field {field}") in r.output, (number, r.output)
+    assert "(4 lines refused)" in r.output and "more" not in r.output
+
+
+def test_refused_lines_past_the_bound_are_counted_not_named(tmp_path):
+    from qualgate.suites._traffic import MAX_ERRORS_SHOWN
+
+    _write(tmp_path / "t.jsonl", [_plain(f"q{i}", temperature=-1) for i in range(MAX_ERRORS_SHOWN + 7)])
+    with pytest.raises(DataError) as e:
+        load_suite(_suite_file(tmp_path, "t.jsonl"))
+    text = str(e.value)
+    assert text.count("field 'temperature' = -1") == MAX_ERRORS_SHOWN
+    assert f"t.jsonl:{MAX_ERRORS_SHOWN}: " in text and f"t.jsonl:{MAX_ERRORS_SHOWN + 1}: " not in text
+    assert text.endswith(f"\nand 7 more\n({MAX_ERRORS_SHOWN + 7} lines refused)")
+    assert (e.value.line, e.value.field) == (1, "temperature")  # the first error's place, for tools
+
+
+def test_refused_values_are_shown_as_json_not_python_reprs(tmp_path):
+    lines = [
+        {
+            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}],
+            "reference": "r",
+        },
+        {"messages": [{"role": "user", "content": "a"}], "stop": [True], "reference": "r"},
+        {"messages": [{"role": "user", "content": "a"}], "temperature": True, "reference": "r"},
+        {"messages": [{"role": "user", "content": "b"}], "stop": {"a": None}, "reference": "r"},
+    ]
+    _write(tmp_path / "t.jsonl", lines)
+    r = CliRunner().invoke(cli, ["suites", "show", str(_suite_file(tmp_path, "t.jsonl"))])
+    assert r.exit_code == 3, r.output
+    assert "field 'messages[0].content[0].type' = \"image_url\"" in r.output, r.output
+    assert "= [true]" in r.output and "'temperature' = true" in r.output and '= {"a": null}' in r.output, r.output
+    assert "'image_url'" not in r.output and "True" not in r.output and "None" not in r.output, r.output
+
+
+def test_a_traffic_path_relative_to_the_suite_file_is_shown_resolved(tmp_path, monkeypatch):
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "data").mkdir()
+    _write(tmp_path / "data" / "t.jsonl", [_plain("a", stop=["\n", "END"])])
+    monkeypatch.chdir(tmp_path)
+    suite = _suite_file(tmp_path / "suites", "../data/t.jsonl", extra=", sampling: request")
+    r = CliRunner().invoke(cli, ["suites", "show", "suites/suite.yaml"])
+    assert r.exit_code == 0, r.output
+    assert "traffic data/t.jsonl (1 lines" in r.stdout and "suites/../data" not in r.stdout, r.stdout
+    assert "traffic_line=data/t.jsonl:1" in r.stdout
+    assert 'sampling: stop=["\\n", "END"]' in r.stdout, r.stdout  # JSON, not ['\n', 'END']
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # outside the working directory: the absolute path
+    assert load_suite(suite).source["traffic"] == [str((tmp_path / "data" / "t.jsonl").resolve())]
+
+
 def test_the_corpus_has_forty_malformed_files_that_name_a_field():
     assert sum(c.field is not None for c in CORPUS) >= 40
 
