@@ -9,9 +9,11 @@ reference column. Nothing of it is committed.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -534,6 +536,37 @@ def test_every_command_in_the_docs_exists_with_the_options_used():
             assert command is not None, words
         options = {o for p in command.params if isinstance(p, click.Option) for o in p.opts}
         assert {w for w in rest if w.startswith("--")} <= options, words
+
+
+def walk_through() -> str:
+    """The bash blocks of docs/traffic.md marked ``<!-- walk-through -->``, in order, as one script."""
+    blocks = re.findall(r"^<!-- walk-through -->\n```bash\n(.*?)^```", DOC.read_text(), flags=re.S | re.M)
+    assert len(blocks) >= 3, "docs/traffic.md lost its walk-through blocks"
+    return "\n".join(blocks)
+
+
+@pytest.mark.slow  # decodes 60 requests under two configs on the demo models (about 25 CPU-s)
+def test_the_cpu_walk_through_runs_as_written(tmp_path):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(DOC.parents[1]), env.get("PYTHONPATH")]))
+    r = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", walk_through()],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # what the page says the user sees, in the state its blocks leave the folder
+    assert "traffic data/traffic.jsonl (60 lines, 0 duplicates removed, 60 distinct requests" in r.stdout
+    assert "verdict PASS" in r.stdout or "verdict FAIL" in r.stdout or "INCONCLUSIVE" in r.stdout, r.stdout
+    for name in ("target", "fly-w2"):
+        records = (tmp_path / "runs" / "my-fly" / "records" / f"{name}.jsonl").read_text().splitlines()
+        outcomes = [json.loads(line)["outcome"] for line in records]
+        assert len(outcomes) == 60 and "error" not in outcomes, (name, outcomes)
+    assert (tmp_path / "runs" / "my-fly" / "report.html").stat().st_size > 0
+    assert "of 60 pairs" in r.stdout  # qualgate flips
 
 
 def test_ignore_fields_also_drops_extra_keys_of_a_batch_line(tmp_path):
