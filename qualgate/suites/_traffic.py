@@ -253,18 +253,19 @@ class TrafficError(DataError):
         return cls(exc.message, file=exc.file, line=exc.line, field=exc.field, value=exc.value)
 
 
-def _refuse(errors: list) -> None:
-    """Raise one TrafficError for every refused line (the first :data:`MAX_ERRORS_SHOWN` named,
-    the rest counted); its file, line, field and value are the first error's."""
+def _refuse(errors: list, refused: int) -> None:
+    """Raise one TrafficError for the ``refused`` lines, of which ``errors`` holds the first
+    :data:`MAX_ERRORS_SHOWN` (named; the rest are counted); its file, line, field and value are
+    the first error's."""
     if not errors:
         return
-    first, rest = errors[0], errors[1:MAX_ERRORS_SHOWN]
+    first, rest = errors[0], errors[1:]
     message = first.message
-    if len(errors) > 1:
+    if refused > 1:
         message += "".join(f"\n{e}" for e in rest)
-        if len(errors) > MAX_ERRORS_SHOWN:
-            message += f"\nand {len(errors) - MAX_ERRORS_SHOWN} more"
-        message += f"\n({len(errors)} lines refused)"
+        if refused > len(errors):
+            message += f"\nand {refused - len(errors)} more"
+        message += f"\n({refused} lines refused)"
     raise TrafficError(message, file=first.file, line=first.line, field=first.field, value=first.value)
 
 
@@ -586,7 +587,8 @@ def traffic_questions(spec, data_files, question_cls) -> tuple[list, dict]:
     lines = duplicates = 0
     forms = {"request": 0, "batch": 0, "plain": 0}
     digests, gold = {}, {}
-    errors: list[TrafficError] = []  # every line is checked; the refused ones are named together
+    errors: list[TrafficError] = []  # every line is checked; the first refused ones are named together
+    refused = 0
     for path in files:
         data = read_bytes(path, kind="records")
         digests[path] = hashlib.sha256(data).hexdigest()
@@ -601,7 +603,9 @@ def traffic_questions(spec, data_files, question_cls) -> tuple[list, dict]:
                     except ValueError as exc:
                         raise TrafficError(str(exc), file=path, line=number, field=gold_path, value=line.gold) from None
             except DataError as exc:
-                errors.append(TrafficError.of(exc))
+                refused += 1
+                if len(errors) < MAX_ERRORS_SHOWN:
+                    errors.append(TrafficError.of(exc))
                 continue
             lines += 1
             forms[line.form] += 1
@@ -616,6 +620,7 @@ def traffic_questions(spec, data_files, question_cls) -> tuple[list, dict]:
                 first = kept[qid][0]
                 if kept[qid][1] != content:
                     what = "custom_id" if line.custom_id else "messages"
+                    refused += 1
                     errors.append(
                         TrafficError(
                             f"the same id {json.dumps(qid, ensure_ascii=False)} as line {first.number} of "
@@ -626,6 +631,7 @@ def traffic_questions(spec, data_files, question_cls) -> tuple[list, dict]:
                             value=line.custom_id,
                         )
                     )
+                    del errors[MAX_ERRORS_SHOWN:]
                     continue
                 duplicates += 1
                 continue
@@ -634,7 +640,7 @@ def traffic_questions(spec, data_files, question_cls) -> tuple[list, dict]:
                 continue
             by_content.add(content)
             kept[qid] = (line, content, ph)
-    _refuse(errors)
+    _refuse(errors, refused)
     order = list(kept)
     sample = src.get("sample")
     if sample is not None:
