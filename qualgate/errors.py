@@ -44,9 +44,15 @@ class DataError(ValueError):
         if field is not None:
             what = f"field {field!r}"
             if value is not None:
-                what += f" = {_preview(value)}"
+                what += f" = {self.show_value(value)}"
             what += ": "
         super().__init__(f"{where}{what}{message}")
+
+    @classmethod
+    def show_value(cls, value) -> str:
+        """How the message shows the offending value: its repr, cut when long (a subclass for
+        JSON input shows it as JSON)."""
+        return _preview(value)
 
 
 _REPR = reprlib.Repr()

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from support import REPO, SHARED, make_records, save_demo_tokenizer_pair, table_outcomes, write_plan, write_records
+from support import (
+    REPO,
+    make_records,
+    require_shared,
+    save_demo_tokenizer_pair,
+    table_outcomes,
+    write_plan,
+    write_records,
+)
 from toy_engine import register as register_toy_engine
 from vllm_server import vllm_target_server  # noqa: F401 - the real vLLM server fixture, for every test directory
 
@@ -59,12 +67,8 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(
-            f"needs ../shared, the project's reference data (real test sets and model outputs), "
-            f"beside the checkout; not found at {SHARED}"
-        )
-    return SHARED
+    """``../shared`` beside the checkout; a test using it skips without it (:func:`support.require_shared`)."""
+    return require_shared()
 
 
 @pytest.fixture(scope="session")

@@ -8,9 +8,26 @@ import functools
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 #: Read-only reference material laid beside the checkout (never copied into the project).
 SHARED = REPO.parent / "shared"
+#: Why a test that reads :data:`SHARED` is skipped in a checkout without it (a fresh clone).
+NO_SHARED = (
+    "needs ../shared, the project's reference data (real test sets, model outputs, published tables), "
+    f"beside the checkout; not found at {SHARED}"
+)
+#: The one mark of a test that reads :data:`SHARED` directly: skipped, with :data:`NO_SHARED`, without it.
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=NO_SHARED)
+
+
+def require_shared() -> Path:
+    """:data:`SHARED`, or skip the calling test or fixture with :data:`NO_SHARED` (for fixtures and
+    helpers that read it, so that every test using them skips)."""
+    if not SHARED.is_dir():
+        pytest.skip(NO_SHARED)
+    return SHARED
 
 
 # --- records -------------------------------------------------------------------------------

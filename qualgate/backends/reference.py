@@ -14,9 +14,10 @@ harness batch, default ``max_num_seqs`` or 256), ``tokenizer`` (default: the tar
 ``torch.compile`` of the whole decoding step, see docs/engine.md). The three
 switches must be YAML booleans: a string such as ``"false"`` is refused, not read as true.
 
-A batch that the engine refuses (``ValueError``: a prompt too long for the model, a token
-outside the vocabulary) is retried request by request, so that only the offending requests
-come back as errors.
+A request whose sampling the engine refuses (a field it does not implement) is an error
+before decoding, the others staying one batch. A batch that the engine refuses
+(``ValueError``: a prompt too long for the model, a token outside the vocabulary) is retried
+request by request, so that only the offending requests come back as errors.
 """
 
 from __future__ import annotations
@@ -169,6 +170,21 @@ class ReferenceBackend(Backend):
         return gens
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        from qualgate.engines._sampling import resolve_sampling
+
+        # a request whose sampling the engine refuses (a traffic request's own field that the
+        # reference engine does not implement) is an error up front: the rest stay one batch,
+        # not a batch decoded again request by request
+        refused: dict[int, Generation] = {}
+        for i, r in enumerate(requests):
+            try:
+                resolve_sampling(dict(r.sampling))
+            except ValueError as exc:
+                refused[i] = Generation.failed(exc)
+        decoded = iter(self._decode([r for i, r in enumerate(requests) if i not in refused]))
+        return [refused[i] if i in refused else next(decoded) for i in range(len(requests))]
+
+    def _decode(self, requests: Sequence[Request]) -> list[Generation]:
         if not requests:
             return []
         try:

@@ -38,6 +38,12 @@ def _source_text(source: dict) -> str:
     return f"{source['dataset']} [{where}] @ {source['revision']}"
 
 
+def _value(v) -> str:
+    """A meta or sampling value as its file writes it: a string as is, anything else as JSON
+    (``["\\n"]``, ``null``, ``true``), never a Python repr."""
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
 @suites.command("list")
 @_FORMAT
 def list_(fmt):
@@ -109,8 +115,8 @@ def show(name, limit, data_files, revision, fmt):
             for call in m.get("tool_calls") or ():
                 click.echo(f"(tool call {call['id']}: {json.dumps(call['function'], ensure_ascii=False)})")
         if q.meta:
-            click.echo("meta: " + ", ".join(f"{k}={v}" for k, v in q.meta.items()))
+            click.echo("meta: " + ", ".join(f"{k}={_value(v)}" for k, v in q.meta.items()))
         if q.sampling:
-            click.echo("sampling: " + ", ".join(f"{k}={v}" for k, v in q.sampling.items()))
+            click.echo("sampling: " + ", ".join(f"{k}={_value(v)}" for k, v in q.sampling.items()))
         click.echo(f"gold: {'(none: graded without gold)' if q.gold is None else q.gold}")
     return ExitCode.OK

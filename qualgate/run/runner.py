@@ -399,6 +399,8 @@ def run_plan(
             check_installed(config)  # engine: vllm: installed, with the config's verifier
         if out.exists() and not out.is_dir():
             raise DataError("the output path exists and is not a directory", file=str(out))
+        if not resume and out.is_dir() and any(p.name not in LOCK_FILES for p in out.iterdir()):
+            _refuse_non_empty(out)  # before the lock: a refused run leaves nothing in the user's folder
         out.mkdir(parents=True, exist_ok=True)
         with RunLock(out) as lock:
             return _run_locked(
@@ -476,6 +478,13 @@ def config_entry(name: str, config, status: str, throughput: dict) -> dict:
     }
 
 
+def _refuse_non_empty(out: Path):
+    raise DataError(
+        "the output directory is not empty; pass --resume to continue the run in it, or choose a new directory",
+        file=str(out),
+    )
+
+
 def _run_locked(
     plan,
     out,
@@ -502,10 +511,7 @@ def _run_locked(
     nonempty = any(p.name not in LOCK_FILES for p in out.iterdir())
     if nonempty and not resume:
         lock.discard()  # the directory is someone else's: leave it as it was found
-        raise DataError(
-            "the output directory is not empty; pass --resume to continue the run in it, or choose a new directory",
-            file=str(out),
-        )
+        _refuse_non_empty(out)  # filled since the check before the lock
     if nonempty:
         manifest = read_manifest(out)
         if manifest.get("fingerprint", {}).get("fingerprint_version") != FINGERPRINT_VERSION:

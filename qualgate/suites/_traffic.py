@@ -90,6 +90,8 @@ __all__ = ["IGNORED", "MAX_LINE_BYTES", "REFUSED", "ROLES", "SAMPLING_FIELDS", "
 
 #: The longest line read, in bytes (a 1M-token context is about 4 MiB of text).
 MAX_LINE_BYTES = 8 << 20
+#: The most refused lines one error names (every line is still checked; the rest are counted).
+MAX_ERRORS_SHOWN = 50
 SOURCE_KEYS = {"traffic", "sample", "sampling", "ignore_fields"}
 SAMPLING_MODES = ("config", "request")
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -231,6 +233,42 @@ class _Line:
     form: str
 
 
+class TrafficError(DataError):
+    """A :class:`DataError` of a traffic file: the offending value is shown as JSON, the
+    file's own notation (``"image_url"``, ``null``, ``true``), not as a Python repr."""
+
+    @classmethod
+    def show_value(cls, value) -> str:
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
+            return super().show_value(value)
+        return text if len(text) <= 200 else f"{text[:160]}... ({len(text)} characters)"
+
+    @classmethod
+    def of(cls, exc: DataError) -> TrafficError:
+        """``exc`` (raised by a shared checker) as a TrafficError: the same place, value as JSON."""
+        if isinstance(exc, cls):
+            return exc
+        return cls(exc.message, file=exc.file, line=exc.line, field=exc.field, value=exc.value)
+
+
+def _refuse(errors: list, refused: int) -> None:
+    """Raise one TrafficError for the ``refused`` lines, of which ``errors`` holds the first
+    :data:`MAX_ERRORS_SHOWN` (named; the rest are counted); its file, line, field and value are
+    the first error's."""
+    if not errors:
+        return
+    first, rest = errors[0], errors[1:]
+    message = first.message
+    if refused > 1:
+        message += "".join(f"\n{e}" for e in rest)
+        if refused > len(errors):
+            message += f"\nand {refused - len(errors)} more"
+        message += f"\n({refused} lines refused)"
+    raise TrafficError(message, file=first.file, line=first.line, field=first.field, value=first.value)
+
+
 class _Where:
     """Raises the DataError of one line, its fields named from the line's root."""
 
@@ -239,7 +277,7 @@ class _Where:
 
     def fail(self, message: str, field: str | None = None, value=None):
         name = None if field is None else self.prefix + field
-        raise DataError(message, file=self.file, line=self.number, field=name, value=value)
+        raise TrafficError(message, file=self.file, line=self.number, field=name, value=value)
 
     def schema(self) -> Where:
         """This line as a :class:`~qualgate.records.yaml_schema.Where` (its fields, its number)."""
@@ -247,10 +285,11 @@ class _Where:
 
 
 def _lines(path: str, data: bytes):
-    """(line number, parsed object) of each non-blank line of one traffic file."""
+    """(line number, parsed object or the line's :class:`TrafficError`) of each non-blank line of
+    one traffic file."""
     text = decode_text(data, file=path)
     if not text.strip():
-        raise DataError("no requests: the traffic file is empty", file=path)
+        raise TrafficError("no requests: the traffic file is empty", file=path)
     for number, raw in enumerate(text.split("\n"), 1):
         if raw.endswith("\r"):
             raw = raw[:-1]
@@ -258,17 +297,23 @@ def _lines(path: str, data: bytes):
             continue
         size = len(raw.encode("utf-8"))
         if size > MAX_LINE_BYTES:
-            raise DataError(
-                f"a line of {size} bytes, over the {MAX_LINE_BYTES} byte limit for one request", file=path, line=number
+            yield (
+                number,
+                TrafficError(
+                    f"a line of {size} bytes, over the {MAX_LINE_BYTES} byte limit for one request",
+                    file=path,
+                    line=number,
+                ),
             )
+            continue
         try:
             obj = parse_json(raw)
         except DuplicateKey as exc:
-            raise DataError(str(exc), file=path, line=number, field=str(exc.key)) from None
+            obj = TrafficError(str(exc), file=path, line=number, field=str(exc.key))
         except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=path, line=number) from None
+            obj = TrafficError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=path, line=number)
         except ValueError as exc:
-            raise DataError(f"not valid JSON: {exc}", file=path, line=number) from None
+            obj = TrafficError(f"not valid JSON: {exc}", file=path, line=number)
         yield number, obj
 
 
@@ -514,16 +559,19 @@ def _canonical(value) -> str:
 
 
 def traffic_files(spec, data_files=None) -> list[str]:
-    """The traffic files to read: ``data_files`` if given, else the suite file's
-    ``source.traffic`` (paths relative to the suite file's folder)."""
+    """The traffic files to read: ``data_files`` as given, else the suite file's
+    ``source.traffic`` (paths relative to the suite file's folder), resolved: relative to the
+    working directory when under it (``data/x.jsonl``, not ``suites/../data/x.jsonl``), else
+    absolute."""
     if data_files is not None:
         files = [data_files] if isinstance(data_files, (str, os.PathLike)) else list(data_files)
         if not files:
             raise ValueError("data_files: give at least one file")
         return [os.fspath(f) for f in files]
     paths = spec.source["traffic"]
-    base = Path(spec.path).parent
-    return [str(base / p) for p in (paths if isinstance(paths, list) else [paths])]
+    base, here = Path(spec.path).parent, Path.cwd().resolve()
+    resolved = [(base / p).resolve() for p in (paths if isinstance(paths, list) else [paths])]
+    return [str(r.relative_to(here)) if r.is_relative_to(here) else str(r) for r in resolved]
 
 
 def traffic_questions(spec, data_files, question_cls) -> tuple[list, dict]:
@@ -539,16 +587,26 @@ def traffic_questions(spec, data_files, question_cls) -> tuple[list, dict]:
     lines = duplicates = 0
     forms = {"request": 0, "batch": 0, "plain": 0}
     digests, gold = {}, {}
+    errors: list[TrafficError] = []  # every line is checked; the first refused ones are named together
+    refused = 0
     for path in files:
         data = read_bytes(path, kind="records")
         digests[path] = hashlib.sha256(data).hexdigest()
         for number, obj in _lines(path, data):
-            line = _read_line(obj, _Where(path, number), gold_path, spec.meta, ignore)
-            if spec.gold is not None:  # every line's gold is checked, sampled or not
-                try:
-                    gold[(path, number)] = spec.gold_parse(line.gold)
-                except ValueError as exc:
-                    raise DataError(str(exc), file=path, line=number, field=gold_path, value=line.gold) from None
+            try:
+                if isinstance(obj, TrafficError):
+                    raise obj
+                line = _read_line(obj, _Where(path, number), gold_path, spec.meta, ignore)
+                if spec.gold is not None:  # every line's gold is checked, sampled or not
+                    try:
+                        gold[(path, number)] = spec.gold_parse(line.gold)
+                    except ValueError as exc:
+                        raise TrafficError(str(exc), file=path, line=number, field=gold_path, value=line.gold) from None
+            except DataError as exc:
+                refused += 1
+                if len(errors) < MAX_ERRORS_SHOWN:
+                    errors.append(TrafficError.of(exc))
+                continue
             lines += 1
             forms[line.form] += 1
             sampling = line.sampling if mode == "request" else {}
@@ -562,14 +620,19 @@ def traffic_questions(spec, data_files, question_cls) -> tuple[list, dict]:
                 first = kept[qid][0]
                 if kept[qid][1] != content:
                     what = "custom_id" if line.custom_id else "messages"
-                    raise DataError(
-                        f"the same id {qid!r} as line {first.number} of {first.file} with different "
-                        "content (messages, sampling, gold or meta)",
-                        file=path,
-                        line=number,
-                        field=("body." if line.form == "batch" and what == "messages" else "") + what,
-                        value=line.custom_id,
+                    refused += 1
+                    errors.append(
+                        TrafficError(
+                            f"the same id {json.dumps(qid, ensure_ascii=False)} as line {first.number} of "
+                            f"{first.file} with different content (messages, sampling, gold or meta)",
+                            file=path,
+                            line=number,
+                            field=("body." if line.form == "batch" and what == "messages" else "") + what,
+                            value=line.custom_id,
+                        )
                     )
+                    del errors[MAX_ERRORS_SHOWN:]
+                    continue
                 duplicates += 1
                 continue
             if content in by_content:
@@ -577,6 +640,7 @@ def traffic_questions(spec, data_files, question_cls) -> tuple[list, dict]:
                 continue
             by_content.add(content)
             kept[qid] = (line, content, ph)
+    _refuse(errors, refused)
     order = list(kept)
     sample = src.get("sample")
     if sample is not None:

@@ -120,3 +120,24 @@ def test_the_reference_backend_returns_token_ids_and_top2_margins(models):
     assert gen.output_tokens == len(gen.token_ids) == len(gen.top2_margins) > 0
     assert all(type(t) is int for t in gen.token_ids)
     assert all(0 <= m <= 1 and m == round(m, 6) for m in gen.top2_margins)
+
+
+@pytest.mark.slow  # opens the reference engine on the tiny models
+def test_a_request_with_sampling_the_reference_engine_refuses_fails_alone_and_the_rest_stay_one_batch(tmp_path, models):
+    from qualgate.backends import Request
+    from qualgate.config.decoding import load_config
+
+    (tmp_path / "c.yaml").write_text(
+        f"engine: reference\nmodel: {models / 'target'}\nsampling: {{max_tokens: 3}}\nengine_options: {{device: cpu}}\n"
+    )
+    messages = [{"role": "user", "content": "1+2"}]
+    sampling = [{"max_tokens": 3, "seed": i} for i in range(4)]
+    sampling[2]["presence_penalty"] = 0.5  # a vLLM field the reference engine does not implement
+    with open_backend(load_config(tmp_path / "c.yaml")) as b:
+        calls = []
+        real = b.engine_.generate
+        b.engine_.generate = lambda prompts, **kw: calls.append(len(prompts)) or real(prompts, **kw)
+        gens = b.generate([Request(messages, s) for s in sampling])
+    assert calls == [3]  # one engine call for the three it takes, none request by request
+    assert [g.text is None for g in gens] == [False, False, True, False]
+    assert "presence_penalty" in gens[2].error

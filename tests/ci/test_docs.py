@@ -2,6 +2,7 @@
 
 import re
 import shlex
+import subprocess
 
 import click
 import pytest
@@ -97,6 +98,34 @@ def test_every_job_installs_qualgate_from_the_repository_at_a_pinned_commit():
             (requirement,) = shlex.split(cmd)[2:]
             # a direct reference (PEP 508 name @ url), not a name a package index must serve
             assert re.fullmatch(r"qualgate(\[[a-z,]+\])? @ \$QUALGATE_PIP", requirement), cmd
+
+
+def _git(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True)
+
+
+def test_the_pinned_commit_has_every_command_and_option_the_workflow_uses():
+    """The example pins a commit (a reviewed, immutable ref), which is necessarily older than the
+    doc; it is kept honest: a commit of this repository's history whose command line defines every
+    ``qualgate`` command and option the doc's workflow and scripts use."""
+    pin = workflow()["env"]["QUALGATE_PIP"].rpartition("@")[2]
+    if _git("rev-parse", "--git-dir").returncode != 0:
+        pytest.skip("not a git checkout: the pinned commit cannot be looked up")
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        pytest.skip("a shallow clone: the pinned commit may be outside its history")
+    assert _git("cat-file", "-e", f"{pin}^{{commit}}").returncode == 0, f"docs/ci.md pins {pin}, not a commit here"
+    assert _git("merge-base", "--is-ancestor", pin, "HEAD").returncode == 0, f"{pin} is not in HEAD's history"
+    used = {(words[0], w.partition("=")[0]) for words in qualgate_commands() for w in words[1:] if w.startswith("--")}
+    used |= {(words[0], None) for words in qualgate_commands()}
+    missing = []
+    for command, option in sorted(used, key=str):
+        needle = f'"{option}"' if option else f'"{command}"'
+        found = _git("grep", "-q", "-F", "-e", needle, pin, "--", "qualgate/cli", "qualgate/ci").returncode == 0
+        if not found and option is None:  # a command named after its function
+            found = _git("grep", "-q", "-F", "-e", f"def {command}(", pin, "--", "qualgate/cli").returncode == 0
+        if not found:
+            missing.append(f"qualgate {command}" + (f" {option}" if option else ""))
+    assert not missing, f"docs/ci.md pins {pin[:12]}, whose command line lacks: {', '.join(missing)}"
 
 
 SERVE = """#!/usr/bin/env bash

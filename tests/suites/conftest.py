@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from support import SHARED
+from support import SHARED, require_shared
 
 DATA = SHARED / "data"
 LOCAL = {
@@ -36,8 +36,7 @@ def real_suite(hf_cache):
     """``real_suite(name)``: the built-in suite loaded from the shared local copy (cached)."""
     from qualgate.suites import load_suite
 
-    if not DATA.is_dir():
-        pytest.fail(f"shared data not found at {DATA}")
+    require_shared()
     loaded = {}
 
     def get(name):

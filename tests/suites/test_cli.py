@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from qualgate.cli import cli
 
-from support import SHARED
+from support import SHARED, needs_shared
 
 AIME = str(SHARED / "data" / "aime2025" / "test.jsonl")
 
@@ -36,6 +36,7 @@ def test_list_json_is_one_list():
     assert {"gsm8k", "math500", "aime25", "gpqa_diamond"} <= set(names)
 
 
+@needs_shared
 def test_show_renders_prompts_and_gold_answers_from_a_local_file():
     r = invoke("suites", "show", "aime25", "--limit", "2", "--data-file", AIME)
     assert r.exit_code == 0, r.output
@@ -45,6 +46,7 @@ def test_show_renders_prompts_and_gold_answers_from_a_local_file():
     assert "put your final answer within \\boxed{}" in out
 
 
+@needs_shared
 def test_show_json_carries_ids_prompts_hashes_and_golds():
     r = invoke("suites", "show", "aime25", "--limit", "3", "--data-file", AIME, "--format", "json")
     assert r.exit_code == 0

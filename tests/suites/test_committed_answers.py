@@ -24,7 +24,7 @@ from qualgate.graders import final_choice, json_answer, last_letter
 from qualgate.suites import Question, Suite, suite_path
 from qualgate.suites._spec import read_spec
 
-from support import SHARED
+from support import SHARED, require_shared
 
 REAL = SHARED / "data" / "real_outputs"
 
@@ -43,6 +43,7 @@ def q(gold: str, problem: str = "") -> Question:
 def real(name: str) -> dict[tuple[str, str], dict]:
     """The rows of ``../shared/data/real_outputs/<name>.jsonl`` by (model's first word, question id)."""
     path = REAL / f"{name}.jsonl"
+    require_shared()
     if not path.is_file():
         pytest.fail(f"real outputs not found at {path}")
     with open(path, encoding="utf-8") as f:

@@ -21,7 +21,7 @@ from qualgate.suites import Suite, load_suite, suite_path
 from qualgate.suites._load import _question
 from qualgate.suites._spec import read_spec
 
-from support import SHARED
+from support import SHARED, needs_shared, require_shared
 
 DATA = SHARED / "data" / "humaneval"
 PROBLEMS = DATA / "HumanEval.jsonl.gz"
@@ -39,11 +39,13 @@ HANDFUL = ("HumanEval/0", "HumanEval/38", "HumanEval/163")
 
 @pytest.fixture(scope="module")
 def suite(hf_cache):
+    require_shared()
     return load_suite("humaneval", data_files=PROBLEMS, cache_dir=hf_cache)
 
 
 @pytest.fixture(scope="module")
 def problems():
+    require_shared()
     with gzip.open(PROBLEMS, "rt", encoding="utf-8") as f:
         return {r["task_id"]: r for r in map(json.loads, f)}
 
@@ -172,6 +174,7 @@ def test_invalid_sandbox_limits_in_the_suite_file_are_refused_when_it_is_read(tm
     assert e.value.field == "grader.params"
 
 
+@needs_shared
 def test_suites_show_renders_humaneval_from_the_gzipped_file():
     r = CliRunner().invoke(cli, ["suites", "show", "humaneval", "--limit", "1", "--data-file", str(PROBLEMS)])
     assert r.exit_code == 0, r.output

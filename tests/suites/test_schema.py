@@ -15,7 +15,7 @@ from qualgate.errors import DataError
 from qualgate.suites import GENERATORS, list_suites, load_suite, suite_path
 from qualgate.suites._spec import read_spec
 
-from support import REPO, SHARED
+from support import REPO, SHARED, needs_shared
 
 AIME = SHARED / "data" / "aime2025" / "test.jsonl"
 
@@ -246,6 +246,7 @@ def test_out_of_range_aime_answer_is_a_data_error(tmp_path):
         load_suite("aime25", data_files=rows)
 
 
+@needs_shared
 def test_parquet_copy_loads_like_the_jsonl(tmp_path):
     import pandas as pd
 
@@ -267,6 +268,7 @@ def test_hub_load_failure_is_a_data_error_suggesting_data_files():
 # --- prompt hashes ----------------------------------------------------------------------------
 
 
+@needs_shared
 def test_prompt_hash_is_sha256_of_the_canonical_json_of_the_messages():
     q = load_suite("aime25", data_files=AIME).questions[0]
     canonical = json.dumps(list(q.prompt), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -274,6 +276,7 @@ def test_prompt_hash_is_sha256_of_the_canonical_json_of_the_messages():
 
 
 @pytest.mark.slow
+@needs_shared
 def test_prompt_hashes_are_identical_in_another_process(hf_cache):
     code = (
         "import json, sys; from qualgate.suites import load_suite; "

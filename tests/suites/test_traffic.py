@@ -9,9 +9,11 @@ reference column. Nothing of it is committed.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from qualgate.records.prompts import prompt_hash
 from qualgate.run.runner import WorkItem, request_seed
 from qualgate.suites import load_suite
 
-from support import SHARED
+from support import SHARED, require_shared
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from traffic_corpus import SUITE as CORPUS_SUITE  # noqa: E402
@@ -57,8 +59,7 @@ def _suite_file(folder: Path, traffic, *, extra: str = "", gold: bool = True) ->
 @pytest.fixture(scope="module")
 def real_requests() -> list[dict]:
     """Distinct real chat requests: ``{"id", "messages", "reference"}``, about 3,000."""
-    if not OPEN.is_dir():
-        pytest.fail(f"shared data not found at {OPEN}")
+    require_shared()
     out, seen = [], set()
 
     def add(rid, messages, reference):
@@ -421,6 +422,66 @@ def test_suites_show_renders_a_traffic_suite(tmp_path):
     assert r.stdout.count("=== ") == 2 and "gold: 2" in r.stdout
 
 
+def test_every_refused_line_of_a_file_is_named_in_one_run(tmp_path):
+    bad_role = {"messages": [{"role": "function", "content": "x"}], "reference": "r"}
+    lines = [_plain("a"), bad_role, _plain("b"), {"messages": "hi", "reference": "r"}, _plain("c", top_p=2)]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([json.dumps(x) for x in lines] + ["{not json"]) + "\n")
+    r = CliRunner().invoke(cli, ["suites", "show", str(_suite_file(tmp_path, "t.jsonl"))])
+    assert r.exit_code == 3, r.output
+    for number, field in [(2, "'messages[0].role'"), (4, "'messages'"), (5, "'top_p'"), (6, None)]:
+        assert f"{path}:{number}: " + ("" if field is None else f"field {field}") in r.output, (number, r.output)
+    assert "(4 lines refused)" in r.output and "more" not in r.output
+
+
+def test_refused_lines_past_the_bound_are_counted_not_named(tmp_path):
+    from qualgate.suites._traffic import MAX_ERRORS_SHOWN
+
+    _write(tmp_path / "t.jsonl", [_plain(f"q{i}", temperature=-1) for i in range(MAX_ERRORS_SHOWN + 7)])
+    with pytest.raises(DataError) as e:
+        load_suite(_suite_file(tmp_path, "t.jsonl"))
+    text = str(e.value)
+    assert text.count("field 'temperature' = -1") == MAX_ERRORS_SHOWN
+    assert f"t.jsonl:{MAX_ERRORS_SHOWN}: " in text and f"t.jsonl:{MAX_ERRORS_SHOWN + 1}: " not in text
+    assert text.endswith(f"\nand 7 more\n({MAX_ERRORS_SHOWN + 7} lines refused)")
+    assert (e.value.line, e.value.field) == (1, "temperature")  # the first error's place, for tools
+
+
+def test_refused_values_are_shown_as_json_not_python_reprs(tmp_path):
+    lines = [
+        {
+            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}],
+            "reference": "r",
+        },
+        {"messages": [{"role": "user", "content": "a"}], "stop": [True], "reference": "r"},
+        {"messages": [{"role": "user", "content": "a"}], "temperature": True, "reference": "r"},
+        {"messages": [{"role": "user", "content": "b"}], "stop": {"a": None}, "reference": "r"},
+    ]
+    _write(tmp_path / "t.jsonl", lines)
+    r = CliRunner().invoke(cli, ["suites", "show", str(_suite_file(tmp_path, "t.jsonl"))])
+    assert r.exit_code == 3, r.output
+    assert "field 'messages[0].content[0].type' = \"image_url\"" in r.output, r.output
+    assert "= [true]" in r.output and "'temperature' = true" in r.output and '= {"a": null}' in r.output, r.output
+    assert "'image_url'" not in r.output and "True" not in r.output and "None" not in r.output, r.output
+
+
+def test_a_traffic_path_relative_to_the_suite_file_is_shown_resolved(tmp_path, monkeypatch):
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "data").mkdir()
+    _write(tmp_path / "data" / "t.jsonl", [_plain("a", stop=["\n", "END"])])
+    monkeypatch.chdir(tmp_path)
+    suite = _suite_file(tmp_path / "suites", "../data/t.jsonl", extra=", sampling: request")
+    r = CliRunner().invoke(cli, ["suites", "show", "suites/suite.yaml"])
+    assert r.exit_code == 0, r.output
+    assert "traffic data/t.jsonl (1 lines" in r.stdout and "suites/../data" not in r.stdout, r.stdout
+    assert "traffic_line=data/t.jsonl:1" in r.stdout
+    assert 'sampling: stop=["\\n", "END"]' in r.stdout, r.stdout  # JSON, not ['\n', 'END']
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # outside the working directory: the absolute path
+    assert load_suite(suite).source["traffic"] == [str((tmp_path / "data" / "t.jsonl").resolve())]
+
+
 def test_the_corpus_has_forty_malformed_files_that_name_a_field():
     assert sum(c.field is not None for c in CORPUS) >= 40
 
@@ -475,6 +536,37 @@ def test_every_command_in_the_docs_exists_with_the_options_used():
             assert command is not None, words
         options = {o for p in command.params if isinstance(p, click.Option) for o in p.opts}
         assert {w for w in rest if w.startswith("--")} <= options, words
+
+
+def walk_through() -> str:
+    """The bash blocks of docs/traffic.md marked ``<!-- walk-through -->``, in order, as one script."""
+    blocks = re.findall(r"^<!-- walk-through -->\n```bash\n(.*?)^```", DOC.read_text(), flags=re.S | re.M)
+    assert len(blocks) >= 3, "docs/traffic.md lost its walk-through blocks"
+    return "\n".join(blocks)
+
+
+@pytest.mark.slow  # decodes 60 requests under two configs on the demo models (about 25 CPU-s)
+def test_the_cpu_walk_through_runs_as_written(tmp_path):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(DOC.parents[1]), env.get("PYTHONPATH")]))
+    r = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", walk_through()],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # what the page says the user sees, in the state its blocks leave the folder
+    assert "traffic data/traffic.jsonl (60 lines, 0 duplicates removed, 60 distinct requests" in r.stdout
+    assert "verdict PASS" in r.stdout or "verdict FAIL" in r.stdout or "INCONCLUSIVE" in r.stdout, r.stdout
+    for name in ("target", "fly-w2"):
+        records = (tmp_path / "runs" / "my-fly" / "records" / f"{name}.jsonl").read_text().splitlines()
+        outcomes = [json.loads(line)["outcome"] for line in records]
+        assert len(outcomes) == 60 and "error" not in outcomes, (name, outcomes)
+    assert (tmp_path / "runs" / "my-fly" / "report.html").stat().st_size > 0
+    assert "of 60 pairs" in r.stdout  # qualgate flips
 
 
 def test_ignore_fields_also_drops_extra_keys_of_a_batch_line(tmp_path):
