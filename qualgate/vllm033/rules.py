@@ -816,6 +816,20 @@ TABLE: tuple[Rule, ...] = (
         (_BACK, _DOUBLE),
         at={"0.32": "vllm/exceptions.py:10-28", "0.34": "vllm/exceptions.py:10-28"},
     ),
+    Rule(
+        "output-over-model-len",
+        "vllm/renderers/params.py:272-284; vllm/exceptions.py:49-56",
+        "A request whose max_tokens (max_completion_tokens) is above the model's max_model_len is "
+        "refused with a VLLMValidationError: 'PARAM=N cannot be greater than max_model_len=M. "
+        "Please request fewer output tokens.', then ' (parameter=PARAM, value=N)' (its __str__); "
+        "the server answers HTTP 400 with it.",
+        (_DOUBLE,),
+        {"message": "Please request fewer output tokens."},
+        at={
+            "0.32": "vllm/renderers/params.py:256-268; vllm/exceptions.py:49-56",
+            "0.34": "vllm/renderers/params.py:272-284; vllm/exceptions.py:49-56",
+        },
+    ),
     # ------------------------------------------------------------------ logs
     Rule(
         "log-format",

@@ -547,11 +547,25 @@ class FakeVLLMServer:
 
             def _complete(self, body):
                 time.sleep(server.delay_s)
-                if body.get("max_completion_tokens", 0) > 40960:
+                if body.get("max_completion_tokens", 0) > 40960:  # rule output-over-model-len
                     with server.lock:
                         server.statuses.append(400)
+                    asked = body["max_completion_tokens"]
+                    message = (
+                        f"max_completion_tokens={asked} cannot be greater than max_model_len=40960. "
+                        f"{rule('output-over-model-len').data['message']} "
+                        f"(parameter=max_completion_tokens, value={asked})"
+                    )
                     return self._send(
-                        400, {"error": {"message": "This model's maximum context length is 40960 tokens."}}
+                        400,
+                        {
+                            "error": {
+                                "message": message,
+                                "type": "BadRequestError",
+                                "param": "max_completion_tokens",
+                                "code": 400,
+                            }
+                        },
                     )
                 seed = body["seed"]
                 with server.lock:

@@ -300,7 +300,7 @@ def test_a_client_error_is_not_retried(fake_server):
         (g,) = backend.generate(
             [Request(({"role": "user", "content": "What is 1 + 1?"},), {"max_tokens": 50000, "seed": 1})]
         )
-    assert g.error.startswith(f"{srv.url}: HTTP 400: ") and "maximum context length" in g.error
+    assert g.error.startswith(f"{srv.url}: HTTP 400: ") and "cannot be greater than max_model_len" in g.error
     assert srv.statuses == [400]
 
 
