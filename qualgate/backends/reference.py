@@ -170,7 +170,7 @@ class ReferenceBackend(Backend):
         return gens
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
-        from qualgate.engines._sampling import resolve_sampling
+        from qualgate.engines.reference import resolve_sampling
 
         # a request whose sampling the engine refuses (a traffic request's own field that the
         # reference engine does not implement) is an error up front: the rest stay one batch,

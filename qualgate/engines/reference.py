@@ -42,7 +42,7 @@ from ._results import Generation, GenerationOutput, RequestMetrics
 from ._sampling import resolve_sampling
 from ._verify import FlyRule
 
-__all__ = ["Generation", "GenerationOutput", "ReferenceEngine", "RequestMetrics"]
+__all__ = ["Generation", "GenerationOutput", "ReferenceEngine", "RequestMetrics", "resolve_sampling"]
 
 logger = logging.getLogger(__name__)
 _fly_warned = False
