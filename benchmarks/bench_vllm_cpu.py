@@ -98,13 +98,14 @@ def main() -> None:
             steps = sum(g.spec_steps for g in r["accept"])
             accept = f"{1 + sum(g.accepted_tokens for g in r['accept']) / steps:.2f}" if steps else "-"
             if name == "target":
-                verdict, ub, psi, ident = "baseline", float("nan"), float("nan"), float("nan")
+                verdict, ub, psi, ident = "baseline", "-", "-", "-"
             else:
                 verdict, ub, psi = gate(base["correct"], r["correct"])
                 ident = sum(a == b for a, b in zip(base["texts"], r["texts"])) / len(r["texts"])
+                ub, psi, ident = f"{ub:.2f}", f"{psi:.3f}", f"{100 * ident:.1f}%"
             print(
                 f"{name:14} {load_s:7.1f} {temp:4.1f} {acc:6.1f}% {100 * r['no_answer'] / len(r['correct']):6.1f}% "
-                f"{r['tok_s']:8.0f} {accept:>10} {verdict:>13} {ub:8.2f} {psi:6.3f} {100 * ident:8.1f}%"
+                f"{r['tok_s']:8.0f} {accept:>10} {verdict:>13} {ub:>8} {psi:>6} {ident:>9}"
             )
     print()
     print("psi: share of questions whose outcome differs from target's at that T (the discordance the gate's")
