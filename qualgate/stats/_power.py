@@ -462,7 +462,7 @@ def noninferiority_sample_size(margin, discordant, *, expected_loss=0.0, alpha=0
         approximation's n0, down while n − 1 still reaches the target (up while n falls
         short); an n below a dip under the target is not searched. Each n's critical value is
         proven, not approximated (:func:`~qualgate.stats._noninferiority.exact_critical_value`);
-        About 0.15–0.25 CPU-seconds per n searched at 1,000 to 1,700 pairs, two n at a time
+        About 0.03–0.05 CPU-seconds per n searched at 1,000 to 1,700 pairs, two n at a time
         on two threads (``benchmarks/results/power_speed.txt``).
 
     Returns
