@@ -342,9 +342,20 @@ def factorize(*arrays):
         chunks.append(a if isinstance(a, pa.Array) else pa.array(a))
     joint = pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
     encoded = pc.dictionary_encode(joint)
-    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    codes = _integers(encoded.indices).astype(np.int64, copy=False)
     ends = np.cumsum([len(c) for c in chunks])[:-1]
     return np.split(codes, ends), len(encoded.dictionary), encoded.dictionary
+
+
+def _integers(array):
+    """An Arrow integer array without nulls as NumPy, read from its buffer: ``to_numpy``
+    converts through pyarrow's pandas path, which imports pandas (0.3 CPU-s; issue 47:
+    ``qualgate power --discordance-from``)."""
+    pa, _ = _arrow()
+    if array.null_count or not pa.types.is_integer(array.type):
+        return array.to_numpy(zero_copy_only=False)
+    dtype = np.dtype(f"{'i' if pa.types.is_signed_integer(array.type) else 'u'}{array.type.bit_width // 8}")
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
 
 
 def _combine(a: list, na: int, b: list, nb: int):

@@ -47,7 +47,7 @@ def discordance_interval(discordant, n, *, design_effect=1.0, confidence_level=0
     >>> round(low, 7), round(high, 7)
     (0.1539092, 0.5921885)
     """
-    from scipy import stats  # here, not at import: keeps `import qualgate.stats` fast
+    beta_ppf = _beta_ppf()
 
     discordant = checks.count("discordant", discordant)
     n = checks.positive_count("n", n)
@@ -57,6 +57,21 @@ def discordance_interval(discordant, n, *, design_effect=1.0, confidence_level=0
     alpha = 1 - checks.fraction("confidence_level", confidence_level)
     n_eff = n / deff
     x = discordant / deff
-    low = 0.0 if x <= 0 else float(stats.beta.ppf(alpha / 2, x, n_eff - x + 1))
-    high = 1.0 if x >= n_eff else float(stats.beta.ppf(1 - alpha / 2, x + 1, n_eff - x))
+    low = 0.0 if x <= 0 else float(beta_ppf(alpha / 2, x, n_eff - x + 1))
+    high = 1.0 if x >= n_eff else float(beta_ppf(1 - alpha / 2, x + 1, n_eff - x))
     return ConfidenceInterval(low, high)
+
+
+def _beta_ppf():
+    """The beta quantile ``scipy.stats.beta.ppf(q, a, b)``: for 0 < q < 1 and a, b > 0 it is
+    the ufunc ``scipy.special._ufuncs._beta_ppf`` (Boost's ibeta_inv) times scale 1 plus loc 0,
+    so the same numbers; that ufunc is taken when scipy has it, as importing scipy.stats costs
+    0.5-0.9 CPU-s (``qualgate power --discordance-from``, issue 47; equality:
+    ``tests/stats/test_discordance_interval.py``)."""
+    try:
+        from scipy.special._ufuncs import _beta_ppf as ufunc
+    except ImportError:  # pragma: no cover - another scipy
+        from scipy import stats
+
+        return stats.beta.ppf
+    return ufunc

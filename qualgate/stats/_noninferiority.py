@@ -181,18 +181,39 @@ def noninferiority(both_correct, lost, gained, both_wrong, *, margin, alpha=0.05
 _TIE = 1e-9  # outcomes whose statistic equals the observed one within this count as "as extreme"
 
 
-def _thresholds(n, delta, z):
-    """b*(s) for s = 0..n: the largest b in [-1, s] with Z(b, s − b) <= z (vectorised bisection)."""
+def _thresholds(n, delta, z, guess=None):
+    """b*(s) for s = 0..n: the largest b in [-1, s] with Z(b, s − b) <= z (vectorised bisection).
+
+    ``guess``: thresholds expected to be right for most s (e.g. those of a nearby z); each is
+    checked (Z rises with b at fixed s: b* = g exactly when Z(g) <= z and Z(g + 1) > z) and the
+    bisection runs only where it is wrong, on the side where b* lies: the same b*, found with
+    two evaluations of Z per s instead of ~log2(n).
+    """
     s = np.arange(n + 1)
     lo, hi = np.full(n + 1, -1), s.copy()
-    while True:
-        open_ = lo < hi
-        if not open_.any():
-            return lo
-        mid = (lo + hi + 1) // 2
-        ok = score_z(mid.astype(float), (s - mid).astype(float), float(n), delta) <= z + _TIE
-        lo = np.where(open_ & ok, mid, lo)
-        hi = np.where(open_ & ~ok, mid - 1, hi)
+    if guess is not None:
+        g = np.clip(guess, -1, s)
+        here = g >= 0  # b = -1 always qualifies
+        ok = np.ones(n + 1, bool)
+        ok[here] = _admits(n, delta, z, g[here], s[here])
+        up = np.zeros(n + 1, bool)
+        nxt = ok & (g < s)
+        up[nxt] = _admits(n, delta, z, g[nxt] + 1, s[nxt])
+        lo = np.where(ok, np.where(up, g + 1, g), lo)
+        hi = np.where(ok, np.where(up, hi, g), g - 1)
+    todo = np.flatnonzero(lo < hi)
+    while todo.size:
+        mid = (lo[todo] + hi[todo] + 1) // 2
+        ok = _admits(n, delta, z, mid, s[todo])
+        lo[todo] = np.where(ok, mid, lo[todo])
+        hi[todo] = np.where(ok, hi[todo], mid - 1)
+        todo = todo[lo[todo] < hi[todo]]
+    return lo
+
+
+def _admits(n, delta, z, b, s):
+    """Z(b, s − b) <= z (to the tie tolerance), elementwise over arrays b, s (b >= 0)."""
+    return score_z(b.astype(float), (s - b).astype(float), float(n), delta) <= z + _TIE
 
 
 @functools.lru_cache(maxsize=8)
@@ -235,6 +256,7 @@ def _tail(n, delta, b_star, psi):
 
 _BATCH = 256  # discordances per call of :func:`_tail` (bounds its memory)
 _CERTIFY_BUDGET = 400_000  # discordances :func:`_sup_tail` may evaluate to certify a decision
+_QUICK_BUDGET = 20_000  # ... to certify a decision before it searches the local maxima (``decide``)
 
 
 def _psi_of(t, delta):
@@ -247,6 +269,65 @@ def _tail_at(n, delta, b_star, t):
     """:func:`_tail` at ψ(t), in batches."""
     psi = _psi_of(np.atleast_1d(np.asarray(t, dtype=float)), abs(delta))
     return np.concatenate([_tail(n, delta, b_star, psi[i : i + _BATCH]) for i in range(0, len(psi), _BATCH)])
+
+
+_SCREEN_BLOCK = 32  #: discordances per exact restart of :func:`_tail_screen`'s recurrence
+#: :func:`_tail_screen` against :func:`_tail`: at most 1.5e-12 apart (n up to 2,000; both carry
+#: rounding of ~1e-12 from the log-factorials); a proof from its values adds this much to them
+SCREEN_ERROR = 1e-9
+
+
+def _tail_screen(n, delta, b_star, t):
+    """:func:`_tail_at`'s values to ~1e-12 (not bit for bit), about 8 times faster: for
+    the grid of :func:`_grid_crossing` (issue 47: the exact search's time went there).
+
+    F(b*(s); s, π) = P(Bin(s, π) <= b*(s)) follows from s to s + 1 by one binomial
+    probability: F(b; s + 1) = F(b; s) − π·pmf(b; s) when the threshold stays, F(b + 1; s + 1) =
+    F(b; s) + (1 − π)·pmf(b + 1; s) when it rises by one (it never moves otherwise: checked);
+    ``special.bdtr`` gives it exactly every :data:`_SCREEN_BLOCK` discordances.
+    """
+    psi = _psi_of(np.atleast_1d(np.asarray(t, dtype=float)), abs(delta))
+    if np.any(np.diff(b_star) < 0) or np.any(np.diff(b_star) > 1):  # pragma: no cover - the score test's thresholds
+        return _tail_at(n, delta, b_star, t)
+    # batches of about 12,000 cells (ψ x discordances): their arrays stay in the CPU's cache
+    rows = int(min(max(12_000 // (12 * math.sqrt(n) + 25), 8), _BATCH))
+    return np.concatenate([_tail_screen_batch(n, delta, b_star, psi[i : i + rows]) for i in range(0, len(psi), rows)])
+
+
+def _tail_screen_batch(n, delta, b_star, psi):
+    psi = psi[:, None]
+    rows, block = len(psi), _SCREEN_BLOCK
+    sd = np.sqrt(n * psi * (1 - psi))  # the window of :func:`_tail`
+    lo = np.clip(np.floor(n * psi - 12 * sd) - 12, 0, n).astype(np.int64)
+    width = int(np.max(np.minimum(n, np.ceil(n * psi + 12 * sd) + 12) - lo)) + 1
+    blocks = -(-width // block)
+    s = lo + np.arange(blocks * block + 1)[None, :]  # one column more: the last step
+    valid = s[:, :-1] <= n
+    np.minimum(s, n, out=s)  # columns beyond n: weight 0 below
+    b = b_star[s]
+    pi = np.clip((psi + delta) / (2 * psi), 0.0, 1.0)
+    log_factorial = _log_factorial(n)
+    with np.errstate(divide="ignore"):  # log 0 as -1e300: 0·log 0 = 0, k·log 0 underflows exp to 0
+        log_pi, log_qi = np.maximum(np.log(pi), -1e300), np.maximum(np.log1p(-pi), -1e300)
+        log_psi, log_1mpsi = np.maximum(np.log(psi), -1e300), np.maximum(np.log1p(-psi), -1e300)
+    s, up = s[:, :-1], np.diff(b, axis=1)  # up: 0 or 1
+    b = b[:, :-1]
+    k = b + up  # the binomial probability that the step from s to s + 1 adds or removes
+    inside = (k >= 0) & (k <= s)
+    np.clip(k, 0, s, out=k)
+    step = np.exp(log_factorial[s] - log_factorial[k] - log_factorial[s - k] + k * log_pi + (s - k) * log_qi)
+    step *= up - pi  # 1 - π when the threshold rises, −π when it stays
+    step *= inside
+    first, s_first = b[:, ::block], s[:, ::block]
+    exact = np.where(first < 0, 0.0, np.where(first >= s_first, 1.0, special.bdtr(np.maximum(first, 0), s_first, pi)))
+    inside_f = np.empty(b.shape)
+    by_block = inside_f.reshape(rows, blocks, block)
+    by_block[:, :, 0] = exact
+    np.cumsum(step.reshape(rows, blocks, block)[:, :, :-1], axis=2, out=by_block[:, :, 1:])
+    by_block[:, :, 1:] += exact[:, :, None]
+    weight = np.exp(log_factorial[n] - log_factorial[s] - log_factorial[n - s] + s * log_psi + (n - s) * log_1mpsi)
+    weight *= valid
+    return np.clip(np.einsum("ij,ij->i", weight, inside_f), 0.0, 1.0)
 
 
 def _sup_tail(n, delta, b_star, known_at=None, *, decide=False, grid_values=None):
@@ -274,8 +355,6 @@ def _sup_tail(n, delta, b_star, known_at=None, *, decide=False, grid_values=None
     halved until none is left (proven below) or ``_CERTIFY_BUDGET`` discordances have been
     evaluated (then ``known_at`` is returned: not proven below, the gate fails closed).
     """
-    from scipy import optimize
-
     if np.all(b_star < 0):
         return 0.0
     t = _grid(n, delta)  # ψ runs over [|δ|, 1]
@@ -286,6 +365,16 @@ def _sup_tail(n, delta, b_star, known_at=None, *, decide=False, grid_values=None
         # not below alpha: the value reported is the supremum to P_TOLERANCE (issue 47: the
         # grid's maximum alone was up to 1.6e-4 below it)
         return best if decide else _sup_to_tolerance(n, delta, b_star, t, f)
+    if decide and known_at is not None:
+        # the decision only: try the proof first, with a small budget, before the local
+        # maxima's search (and scipy.optimize's import, 0.3 CPU-s); when the proof is not
+        # done within it, the search below runs as it always did. Its answer is the same
+        # either way: a proof below known_at means no point reaches it.
+        proven, quick = _certify_below(n, delta, b_star, t, f, known_at, best, _QUICK_BUDGET, screen=True)
+        if proven:
+            return quick
+    from scipy import optimize
+
     padded = np.concatenate([[-np.inf], f, [-np.inf]])
     peaks = np.flatnonzero((padded[1:-1] >= padded[:-2]) & (padded[1:-1] >= padded[2:]))
     for i in peaks[np.argsort(f[peaks])[-3:]]:
@@ -299,21 +388,37 @@ def _sup_tail(n, delta, b_star, known_at=None, *, decide=False, grid_values=None
         return best
     if best >= known_at:
         return best if decide else _sup_to_tolerance(n, delta, b_star, t, f)
+    proven, best = _certify_below(n, delta, b_star, t, f, known_at, best, _CERTIFY_BUDGET)
+    if proven or best < known_at:
+        return best if proven else float(known_at)  # below known_at, or not proven: fail closed
+    return best if decide else _sup_to_tolerance(n, delta, b_star, t, f)
+
+
+def _certify_below(n, delta, b_star, t, f, known_at, best, budget, *, screen=False):
+    """(proven, best): is sup_t f below ``known_at``, f known on the grid ``t`` (values ``f``,
+    their maximum ``best`` < ``known_at``)? Every interval whose bound (:func:`_cap`) reaches
+    ``known_at`` is halved until none is left (proven: True) or a value at or above it is found
+    (False, that value) or ``budget`` discordances have been evaluated (False, ``best`` < known_at).
+    ``screen``: the midpoints' values from :func:`_tail_screen` raised by :data:`SCREEN_ERROR`
+    (upper bounds, so a proof stands); one at or above ``known_at`` ends the search unproven
+    (False, ``best`` as given): it is not a value of the tail."""
     a, b, fa, fb = t[:-1], t[1:], f[:-1], f[1:]
-    spent = count
+    spent = len(t)
     while True:
         keep = _cap(n, delta, a, b, fa, fb) >= known_at
         if not keep.any():
-            return best  # proven: the supremum is below known_at
-        if spent + keep.sum() > _CERTIFY_BUDGET:
-            return float(known_at)  # not proven below: fail closed
+            return True, best  # proven: the supremum is below known_at
+        if spent + keep.sum() > budget:
+            return False, best  # not proven below
         a, b, fa, fb = a[keep], b[keep], fa[keep], fb[keep]
         mid = (a + b) / 2
-        fm = _tail_at(n, delta, b_star, mid)
+        fm = _tail_screen(n, delta, b_star, mid) + SCREEN_ERROR if screen else _tail_at(n, delta, b_star, mid)
         spent += len(mid)
+        if screen and fm.max() >= known_at:
+            return False, best
         best = max(best, float(fm.max()))
         if best >= known_at:
-            return best if decide else _sup_to_tolerance(n, delta, b_star, t, f)
+            return False, best
         a, b = np.concatenate([a, mid]), np.concatenate([mid, b])
         fa, fb = np.concatenate([fa, fm]), np.concatenate([fm, fb])
 
@@ -405,16 +510,18 @@ def _exact_pvalue(lost, gained, n, delta, alpha=None):
     return _sup_tail(n, delta, _thresholds(n, delta, z), known_at=alpha)
 
 
-def _attainable(n, delta, low=-math.inf, high=0.0):
-    """Sorted distinct values in [low, high) of the score statistic over all (b, c), b + c <= n."""
+def _attainable(n, delta, low=-math.inf, high=0.0, *, thresholds=False):
+    """Sorted distinct values in [low, high) of the score statistic over all (b, c), b + c <= n
+    (``thresholds``: and :func:`_thresholds` at low and at high, less the tie tolerance twice)."""
     s = np.arange(n + 1)
     first = _thresholds(n, delta, low - 2 * _TIE) + 1 if low > -math.inf else np.zeros(n + 1, np.int64)
-    last = _thresholds(n, delta, high - 2 * _TIE)
+    last = _thresholds(n, delta, high - 2 * _TIE, guess=first - 1)
     count = np.maximum(last - first + 1, 0)
     ss = np.repeat(s, count)
     b = np.repeat(first, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
     z = score_z(b.astype(float), (ss - b).astype(float), float(n), delta)
-    return np.unique(z[(z >= low) & (z < high)])
+    values = np.unique(z[(z >= low) & (z < high)])
+    return (values, first - 1, last) if thresholds else values
 
 
 def _grid(n, delta):
@@ -426,21 +533,23 @@ def _grid(n, delta):
 _FIND_CELLS = 20_000_000  #: outcomes x grid points :func:`_grid_crossing` may hold (else the bisection alone)
 
 
-def _grid_crossing(n, delta, alpha, values):
-    """(k, t, f): ``values[k]`` is the last of the sorted attainable ``values`` whose tail stays
+def _grid_crossing(n, delta, alpha, values, near_first=None, near_last=None):
+    """(k, t, f, b, b_next): ``values[k]`` is the last of the sorted attainable ``values`` whose tail stays
     below ``alpha`` at every point of :func:`_sup_tail`'s grid, for all of them at once (−1: not
     even the first), t the grid point where the tail of ``values[k + 1]`` is largest and f the
-    tail of ``values[k]`` on the grid (None, None when k is not inside); None when there are
-    too many outcomes to hold. The tail at ``values[0]`` is computed as :func:`_sup_tail` does;
-    each further value adds the trinomial probabilities of the outcomes it admits (a cumulative
-    sum), so the grid's maximum is known for every value after one pass. The grid's maximum is
-    a lower bound of the supremum; :func:`exact_critical_value` proves its answer with the
-    search of :func:`_sup_tail` on each side of the index, from these grid values (they equal
-    :func:`_tail`'s to rounding, ~1e-15: the outcomes beyond its 12-sd window add < 1e-30).
+    tail of ``values[k]`` on the grid, b and b_next guesses of the thresholds of ``values[k]``
+    and ``values[k + 1]`` (t, f, b, b_next None when k is not inside); None when there are too
+    many outcomes to hold. ``near_first``, ``near_last``: guesses of the thresholds of
+    ``values[0]`` and ``values[-1]`` (:func:`_thresholds`). The tail at ``values[0]`` is :func:`_tail_screen`'s (within
+    1.5e-12 of :func:`_sup_tail`'s); each further value adds the trinomial probabilities of the
+    outcomes it admits (a cumulative sum), so the grid's maximum is known for every value after
+    one pass. The index is a screen, not the answer: :func:`exact_critical_value` proves its
+    answer with the search of :func:`_sup_tail` on each side of the index, from these grid
+    values raised by :data:`SCREEN_ERROR` (below alpha) and from the exact tail at t (not below).
     """
     t = _grid(n, delta)
-    b_first = _thresholds(n, delta, values[0])
-    b_last = _thresholds(n, delta, values[-1])
+    b_first = _thresholds(n, delta, values[0], guess=near_first)
+    b_last = _thresholds(n, delta, values[-1], guess=near_last)
     count = np.maximum(b_last - b_first, 0)  # outcomes admitted after values[0], per s
     if count.sum() * len(t) > _FIND_CELLS:
         return None
@@ -448,26 +557,35 @@ def _grid_crossing(n, delta, alpha, values):
     b = np.repeat(b_first + 1, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
     g = s - b
     z = score_z(b.astype(float), g.astype(float), float(n), delta)
-    k = np.searchsorted(values, z - _TIE, side="left")  # the first value whose thresholds admit it
-    psi = _psi_of(t, abs(delta))[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_p = (
-            special.gammaln(n + 1.0)
-            - special.gammaln(b + 1.0)[:, None]
-            - special.gammaln(g + 1.0)[:, None]
-            - special.gammaln(n - s + 1.0)[:, None]
-            + special.xlogy(b[:, None], np.clip((psi + delta) / 2, 0, 1))
-            + special.xlogy(g[:, None], np.clip((psi - delta) / 2, 0, 1))
-            + special.xlog1py((n - s)[:, None], -psi)
+    # the first value whose thresholds admit it; outcomes in that order
+    admitted_at = np.minimum(np.searchsorted(values, z - _TIE, side="left"), len(values) - 1)
+    order = np.argsort(admitted_at, kind="stable")
+    admitted_at, b, g, s = admitted_at[order], b[order], g[order], s[order]
+    psi = _psi_of(t, abs(delta))
+    with np.errstate(divide="ignore"):  # log 0 as -1e300: 0·log 0 = 0 (a screen: rounding aside, the trinomial's)
+        log_lost, log_gained, log_neither = (
+            np.maximum(np.log(np.clip(psi + delta, 0, 2) / 2), -1e300),
+            np.maximum(np.log(np.clip(psi - delta, 0, 2) / 2), -1e300),
+            np.maximum(np.log1p(-psi), -1e300),
         )
+    log_factorial = _log_factorial(n)
+    probability = np.exp(
+        (log_factorial[n] - log_factorial[b] - log_factorial[g] - log_factorial[n - s])[:, None]
+        + b[:, None] * log_lost
+        + g[:, None] * log_gained
+        + (n - s)[:, None] * log_neither
+    )
     added = np.zeros((len(values), len(t)))
-    np.add.at(added, np.minimum(k, len(values) - 1), np.exp(log_p))
-    tails = _tail_at(n, delta, b_first, t)[None, :] + np.cumsum(added, axis=0)
+    starts = np.flatnonzero(np.diff(admitted_at, prepend=-1))
+    added[admitted_at[starts]] = np.add.reduceat(probability, starts, axis=0)
+    tails = _tail_screen(n, delta, b_first, t)[None, :] + np.cumsum(added, axis=0)
     top = np.maximum.accumulate(tails.max(axis=1))
     k = int(np.searchsorted(top, alpha, side="left")) - 1
     if not 0 <= k < len(values) - 1:
-        return k, None, None
-    return k, t[np.argmax(tails[k + 1])], tails[k]
+        return k, None, None, None, None
+    b_k = b_first + np.bincount(s[admitted_at <= k], minlength=n + 1)
+    b_next = b_first + np.bincount(s[admitted_at <= k + 1], minlength=n + 1)
+    return k, t[np.argmax(tails[k + 1])], tails[k], b_k, b_next
 
 
 def exact_critical_value(n, delta, alpha, *, near=None):
@@ -483,9 +601,16 @@ def exact_critical_value(n, delta, alpha, *, near=None):
     screening made ``qualgate power``'s exact search answer at once, with the same values:
     ``tests/stats/test_power_speed.py``).
     """
+    return _critical_value(n, delta, alpha, near)[0]
 
-    def below(z, hint=None, grid_values=None):  # does the test at level alpha reject at Z = z?
-        b_star = _thresholds(n, delta, z)
+
+def _critical_value(n, delta, alpha, near):
+    """(:func:`exact_critical_value`, its thresholds or None when not at hand)."""
+    found_thresholds = [None, None]  # the last z whose thresholds were found, and them
+
+    def below(z, hint=None, grid_values=None, guess=None):  # does the test at level alpha reject at Z = z?
+        b_star = _thresholds(n, delta, z, guess=guess)
+        found_thresholds[:] = [z, b_star]
         if hint is not None and _tail_at(n, delta, b_star, hint)[0] >= alpha:  # one point at alpha: no
             return False
         return _sup_tail(n, delta, b_star, known_at=alpha, decide=True, grid_values=grid_values) < alpha
@@ -506,21 +631,24 @@ def exact_critical_value(n, delta, alpha, *, near=None):
     hinted = near is not None and math.isfinite(near)
     guess = near if hinted else float(special.ndtri(alpha))
     for width in (0.005, 0.06) if hinted else (0.02, 0.06):
-        values = _attainable(n, delta, guess - width, min(guess + width, 0.0))
-        found = _grid_crossing(n, delta, alpha, values) if len(values) > 1 else None
+        values, near_first, near_last = _attainable(n, delta, guess - width, min(guess + width, 0.0), thresholds=True)
+        found = _grid_crossing(n, delta, alpha, values, near_first, near_last) if len(values) > 1 else None
         if found is not None and 0 <= found[0] < len(values) - 1:
-            k, peak, grid_values = found
-            if not below(values[k + 1], hint=peak) and below(values[k], grid_values=grid_values):
-                return float(values[k])
+            k, peak, grid_values, b_k, b_next = found
+            # the grid's values are the screen's (to SCREEN_ERROR): the proof takes them that much higher
+            if not below(values[k + 1], hint=peak, guess=b_next) and below(
+                values[k], grid_values=grid_values + SCREEN_ERROR, guess=b_k
+            ):
+                return float(values[k]), found_thresholds[1] if found_thresholds[0] == values[k] else None
             break  # the grid's crossing was not the supremum's: bisect as before
     if near is not None and math.isfinite(near):
         values = _attainable(n, delta, near - 0.06, min(near + 0.06, 0.0))
         if len(values) > 1 and below(values[0]) and not below(values[-1]):
-            return largest_below(values)
+            return largest_below(values), None
     values = _attainable(n, delta)
     if not len(values) or not below(values[0]):
-        return -math.inf
-    return largest_below(values)
+        return -math.inf, None
+    return largest_below(values), None
 
 
 # ---------------------------------------------------------------- above EXACT_MAX_PAIRS
@@ -579,10 +707,10 @@ def rejection_thresholds(n, delta, alpha, *, near=None):
             lo = np.where(open_ & ok, mid, lo)
             hi = np.where(open_ & ~ok, mid - 1, hi)
         return lo, None
-    crit = exact_critical_value(n, delta, alpha, near=near)
+    crit, b_star = _critical_value(n, delta, alpha, near)
     if not math.isfinite(crit):
         return np.full(n + 1, -1), crit
-    return _thresholds(n, delta, crit), crit
+    return (_thresholds(n, delta, crit) if b_star is None else b_star), crit
 
 
 def one_seed_pvalue(lost, gained, n, delta, alpha, *, proven=True):

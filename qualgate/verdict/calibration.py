@@ -107,17 +107,13 @@ def calibrate(
     alpha = checks.real("alpha", alpha, low=0.0, high=0.5)
     power = checks.real("power", power, low=0.5, high=1.0, low_open=False)
     losses = [checks.real("losses", x, low=0.0, high=1.0) for x in losses]
-    clustered = pairing.max_cluster_size > 1
-    t = ClusteredTable.from_outcomes(pairing.question, pairing.baseline_correct, pairing.candidate_correct)
-    deff = t.design_effect if clustered else 1.0
+    t, clustered, deff, psi, psi_ci = _discordance(pairing, alpha)
     if clustered:
         test = clustered_mcnemar(t, alternative="two-sided")
         method = "sign-flip-exact"
     else:
         test = mcnemar(t.lost, t.gained, alternative="two-sided")
         method = "mcnemar-exact"
-    psi = (t.lost + t.gained) / t.n
-    psi_ci = discordance_interval(t.lost + t.gained, t.n, design_effect=deff, confidence_level=1 - alpha)
     ci = clustered_difference_ci(t, confidence_level=1 - alpha, design_effect=None if clustered else 1.0)
     per_q = t.n / t.clusters
     sizes, notes = [], []
@@ -179,6 +175,16 @@ def calibrate(
     )
 
 
+def _discordance(pairing: Pairing, alpha: float):
+    """(table, clustered, design effect, ψ, its 1 − alpha interval) of a pairing."""
+    clustered = pairing.max_cluster_size > 1
+    t = ClusteredTable.from_outcomes(pairing.question, pairing.baseline_correct, pairing.candidate_correct)
+    deff = t.design_effect if clustered else 1.0
+    psi = (t.lost + t.gained) / t.n
+    psi_ci = discordance_interval(t.lost + t.gained, t.n, design_effect=deff, confidence_level=1 - alpha)
+    return t, clustered, deff, psi, psi_ci
+
+
 def _questions(solve, deff, per_question):
     try:
         pairs = solve()
@@ -203,6 +209,33 @@ def run_calibration(
     on_prompt_mismatch="error",
 ) -> CalibrationReport:
     """Read and pair two runs (files, directories or other tools' logs), then :func:`calibrate`."""
+    pairing = _read_pairing(
+        run_a,
+        run_b,
+        on_missing=on_missing,
+        max_errors=max_errors,
+        drop_truncated=drop_truncated,
+        allow_unknown=allow_unknown,
+        input_format=input_format,
+        import_options=import_options,
+        on_prompt_mismatch=on_prompt_mismatch,
+    )
+    return calibrate(pairing, losses=losses, alpha=alpha, power=power)
+
+
+def _read_pairing(
+    run_a,
+    run_b,
+    *,
+    on_missing="error",
+    max_errors=0,
+    drop_truncated=False,
+    allow_unknown=False,
+    input_format="auto",
+    import_options=None,
+    on_prompt_mismatch="error",
+) -> Pairing:
+    """:func:`run_calibration`'s reading: two runs, read and paired."""
     from qualgate.records.importers import load_records
 
     a, b = (
@@ -211,8 +244,7 @@ def run_calibration(
         )
         for r in (run_a, run_b)
     )
-    pairing = pair_records(a, b, on_missing=on_missing, max_errors=max_errors, on_prompt_mismatch=on_prompt_mismatch)
-    return calibrate(pairing, losses=losses, alpha=alpha, power=power)
+    return pair_records(a, b, on_missing=on_missing, max_errors=max_errors, on_prompt_mismatch=on_prompt_mismatch)
 
 
 def _calibration_rows(r: CalibrationReport):
@@ -325,14 +357,8 @@ def pilot_discordance(run_a, run_b, *, alpha: float = 0.05, bound: str = "estima
     ``read``: :func:`run_calibration`'s reading options), for sizing a gate of that design."""
     if bound not in ("estimate", "upper"):
         raise ValueError(f"bound must be 'estimate' or 'upper', got {bound!r}")
-    r = run_calibration(run_a, run_b, alpha=alpha, losses=(), **read)
-    return PilotDiscordance(
-        (str(run_a), str(run_b)),
-        r.pairs,
-        r.questions,
-        r.pairs / r.questions,
-        r.design_effect,
-        r.discordant,
-        r.discordant_ci,
-        bound,
-    )
+    # calibrate()'s discordance alone (not its test and interval of the difference: issue 47,
+    # `qualgate power --discordance-from` answers at once)
+    alpha = checks.real("alpha", alpha, low=0.0, high=0.5)
+    t, _, deff, psi, psi_ci = _discordance(_read_pairing(run_a, run_b, **read), alpha)
+    return PilotDiscordance((str(run_a), str(run_b)), t.n, t.clusters, t.n / t.clusters, deff, psi, psi_ci, bound)

@@ -64,3 +64,17 @@ def test_the_interval_is_a_confidence_interval_tuple():
 def test_invalid_arguments_are_named(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         discordance_interval(*args, **kwargs)
+
+
+@pytest.mark.parametrize("deff", [1.0, 1.7, 3.25])
+@pytest.mark.parametrize(("x", "n"), [(1, 2), (7, 20), (18, 300), (682, 925), (0, 40), (40, 40), (3, 5000)])
+def test_the_interval_is_scipy_stats_beta_ppf_to_the_last_bit(x, n, deff):
+    # issue 47: the quantile comes from scipy.special's ufunc without importing scipy.stats;
+    # the numbers must be scipy.stats.beta.ppf's exactly (the pilot's ψ sizes the design)
+    from scipy.stats import beta
+
+    level = 0.9
+    alpha, n_eff, k = 1 - level, n / deff, x / deff  # the function's own arithmetic
+    low, high = discordance_interval(x, n, design_effect=deff, confidence_level=level)
+    assert low == (0.0 if k <= 0 else float(beta.ppf(alpha / 2, k, n_eff - k + 1)))
+    assert high == (1.0 if k >= n_eff else float(beta.ppf(1 - alpha / 2, k + 1, n_eff - k)))
