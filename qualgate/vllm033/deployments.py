@@ -8,11 +8,22 @@ then reads them as it reads a command line.
 
 - docker-compose: ``entrypoint:`` + ``command:`` (a string is split into words; compose's own
   ``${VAR}`` interpolation is not done, so a variable is refused), ``volumes:`` binds of a
-  path relative to the file (``./x``), ``working_dir:``.
+  path relative to the file (``./x``), ``working_dir:``; of each service as the project
+  defines it, the override file ``docker compose`` finds beside the file and ``extends``
+  merged (:mod:`qualgate.vllm033.compose`, which refuses what it cannot merge exactly).
 - Kubernetes: ``command:`` + ``args:`` with ``$(VAR)`` expanded from the container's
   ``env`` (``value``, ``configMapKeyRef``) and ``envFrom`` ``configMapRef`` (``$$`` is a
   literal ``$``), ``sh -c`` scripts, ``configMap`` volume mounts (``items``, ``subPath``),
-  ``workingDir``. ConfigMaps are those of the same file and of ``manifests``.
+  ``workingDir``. ConfigMaps are those of the same file and of ``manifests``, found in the
+  workload's namespace (one whose namespace cannot be told, or one name given twice with
+  different data, is refused). Workloads: every kind with a pod template, ``LeaderWorkerSet``,
+  KubeRay ``RayCluster``/``RayService``/``RayJob`` (head and worker groups; KubeRay wraps the
+  Ray container's command in its own ``ray start`` unless ``ray.io/overwrite-container-cmd``
+  is ``"true"``, so a vLLM start there is refused, and a Ray Serve LLM application or a job
+  entrypoint naming vLLM is refused), kserve ``ServingRuntime``s, an ``InferenceService``
+  component with ``containers:`` (one with ``model:`` is assembled by KServe from a runtime:
+  refused, whatever else the file holds) and ``LLMInferenceService`` templates (one that
+  shows no vLLM command is refused).
 - production-stack Helm values (``servingEngineSpec.modelSpec``): ``vllm serve MODEL`` and the
   chart's options in the order of ``helm/templates/deployment-vllm-multi.yaml`` (at a6c01db),
   ``vllmConfig.extraArgs`` last.
@@ -24,6 +35,11 @@ with no visible arguments, a chart, a ``docker pull``) is "no vLLM serving comma
 a ``$(VAR)`` from a Secret, a field reference or a ConfigMap not given, a ``--config`` file
 in no visible mount, several vLLM containers, or a speculative setting the command does not
 carry are refused, naming the field.
+
+One module over 500 lines: each reader turns its format into the same words and container
+(:class:`~qualgate.vllm033.cli_args.Container`) through the shared helpers here (``_words``,
+``_launch``, ``_one``, ``_check_mentions``); the compose merge, which needs none of them, is
+its own module.
 """
 
 from __future__ import annotations
