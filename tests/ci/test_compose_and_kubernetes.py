@@ -338,3 +338,23 @@ def test_two_configmaps_of_one_name_and_namespace_are_refused(tmp_path):
     p = write(tmp_path, "k.yaml", mounted(None) + "---\n" + configmap("serve", None, "max-num-seqs: 4"))
     refused(p, "ConfigMap serve.*twice", manifests=(m,))
     assert read_serving_config(p).speculative is None  # without the second one: read
+
+
+def test_docker_compose_config_output_on_stdin_is_read_as_merged(tmp_path, monkeypatch):
+    # `docker compose config | qualgate check -`: compose merged it already; no override is looked up
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path, "compose.override.yaml", f"services:\n  vllm:\n    command: [--model, Qwen/Qwen3-8B, -sc, '{FLY}']\n"
+    )
+    merged = "name: demo\n" + BASE
+    r = CliRunner().invoke(cli, ["check", "--vllm-version", "0.33.0", "-"], input=merged)
+    assert r.exit_code == 0 and "allowed (target, lossless" in r.output, r.output
+
+
+def test_lint_annotates_fly_at_the_override_files_line(tmp_path):
+    p = write(tmp_path, "compose.yaml", BASE)
+    o = write(
+        tmp_path, "compose.override.yaml", f"services:\n  vllm:\n    command: [--model, Qwen/Qwen3-8B, -sc, '{FLY}']\n"
+    )
+    out = CliRunner().invoke(cli, ["lint", "--format", "github", str(p)]).stdout
+    assert f"file={o},line=3,title=qualgate lossy-verification" in out, out
