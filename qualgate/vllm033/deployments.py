@@ -8,11 +8,22 @@ then reads them as it reads a command line.
 
 - docker-compose: ``entrypoint:`` + ``command:`` (a string is split into words; compose's own
   ``${VAR}`` interpolation is not done, so a variable is refused), ``volumes:`` binds of a
-  path relative to the file (``./x``), ``working_dir:``.
+  path relative to the file (``./x``), ``working_dir:``; of each service as the project
+  defines it, the override file ``docker compose`` finds beside the file and ``extends``
+  merged (:mod:`qualgate.vllm033.compose`, which refuses what it cannot merge exactly).
 - Kubernetes: ``command:`` + ``args:`` with ``$(VAR)`` expanded from the container's
   ``env`` (``value``, ``configMapKeyRef``) and ``envFrom`` ``configMapRef`` (``$$`` is a
   literal ``$``), ``sh -c`` scripts, ``configMap`` volume mounts (``items``, ``subPath``),
-  ``workingDir``. ConfigMaps are those of the same file and of ``manifests``.
+  ``workingDir``. ConfigMaps are those of the same file and of ``manifests``, found in the
+  workload's namespace (one whose namespace cannot be told, or one name given twice with
+  different data, is refused). Workloads: every kind with a pod template, ``LeaderWorkerSet``,
+  KubeRay ``RayCluster``/``RayService``/``RayJob`` (head and worker groups; KubeRay wraps the
+  Ray container's command in its own ``ray start`` unless ``ray.io/overwrite-container-cmd``
+  is ``"true"``, so a vLLM start there is refused, and a Ray Serve LLM application or a job
+  entrypoint naming vLLM is refused), kserve ``ServingRuntime``s, an ``InferenceService``
+  component with ``containers:`` (one with ``model:`` is assembled by KServe from a runtime:
+  refused, whatever else the file holds) and ``LLMInferenceService`` templates (one that
+  shows no vLLM command is refused).
 - production-stack Helm values (``servingEngineSpec.modelSpec``): ``vllm serve MODEL`` and the
   chart's options in the order of ``helm/templates/deployment-vllm-multi.yaml`` (at a6c01db),
   ``vllmConfig.extraArgs`` last.
@@ -24,11 +35,17 @@ with no visible arguments, a chart, a ``docker pull``) is "no vLLM serving comma
 a ``$(VAR)`` from a Secret, a field reference or a ConfigMap not given, a ``--config`` file
 in no visible mount, several vLLM containers, or a speculative setting the command does not
 carry are refused, naming the field.
+
+One module over 500 lines: each reader turns its format into the same words and container
+(:class:`~qualgate.vllm033.cli_args.Container`) through the shared helpers here (``_words``,
+``_launch``, ``_one``, ``_check_mentions``); the compose merge, which needs none of them, is
+its own module.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -51,7 +68,8 @@ from qualgate.vllm033.cli_args import (
     parse_command_line,
     vllm_environment,
 )
-from qualgate.vllm033.serving_config import ServingConfig
+from qualgate.vllm033.compose import compose_services
+from qualgate.vllm033.serving_config import Loc, ServingConfig
 from qualgate.vllm033.shell import Command, Script, read_script, vllm_start
 
 __all__ = ["ENTRYPOINTS", "NoServeCommand", "read_deployment"]
@@ -79,7 +97,10 @@ def _no_serve(path: str, why: str) -> NoServeCommand:
 
 
 def _line(node) -> int:
-    return node.start_mark.line + 1
+    """1-based; a :class:`Loc` naming the file for a node of another file (a compose override
+    or ``extends`` file, :mod:`qualgate.vllm033.compose`)."""
+    name = node.start_mark.name
+    return node.start_mark.line + 1 if name.startswith("<") else Loc(node.start_mark.line + 1, name)
 
 
 def _child(node, key):
@@ -109,7 +130,29 @@ def _words(value, node, *, path: str, field: str) -> list[tuple[str, int]]:
     raise DataError("must be a string or a list of strings", file=path, field=field, value=value)
 
 
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [] if value is None else [value]
+
+
 # --------------------------------------------------------------------------- the launch
+
+
+def _script_at(names: list[str]) -> int | None:
+    """Where the script of ``sh -c SCRIPT`` (``bash -lc -- SCRIPT``, as KubeRay writes it) is,
+    or ``None`` when the words run no shell script."""
+    if not names or os.path.basename(names[0]) not in ("sh", "bash"):
+        return None
+    i, script = 1, False
+    while i < len(names) and names[i][:1] in ("-", "+") and names[i] not in ("-", "+"):
+        if names[i] == "--":
+            i += 1
+            break
+        if names[i] in ("-o", "+o", "-O", "+O"):  # an option with its argument
+            i += 2
+            continue
+        script |= names[i][:1] == "-" and names[i][1:2] != "-" and "c" in names[i][1:]
+        i += 1
+    return i if script else None
 
 
 def _start(words, *, path, container: Container, what: str, env=()):
@@ -117,11 +160,11 @@ def _start(words, *, path, container: Container, what: str, env=()):
     ``None`` when it starts no vLLM server; ``env``: the container's ``(name, value)``."""
     names = [w for w, _ in words]
     is_start = lambda ws: _serve_args(list(ws)) is not None  # noqa: E731
-    if names and os.path.basename(names[0]) in ("sh", "bash") and "-c" in names[1:]:
-        at = names.index("-c")
-        if at + 1 >= len(words):
+    at = _script_at(names)
+    if at is not None:
+        if at >= len(words):
             raise DataError(f"{what}: `sh -c` without a script", file=path)
-        text, line = words[at + 1]
+        text, line = words[at]
         why = "the image's working directory is not shown"
         script = read_script(text, path=path, line=line, cwd=container.workdir, cwd_why=why, in_container=True)
     else:
@@ -200,7 +243,7 @@ def _check_mentions(docs, read: list, path: str) -> None:
                 raise DataError(
                     f"{v[:60]!r} mentions speculative decoding outside the vLLM command that qualgate "
                     "reads from this file; qualgate cannot tell whether vLLM sees it, so it refuses it",
-                    file=path,
+                    file=getattr(_line(n), "file", path),
                     line=_line(n),
                     field=v[:60],
                 )
@@ -216,16 +259,13 @@ def _check_mentions(docs, read: list, path: str) -> None:
 
 
 def _compose(docs, path: str, assume) -> ServingConfig:
-    node, data = docs[0]
-    snode = _child(node, "services")
+    services, other_files = compose_services(docs, path)  # the override file and extends merged
     found, used = [], []
-    for name, svc in data["services"].items():
-        if not isinstance(svc, Mapping):
-            continue
-        n = _child(snode, name)
+    for name, service in services.items():
+        svc, n, nodes = service.data, service.node, service.nodes
         where = f"service {name}"
-        entry = _words(svc.get("entrypoint"), _child(n, "entrypoint"), path=path, field=f"services.{name}.entrypoint")
-        cmd = _words(svc.get("command"), _child(n, "command"), path=path, field=f"services.{name}.command")
+        entry = _words(svc.get("entrypoint"), nodes.get("entrypoint"), path=path, field=f"services.{name}.entrypoint")
+        cmd = _words(svc.get("command"), nodes.get("command"), path=path, field=f"services.{name}.command")
         mounts, unmounted = [], []
         for v in svc.get("volumes") or []:
             if isinstance(v, str):  # SRC:DST[:MODE]; a SRC not starting with "." is a named volume
@@ -258,60 +298,198 @@ def _compose(docs, path: str, assume) -> ServingConfig:
         )
         if cfg is not None:
             found.append((where, cfg))
-            used += [_child(n, "entrypoint"), _child(n, "command")]
-    text_mentions = any("vllm" in str(s.get("image", "")) for s in data["services"].values() if isinstance(s, Mapping))
+            used += [nodes.get("entrypoint"), nodes.get("command")]
+    text_mentions = any("vllm" in str(s.data.get("image", "")) for s in services.values())
     cfg = _one(found, path, mentions_vllm=text_mentions, fmt="docker-compose")
-    _check_mentions(docs, used, path)
+    _check_mentions([*docs, *((n, {}) for n in other_files)], used, path)
     return cfg
 
 
 # --------------------------------------------------------------------------- Kubernetes
 
 
-def _config_maps(docs) -> dict[str, dict[str, str]]:
-    return {
-        str(d["metadata"]["name"]): {str(k): str(v) for k, v in (d.get("data") or {}).items()}
-        for _, d in docs
-        if isinstance(d, Mapping) and d.get("kind") == "ConfigMap" and isinstance(d.get("metadata"), Mapping)
-    }
+def _namespace(doc) -> str | None:
+    meta = doc.get("metadata")
+    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return None if ns is None else str(ns)
 
 
-def _pod_specs(doc, node):
-    """``(pod spec, its node, where)`` of a manifest."""
+class _ConfigMaps:
+    """The ConfigMaps given (the file's and ``--manifest``'s), found by namespace and name: a
+    workload reads those of its own namespace. One without ``metadata.namespace`` is in the
+    namespace it is applied to, which the files do not show: it answers only a workload without
+    one either, and a lookup that could reach ConfigMaps of two namespaces is refused, as is one
+    name given twice in one namespace with different data."""
+
+    def __init__(self):
+        self.by_name: dict[str, list[tuple[str | None, dict[str, str], str]]] = {}
+
+    def add(self, docs, file: str) -> None:
+        for _, d in docs:
+            if isinstance(d, Mapping) and d.get("kind") == "ConfigMap" and isinstance(d.get("metadata"), Mapping):
+                data = {str(k): str(v) for k, v in (d.get("data") or {}).items()}
+                self.by_name.setdefault(str(d["metadata"].get("name")), []).append((_namespace(d), data, file))
+
+    def get(self, namespace: str | None, name: str, *, path: str, where: str) -> dict[str, str] | None:
+        found = self.by_name.get(name, [])
+        same = [(ns, data, f) for ns, data, f in found if ns == namespace]
+        unsure = [(ns, f) for ns, _, f in found if ns != namespace and (ns is None or namespace is None)]
+        if unsure:
+            them = ", ".join(f"{'no namespace' if ns is None else 'namespace ' + ns} ({f})" for ns, f in unsure)
+            raise DataError(
+                f"{where} (in {'no namespace' if namespace is None else 'namespace ' + namespace}) reads ConfigMap "
+                f"{name}, and one of that name has {them}: the namespace a manifest without one is applied to is "
+                "not in the files, so qualgate cannot tell which one it reads; state metadata.namespace on both",
+                file=path,
+                field=name,
+            )
+        if len({tuple(sorted(data.items())) for _, data, _ in same}) > 1:
+            files = ", ".join(f for _, _, f in same)
+            raise DataError(
+                f"ConfigMap {name} is given twice in {'no namespace' if namespace is None else 'namespace ' + namespace} "
+                f"with different data ({files}): the one applied last wins, which the files do not show",
+                file=path,
+                field=name,
+            )
+        return same[0][1] if same else None
+
+
+#: a Ray application or job that starts vLLM (Ray Serve LLM, or vLLM named)
+_RAY_VLLM = re.compile(r"(?i)vllm|ray\.serve\.llm|llm_configs|engine_kwargs")
+_ISVC_MODELS = (
+    "model",
+    "huggingface",
+    "sklearn",
+    "xgboost",
+    "tensorflow",
+    "pytorch",
+    "triton",
+    "onnx",
+    "pmml",
+    "lightgbm",
+    "paddle",
+)
+
+
+def _ray_specs(doc, node, kind, name, path):
+    """KubeRay: the head and worker groups' pod specs (``RayService``'s ``rayClusterConfig``,
+    ``RayJob``'s ``rayClusterSpec``); a Ray Serve application or job entrypoint that starts vLLM
+    is refused (qualgate reads vLLM from container commands only)."""
+    spec, snode = doc["spec"], _child(node, "spec")
+    for key in ("serveConfigV2", "serveConfig", "entrypoint", "runtimeEnvYAML"):
+        text = spec.get(key)
+        m = _RAY_VLLM.search(str(text)) if text is not None else None
+        if m:
+            raise DataError(
+                f"{kind} {name} {key}: a Ray application that starts vLLM ({m.group(0)!r}); qualgate reads vLLM "
+                "from a container's command, not from a Ray Serve or Ray job config, so it cannot say what runs "
+                "(check the vllm serve command or --config file that application runs instead)",
+                file=path,
+                line=_line(_child(snode, key)),
+                field=key,
+            )
+    cluster, cnode = spec, snode
+    if kind != "RayCluster":
+        key = "rayClusterConfig" if kind == "RayService" else "rayClusterSpec"
+        cluster, cnode = spec.get(key), _child(snode, key)
+    if not isinstance(cluster, Mapping):
+        return []
+    annotations = (doc.get("metadata") or {}).get("annotations") or {}
+    # KubeRay reads the annotation on the RayCluster (RayJob and RayService pass theirs on)
+    wrapped = str(annotations.get("ray.io/overwrite-container-cmd", "")).lower() != "true"
+    groups = [("headGroupSpec", cluster.get("headGroupSpec"), _child(cnode, "headGroupSpec"))]
+    workers, wnodes = cluster.get("workerGroupSpecs"), _child(cnode, "workerGroupSpecs")
+    if isinstance(workers, list):
+        wn = wnodes.value if isinstance(wnodes, yaml.SequenceNode) else [None] * len(workers)
+        groups += [(f"workerGroupSpecs[{i}]", g, n) for i, (g, n) in enumerate(zip(workers, wn))]
+    out = []
+    for where, g, gnode in groups:
+        tmpl = g.get("template") if isinstance(g, Mapping) else None
+        if isinstance(tmpl, Mapping) and isinstance(tmpl.get("spec"), Mapping):
+            pnode = _child(_child(gnode, "template"), "spec")
+            out.append((tmpl["spec"], pnode, f"{kind} {name} {where}", "ray" if wrapped else None))
+    return out
+
+
+def _pod_specs(doc, node, path):
+    """``(pod spec, its node, where, special)`` of a manifest; ``special``: ``"ray"`` (KubeRay
+    builds the first container's command), ``"vllm"`` (a pod that runs vLLM for sure: one whose
+    containers show no vLLM start is refused) or ``None``."""
     kind = doc.get("kind")
     spec, snode = doc.get("spec"), _child(node, "spec")
     name = (doc.get("metadata") or {}).get("name", "?") if isinstance(doc.get("metadata"), Mapping) else "?"
     if not isinstance(spec, Mapping):
         return []
     if kind in ("Pod", *_RUNTIMES):
-        return [(spec, snode, f"{kind} {name}")]
+        return [(spec, snode, f"{kind} {name}", None)]
+    if kind in ("RayCluster", "RayService", "RayJob"):
+        return _ray_specs(doc, node, kind, name, path)
+    if kind == "InferenceService":  # kserve: a component is a pod spec (custom containers) or a model
+        out = []
+        for comp in ("predictor", "transformer", "explainer"):
+            c, cn = spec.get(comp), _child(snode, comp)
+            if not isinstance(c, Mapping):
+                continue
+            model = next((k for k in _ISVC_MODELS if k in c), None)
+            if model is not None:
+                raise _no_serve(
+                    path,
+                    f"InferenceService {name} {comp}.{model} runs a server KServe assembles from a ServingRuntime "
+                    "(named by `runtime:` or chosen by the model format) with these fields merged and their args "
+                    "appended, which qualgate does not do; check the ServingRuntime's file, with the arguments "
+                    f"written there, or give the {comp} its own `containers:`",
+                )
+            if "containers" in c:
+                out.append((c, cn, f"InferenceService {name} {comp}", None))
+        return out
+    if kind == "LLMInferenceService":  # kserve: vLLM pods from templates merged into the controller's preset
+        out = []
+        for where, t, tn in (
+            ("template", spec.get("template"), _child(snode, "template")),
+            ("worker", spec.get("worker"), _child(snode, "worker")),
+            (
+                "prefill.template",
+                (spec.get("prefill") or {}).get("template"),
+                _child(_child(snode, "prefill"), "template"),
+            ),
+            ("prefill.worker", (spec.get("prefill") or {}).get("worker"), _child(_child(snode, "prefill"), "worker")),
+        ):
+            if isinstance(t, Mapping):
+                out.append((t, tn, f"{kind} {name} {where}", "vllm"))
+        if not out:
+            raise _no_serve(
+                path,
+                f"LLMInferenceService {name} has no `template`: KServe starts vLLM with the command of its "
+                "LLMInferenceServiceConfig preset, which qualgate does not read (write the command in spec.template)",
+            )
+        return out
     if kind == "CronJob":
         spec, snode = (spec.get("jobTemplate") or {}).get("spec") or {}, _child(_child(snode, "jobTemplate"), "spec")
     if kind == "LeaderWorkerSet":
         lwt, ln = spec.get("leaderWorkerTemplate") or {}, _child(snode, "leaderWorkerTemplate")
         return [
-            ((lwt.get(t) or {}).get("spec") or {}, _child(_child(ln, t), "spec"), f"{kind} {name} {t}")
+            ((lwt.get(t) or {}).get("spec") or {}, _child(_child(ln, t), "spec"), f"{kind} {name} {t}", None)
             for t in ("leaderTemplate", "workerTemplate")
             if isinstance(lwt.get(t), Mapping)
         ]
     tmpl = spec.get("template") if isinstance(spec, Mapping) else None
     if isinstance(tmpl, Mapping) and isinstance(tmpl.get("spec"), Mapping):
-        return [(tmpl["spec"], _child(_child(snode, "template"), "spec"), f"{kind} {name}")]
-    if isinstance(tmpl, Mapping) and "containers" in tmpl:  # kserve LLMInferenceService: the pod spec itself
-        return [(tmpl, _child(snode, "template"), f"{kind} {name}")]
+        return [(tmpl["spec"], _child(_child(snode, "template"), "spec"), f"{kind} {name}", None)]
     return []
 
 
-def _env(container: Mapping, maps: dict, path: str, where: str):
-    """``(values, unresolved)``: the container's environment as Kubernetes builds it."""
+def _env(container: Mapping, config_map, path: str, where: str):
+    """``(values, unresolved)``: the container's environment as Kubernetes builds it;
+    ``config_map(name)``: the data of the ConfigMap of that name in the workload's namespace."""
     values: dict[str, str] = {}
     unresolved: dict[str, str] = {}
     open_ended = None  # an envFrom source whose keys cannot be listed
     for src in container.get("envFrom") or []:
         prefix = str(src.get("prefix") or "")
         ref = src.get("configMapRef")
-        if isinstance(ref, Mapping) and str(ref.get("name")) in maps:
-            values.update({prefix + k: v for k, v in maps[str(ref["name"])].items()})
+        data = config_map(str(ref.get("name"))) if isinstance(ref, Mapping) else None
+        if data is not None:
+            values.update({prefix + k: v for k, v in data.items()})
         else:
             open_ended = (
                 "a Secret" if src.get("secretRef") else f"ConfigMap {ref.get('name') if ref else '?'!r} (not given)"
@@ -323,8 +501,9 @@ def _env(container: Mapping, maps: dict, path: str, where: str):
             unresolved.pop(name, None)
             continue
         ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
-        if isinstance(ref, Mapping) and str(ref.get("name")) in maps and str(ref.get("key")) in maps[str(ref["name"])]:
-            values[name] = maps[str(ref["name"])][str(ref["key"])]
+        data = config_map(str(ref.get("name"))) if isinstance(ref, Mapping) else None
+        if data is not None and str(ref.get("key")) in data:
+            values[name] = data[str(ref["key"])]
             unresolved.pop(name, None)
         else:
             values.pop(name, None)
@@ -366,15 +545,17 @@ def _expand(word: str, values, unresolved, open_ended, *, path: str, field: str,
 
 
 def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
-    maps = _config_maps(docs)
+    maps = _ConfigMaps()
+    maps.add(docs, path)
     for m in manifests:
-        extra = yaml_documents(read_text(Path(m), kind="yaml", bom="strip"), file=str(m))
-        maps.update(_config_maps(extra))
+        maps.add(yaml_documents(read_text(Path(m), kind="yaml", bom="strip"), file=str(m)), str(m))
     found, used, vllm_named = [], [], False
     for node, doc in docs:
         if not isinstance(doc, Mapping):
             continue
-        for pod, pnode, where in _pod_specs(doc, node):
+        namespace = _namespace(doc)
+        for pod, pnode, where, special in _pod_specs(doc, node, path):
+            runs = len(found)
             volumes = {str(v.get("name")): v for v in pod.get("volumes") or [] if isinstance(v, Mapping)}
             every = [  # init containers (sidecars with restartPolicy Always run beside) and ephemeral ones too
                 (c, cn)
@@ -392,7 +573,21 @@ def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
                     continue
                 what = f"{where} container {c.get('name', i)}"
                 vllm_named |= "vllm" in str(c.get("image", ""))
-                values, unresolved, open_ended = _env(c, maps, path, what)
+                if special == "ray" and c is (pod.get("containers") or [None])[0]:
+                    shown = " ".join(str(w) for k in ("command", "args") for w in _as_list(c.get(k)))
+                    if "vllm" in shown.lower():
+                        raise DataError(
+                            f"{what}: KubeRay runs the Ray container's command and args inside the `ulimit ...; "
+                            "ray start ...` command it generates, which qualgate does not assemble; annotate the "
+                            'resource with ray.io/overwrite-container-cmd: "true" (its command then runs as written) '
+                            "or start vLLM in another container",
+                            file=path,
+                            line=_line(cn) if cn is not None else None,
+                            field="ray.io/overwrite-container-cmd",
+                        )
+                    continue  # a Ray node: KubeRay starts `ray start` in it
+                config_map = functools.partial(maps.get, namespace, path=path, where=what)
+                values, unresolved, open_ended = _env(c, config_map, path, what)
                 words = []
                 for key in ("command", "args"):
                     for w, line in _words(c.get(key), _child(cn, key), path=path, field=f"{what} {key}"):
@@ -404,8 +599,8 @@ def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
                     vol = volumes.get(str(vm.get("name")), {})
                     cm = vol.get("configMap")
                     dst = str(vm.get("mountPath"))
-                    if isinstance(cm, Mapping) and str(cm.get("name")) in maps:
-                        files = maps[str(cm["name"])]
+                    files = config_map(str(cm.get("name"))) if isinstance(cm, Mapping) else None
+                    if files is not None:
                         if cm.get("items"):
                             files = {
                                 str(it["path"]): files[str(it["key"])]
@@ -436,6 +631,12 @@ def _kubernetes(docs, path: str, manifests, assume) -> ServingConfig:
                 if cfg is not None:
                     found.append((what, cfg))
                     used += [_child(cn, "command"), _child(cn, "args"), _child(cn, "env")]
+            if special == "vllm" and len(found) == runs:
+                raise _no_serve(
+                    path,
+                    f"{where} runs vLLM, and no container of it shows the command (KServe merges it with the "
+                    "command of its LLMInferenceServiceConfig preset, which qualgate does not read)",
+                )
     cfg = _one(found, path, mentions_vllm=vllm_named, fmt="kubernetes")
     _check_mentions(docs, used, path)
     if any(isinstance(d, Mapping) and d.get("kind") in _RUNTIMES for _, d in docs):
