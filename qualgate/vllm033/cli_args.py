@@ -662,12 +662,29 @@ def _option_value(r: _Reading, name: str, eq: str, value: str, known: bool, line
             f"{name} expects a value (vLLM's parser refuses it without)", file=r.path, line=line, field=name
         )
     value, value_line = r.words[r.i + 1] if takes_value else (None, line)
+    _expanded(r, value, value_line)
     r.i += 2 if takes_value else 1
     if takes_value and name in rule("cli-nargs").data["options"]:  # nargs="+": up to the next option
         while r.i < len(r.words) and not (r.words[r.i][0].startswith("-") and not _NEG_NUMBER.match(r.words[r.i][0])):
+            _expanded(r, *r.words[r.i])
             value = f"{value} {r.words[r.i][0]}"
             r.i += 1
     return value, value_line
+
+
+def _expanded(r: _Reading, value: str | None, line: int) -> None:
+    """An option's value that a shell or docker compose fills in at run time is refused, as
+    the option word itself is: unquoted, its words are split (``--api-key $KEY`` with
+    ``KEY="x --speculative-config {...}"`` adds options), and a word that continues a list
+    option (``--served-model-name m "$EXTRA"``) can be an option."""
+    if value is not None and ("$" in value or "`" in value):
+        raise _refuse(
+            f"{value!r} is expanded at run time (a shell or docker compose variable)",
+            path=r.path,
+            line=line,
+            token=value,
+            rule_id="cli-sc-alias",
+        )
 
 
 def _cli_sc_alias(r: _Reading, name: str, value, line: int, value_line) -> None:

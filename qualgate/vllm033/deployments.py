@@ -189,6 +189,15 @@ def _launch(
     repo = repo.rsplit(":", 1)[0] if ":" in repo.rsplit("/", 1)[-1] else repo
     if has_command or assume == "none":
         cfg = _start(words, path=path, container=container, what=what, env=env)
+        # a vLLM image whose command qualgate cannot follow (`bash /scripts/start.sh`) can serve
+        # beside the container qualgate reads; a LeaderWorkerSet's workers join the leader's Ray
+        # cluster (vLLM's examples/online_serving/multi-node-serving.sh worker) and serve nothing
+        if cfg is None and "vllm" in repo and not what.split(" container ")[0].endswith("workerTemplate"):
+            raise _no_serve(
+                path,
+                f"{what} runs image {image!r} with a command that starts no vLLM server qualgate can read "
+                f"({' '.join(w for w, _ in words)[:80]!r}), so it cannot tell what that container serves",
+            )
     elif assume is not None:
         cfg = parse_command_line(words, path=path, fmt="command-line", entry=ENTRYPOINTS[assume], container=container)
     elif repo.endswith("vllm/vllm-openai") and words:  # its entrypoint is `vllm serve` or the api_server module
