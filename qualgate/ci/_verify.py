@@ -157,6 +157,7 @@ def _recompute(report: Evidence, located: dict[str, str], progress) -> str:
                 inconclusive=s.inconclusive,
                 missing=s.missing,
                 multiplicity=s.multiplicity,
+                final=s.final,  # an interim look is recomputed as one: it cannot pass as final
             )
         again = dataclasses.replace(
             again,

@@ -282,6 +282,22 @@ class SequentialSettings(Settings):
     max_errors: int
     drop_truncated: bool
     allow_unknown: bool
+    #: the records were declared final (``--final``), so the budget's fixed-n test could decide;
+    #: written only when not (reports before issue 47 had no such key and always tested finally),
+    #: so a report of an interim look is verified as one and cannot pass as final
+    final: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.final:
+            del out["final"]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        if isinstance(data, cls):
+            return data
+        return cls(**{k: data[k] for k in cls.keys() if k != "final"}, final=data.get("final", True))
 
 
 # -------------------------------------------------------------------------- candidates

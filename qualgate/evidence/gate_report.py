@@ -473,8 +473,9 @@ class _Check:
         if not isinstance(s, dict):
             self.fail("must be an object", "settings")
         keys = _SETTINGS[design]
-        if set(s) != set(keys):
-            self.fail(f"must have exactly the keys {list(keys)}", "settings", sorted(s))
+        optional = {"final"} if design == "sequential" else set()  # written only when false
+        if not set(keys) - optional <= set(s) <= set(keys):
+            self.fail(f"must have exactly the keys {list(keys)} (final only when false)", "settings", sorted(s))
         self.choice(s["policy"], POLICIES if design == "fixed" else ("noninferiority",), "settings.policy")
         for name, high in (("margin", 1), ("alpha", 0.5)):
             self.number(s[name], f"settings.{name}", 0, high)
@@ -497,6 +498,8 @@ class _Check:
             self.number(s["order_seed"], "settings.order_seed", 0, 2**63, integer=True, none=True)
             self.number(s["max_questions"], "settings.max_questions", 1, 1e15, integer=True, none=True)
             self.choice(s["multiplicity"], MULTIPLICITIES, "settings.multiplicity")
+            if "final" in s and s["final"] is not False:
+                self.fail("must be false when present (records not declared final)", "settings.final", s["final"])
 
     def side(self, side, field):
         if not isinstance(side, dict):

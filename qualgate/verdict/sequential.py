@@ -135,6 +135,7 @@ class SequentialReport(GateResult):
     max_questions: int | None
     comparisons: tuple[SequentialComparison, ...]
     multiplicity: str = "bonferroni"
+    final: bool = True  #: the records were declared final: the budget's fixed-n test could decide
 
     def settings(self) -> SequentialSettings:
         return SequentialSettings(
@@ -149,6 +150,7 @@ class SequentialReport(GateResult):
             inconclusive=self.inconclusive,
             missing=self.missing,
             **self.reading,
+            final=self.final,
         )
 
 
@@ -295,6 +297,7 @@ def sequential_gate(
         exit_code=int(code),
         missing=missing,
         multiplicity=multiplicity,
+        final=final,
     )
 
 

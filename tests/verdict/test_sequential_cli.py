@@ -158,3 +158,31 @@ def test_the_final_test_with_several_seeds_is_the_fixed_gates_test_on_the_same_p
     netted = ClusteredTable.from_outcomes(np.repeat(np.arange(n), seeds), np.ones(n * seeds, bool), net.ravel())
     assert abs(clustered_noninferiority(netted, margin=0.02, alpha=0.049).upper_bound - fixed.upper_bound) > 1e-3
     assert "the fixed gate's, on the same pairs" in cand_doc["reason"]
+
+
+@pytest.mark.slow
+def test_an_interim_look_is_recorded_and_verified_as_one_and_cannot_pass_as_final(tmp_path, monkeypatch):
+    """Issue 47: a report of records not declared final says so (settings.final false); check
+    recomputes it as an interim look, so the same report claiming final no longer matches its
+    records, and a signed one's claim breaks the signature."""
+    from qualgate.ci._verify import _recompute
+
+    b, c = pair(tmp_path, 800, 24, 24, seed=3)  # the final test would PASS on these (test above)
+    interim = tmp_path / "interim.json"
+    monkeypatch.setenv("QUALGATE_EVIDENCE_KEY", "k")
+    r = invoke(b, c, "--margin", "0.02", "--max-questions", "1000", "--output", str(interim))
+    assert r.exit_code != 0, r.output
+    doc = json.loads(interim.read_text())
+    assert doc["settings"]["final"] is False and doc["candidates"][0]["verdict"] != "PASS"
+    ev = Evidence.read(interim)
+    located = {f.path: f.path for f in (*ev.baseline.files, *ev.candidates[0].side.files)}
+    assert _recompute(ev, located, lambda _: None) == ""
+    claimed = {**doc, "settings": {k: v for k, v in doc["settings"].items() if k != "final"}}
+    assert 'verdict_worst_case is "INCONCLUSIVE" in the report, "PASS" recomputed' in _recompute(
+        Evidence.from_dict(claimed), located, lambda _: None
+    )
+    assert ev.signature_problem("k") == "" and Evidence.from_dict(claimed).signature_problem("k") != ""
+    final = json.loads(
+        invoke(b, c, "--margin", "0.02", "--max-questions", "1000", "--final", "--format", "json").stdout
+    )
+    assert "final" not in final["settings"] and final["candidates"][0]["verdict"] == "PASS"
