@@ -69,7 +69,7 @@ body{font:14px/1.45 system-ui,sans-serif;color:var(--fg);background:var(--bg);ma
 h1{font-size:1.4rem;margin:0}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid var(--line)}
 .sub{color:var(--muted)}table{border-collapse:collapse;width:100%}.wide{overflow-x:auto}
 th,td{border-bottom:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.id,span.id{white-space:nowrap}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.id,span.id{white-space:nowrap}td.num.split{white-space:normal}span.nw{white-space:nowrap}
 .warn{color:var(--inc)}code.raw{overflow-wrap:anywhere}
 .PASS{color:var(--pass);font-weight:600}.FAIL{color:var(--fail);font-weight:600}.INCONCLUSIVE{color:var(--inc);font-weight:600}
 figure{margin:1rem 0}figure svg{width:100%;max-width:52rem;height:auto}
@@ -154,27 +154,40 @@ def _clip(text: str | None) -> str | None:
 
 
 def _table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], num: Sequence[int] = (), ids: Sequence[int] = ()
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    num: Sequence[int] = (),
+    ids: Sequence[int] = (),
+    split: Sequence[int] = (),
 ) -> str:
     """A table in a box that scrolls sideways where the page is too narrow for it: its cells wrap
-    between words only; ``num`` (numbers) and ``ids`` (names) columns do not wrap."""
+    between words only; ``num`` (numbers) and ``ids`` (names) columns do not wrap, ``split``
+    (numbers) columns only between their ``span.nw`` parts (a value and its interval)."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = []
+
+    def cell(i: int, c: str) -> str:
+        if i in split:
+            return f'<td class="num split">{c}</td>'
+        return f'<td class="num">{c}</td>' if i in num else f'<td class="id">{c}</td>' if i in ids else f"<td>{c}</td>"
+
     for row in rows:
-        cells = "".join(
-            f'<td class="num">{c}</td>' if i in num else f'<td class="id">{c}</td>' if i in ids else f"<td>{c}</td>"
-            for i, c in enumerate(row)
-        )
+        cells = "".join(cell(i, c) for i, c in enumerate(row))
         body.append(f"<tr>{cells}</tr>")
     return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def _fmt_speed(v: dict) -> str:
-    """The speed-up with its interval, as the run's text report writes it (``1.23 [0.98, 1.52]``)."""
+    """The speed-up with its interval, as the run's text report writes it (``1.23 [0.98, 1.52]``),
+    escaped; a narrow page wraps it between the value and the interval, never inside either."""
     from qualgate.report.run import fmt_speedup
 
     x = v["speedup"]
-    return "—" if x is None or not math.isfinite(x) else fmt_speedup(x, v.get("speedup_ci"))
+    if x is None or not math.isfinite(x):
+        return "—"
+    value, _, interval = fmt_speedup(x, v.get("speedup_ci")).partition(" ")
+    parts = [value, interval] if interval else [value]
+    return " ".join(f'<span class="nw">{html.escape(p)}</span>' for p in parts)
 
 
 def _speed_notes(r: HtmlReport) -> str:
@@ -201,7 +214,7 @@ def _verdict_section(r: HtmlReport) -> str:
             _e(fmt_pct(v["accuracy"])),
             _e(fmt_points(v["loss"], sign=True) if v["loss"] is not None else None),
             _e(fmt_points(v["loss_upper"])),
-            _e(_fmt_speed(v)),
+            _fmt_speed(v),
             _e(v["reason"]),
         ]
         for v in r.verdicts
@@ -209,7 +222,7 @@ def _verdict_section(r: HtmlReport) -> str:
     speed = f"speed-up [{interval_label(r.speed_level)}]" if r.speed_level else "speed-up"
     headers = ["config", "mode", "verdict", "accuracy", "loss (pts)", "loss upper bound (pts)", speed, "reason"]
     lead = f'<p class="headline"><strong>{html.escape(r.headline)}</strong></p>' if r.headline else ""
-    table = _table(headers, rows, num=(3, 4, 5, 6), ids=(0, 1, 2))
+    table = _table(headers, rows, num=(3, 4, 5), ids=(0, 1, 2), split=(6,))
     return f'<section id="verdicts"><h2>Verdicts</h2>{lead}{table}{_speed_notes(r)}</section>'
 
 
