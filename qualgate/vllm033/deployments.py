@@ -68,7 +68,7 @@ from qualgate.vllm033.cli_args import (
     parse_command_line,
     vllm_environment,
 )
-from qualgate.vllm033.compose import compose_services
+from qualgate.vllm033.compose import _child, compose_services
 from qualgate.vllm033.serving_config import Loc, ServingConfig
 from qualgate.vllm033.shell import Command, Script, read_script, vllm_start
 
@@ -101,14 +101,6 @@ def _line(node) -> int:
     or ``extends`` file, :mod:`qualgate.vllm033.compose`)."""
     name = node.start_mark.name
     return node.start_mark.line + 1 if name.startswith("<") else Loc(node.start_mark.line + 1, name)
-
-
-def _child(node, key):
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == key:
-                return v
-    return None
 
 
 def _words(value, node, *, path: str, field: str) -> list[tuple[str, int]]:
